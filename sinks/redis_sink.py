@@ -1,0 +1,203 @@
+"""RedisSink: writes one micro-batch of engine outputs to Redis.
+
+`foreachBatch` is at-least-once, so every write is idempotent (sinks/lua.py): a replayed
+batch writes nothing twice. The sink only sends: it pipelines script calls in chunks, retries
+a chunk a bounded number of times when Redis cannot be reached, then raises SinkUnavailable so
+that the Spark batch fails and is replayed. It never drops a record silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import redis
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    NoPermissionError,
+    ReadOnlyError,
+    ResponseError,
+)
+
+from sinks import lua
+from sinks import redis_records as rec
+from sinks.errors import SinkAuthError, SinkUnavailable, SinkWriteError
+from sinks.keys import DEFAULT_PREFIX, Keys
+
+log = logging.getLogger(__name__)
+
+SCRIPTS = {
+    "apply_status": lua.APPLY_STATUS,
+    "prune_replicas": lua.PRUNE_REPLICAS,
+    "write_alert": lua.WRITE_ALERT,
+    "write_quarantine": lua.WRITE_QUARANTINE,
+    "cluster_point": lua.CLUSTER_POINT,
+}
+
+# Worth another try: the server is unreachable, timed out, loading, or a replica mid-failover.
+RETRYABLE = (redis.ConnectionError, redis.TimeoutError, ReadOnlyError)
+# Never worth another try (AuthenticationError is a ConnectionError, so it is checked first).
+AUTH_FAILURES = (AuthenticationError, AuthorizationError, NoPermissionError)
+
+
+class RedisSinkSettings(BaseModel):
+    """How the sink writes. Stream lengths are approximate bounds (XADD MAXLEN ~)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prefix: str = DEFAULT_PREFIX
+    alerts_maxlen: PositiveInt = 100_000
+    series_maxlen: PositiveInt = 4_096  # per replica/partition series stream
+    cluster_series_maxlen: PositiveInt = 100_000
+    quarantine_maxlen: PositiveInt = 10_000
+    seen_ttl_s: PositiveInt = 7 * 24 * 3600  # how long a replay is recognised as one
+    chunk_size: PositiveInt = 2_000  # script calls per pipeline round trip
+    retries: NonNegativeInt = 3  # further attempts of a chunk after the first
+    backoff_initial_s: PositiveFloat = 0.2
+    backoff_max_s: PositiveFloat = 5.0
+    cluster_series: bool = Field(default=True, description="append a point of counts per cluster")
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix_is_a_key_part(cls, prefix: str) -> str:
+        Keys(prefix)  # raises ValueError with the reason
+        return prefix
+
+
+@dataclass(frozen=True)
+class WriteReport:
+    """What one write_batch did. 'skipped' means already written, or older than stored."""
+
+    batch_id: int
+    alerts_written: int = 0
+    alerts_skipped: int = 0
+    partition_status_written: int = 0
+    partition_status_skipped: int = 0
+    replica_status_written: int = 0
+    replica_status_skipped: int = 0
+    quarantine_written: int = 0
+    quarantine_skipped: int = 0
+    series_points_written: int = 0
+    cluster_points_written: int = 0
+    round_trips: int = 0
+
+    @property
+    def written(self) -> int:
+        return (self.alerts_written + self.partition_status_written
+                + self.replica_status_written + self.quarantine_written)
+
+    @property
+    def skipped(self) -> int:
+        return (self.alerts_skipped + self.partition_status_skipped
+                + self.replica_status_skipped + self.quarantine_skipped)
+
+
+class RedisSink:
+    """Writes micro-batches to Redis through the given client (see sinks.redis_client)."""
+
+    def __init__(self, client: redis.Redis, settings: RedisSinkSettings | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._client = client
+        self._settings = settings or RedisSinkSettings()
+        self._keys = Keys(self._settings.prefix)
+        self._sleep = sleep
+        self._scripts = {name: client.register_script(src) for name, src in SCRIPTS.items()}
+
+    @property
+    def keys(self) -> Keys:
+        return self._keys
+
+    def write_batch(self, batch_id: int, alerts: list[dict], partition_status: list[dict],
+                    replica_status: list[dict], quarantine: list[dict]) -> WriteReport:
+        """Write one micro-batch; safe to call again with the same batch."""
+        counts: Counter[str] = Counter()
+        for chunk in _chunks(self._calls(batch_id, alerts, partition_status, replica_status,
+                                         quarantine), self._settings.chunk_size):
+            results = self._execute(batch_id, chunk)
+            counts["round_trips"] += 1
+            for call, result in zip(chunk, results):
+                _count(counts, call, result)
+        report = WriteReport(batch_id=batch_id, **counts)
+        log.info("batch %d: wrote %d records, skipped %d (replayed or older), %d series points",
+                 batch_id, report.written, report.skipped, report.series_points_written)
+        return report
+
+    def _calls(self, batch_id, alerts, partition_status, replica_status, quarantine
+               ) -> Iterator[rec.ScriptCall]:
+        s, keys = self._settings, self._keys
+        latest: dict[str, int] = {}  # newest event time per cluster in this batch
+        for record in partition_status:
+            yield rec.partition_status_call(keys, record, s.series_maxlen)
+            prune = rec.prune_replicas_call(keys, record)
+            if prune is not None:
+                yield prune
+            _note(latest, record)
+        for record in replica_status:
+            yield rec.replica_status_call(keys, record, s.series_maxlen)
+            _note(latest, record)
+        for alert in sorted(alerts, key=rec.alert_order):
+            yield rec.alert_call(keys, alert, s.seen_ttl_s, s.alerts_maxlen)
+            _note(latest, alert)
+        ids = rec.quarantine_record_ids(batch_id, quarantine)
+        for record, record_id in zip(quarantine, ids):
+            yield rec.quarantine_call(keys, record, record_id, s.seen_ttl_s, s.quarantine_maxlen)
+        if s.cluster_series:
+            for cluster, ts in sorted(latest.items()):
+                yield rec.cluster_point_call(keys, cluster, ts, s.cluster_series_maxlen)
+
+    def _execute(self, batch_id: int, chunk: list[rec.ScriptCall]) -> list[Any]:
+        """One pipeline round trip, retried with capped exponential backoff."""
+        s = self._settings
+        for attempt in range(s.retries + 1):
+            try:
+                pipe = self._client.pipeline(transaction=False)
+                for call in chunk:
+                    self._scripts[call.script](keys=call.keys, args=call.args, client=pipe)
+                return pipe.execute()
+            except AUTH_FAILURES as exc:
+                raise SinkAuthError(f"batch {batch_id}: Redis refused the sink's user: {exc}") from exc
+            except RETRYABLE as exc:
+                if attempt == s.retries:
+                    raise SinkUnavailable(
+                        f"batch {batch_id}: Redis unreachable after {attempt + 1} attempts: {exc}"
+                    ) from exc
+                delay = min(s.backoff_max_s, s.backoff_initial_s * 2 ** attempt)
+                log.warning("batch %d: Redis write failed (%s), attempt %d of %d, retrying in %.2fs",
+                            batch_id, exc, attempt + 1, s.retries + 1, delay)
+                self._sleep(delay)
+            except ResponseError as exc:
+                raise SinkWriteError(f"batch {batch_id}: Redis refused a write: {exc}") from exc
+        raise AssertionError("unreachable")
+
+
+def _note(latest: dict[str, int], record: Mapping[str, Any]) -> None:
+    cluster, ts = record.get("cluster"), record.get("ts")
+    if cluster is not None and ts is not None:
+        latest[cluster] = max(int(ts), latest.get(cluster, int(ts)))
+
+
+def _count(counts: Counter[str], call: rec.ScriptCall, result: Any) -> None:
+    if call.script == "apply_status":
+        applied, appended = result
+        counts[f"{call.kind}_{'written' if applied else 'skipped'}"] += 1
+        counts["series_points_written"] += appended
+    elif call.script in ("write_alert", "write_quarantine"):
+        counts[f"{call.kind}_{'written' if result else 'skipped'}"] += 1
+    elif call.script == "cluster_point":
+        counts["cluster_points_written"] += result
+
+
+def _chunks(calls: Iterable[rec.ScriptCall], size: int) -> Iterator[list[rec.ScriptCall]]:
+    chunk: list[rec.ScriptCall] = []
+    for call in calls:
+        chunk.append(call)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
