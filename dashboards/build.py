@@ -1,0 +1,130 @@
+"""Build the Grafana dashboards as JSON.
+
+    python -m dashboards.build [--out DIR] [--prefix PREFIX] [--print]
+
+writes DIR/replmon-overview.json and DIR/replmon-replica.json (DIR defaults to
+dashboards/json, which is committed and provisioned by deploy/grafana). The output depends on
+nothing but the arguments, so building twice gives identical files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from dashboards import panels as p
+from sinks.keys import DEFAULT_PREFIX, Keys
+
+OUT_DIR = Path(__file__).resolve().parent / "json"
+SCHEMA_VERSION = 39
+GRID_WIDTH = 24
+
+
+def layout(rows: list[list[tuple[dict, int, int]]]) -> list[dict]:
+    """Place rows of (panel, width, height) top to bottom and number the panels."""
+    placed, y = [], 0
+    for row in rows:
+        x = 0
+        for panel, width, height in row:
+            if x + width > GRID_WIDTH:
+                raise ValueError(f"row too wide at panel {panel['title']!r}")
+            placed.append({**panel, "id": len(placed) + 1,
+                           "gridPos": {"x": x, "y": y, "w": width, "h": height}})
+            x += width
+        y += max(height for _, _, height in row)
+    return placed
+
+
+def dashboard(uid: str, title: str, description: str, variables: list[dict], panels: list[dict],
+              links: list[dict]) -> dict:
+    return {
+        "id": None, "uid": uid, "title": title, "description": description,
+        "tags": ["replmon", "kafka", "replication"], "timezone": "browser", "editable": True,
+        "graphTooltip": 1, "schemaVersion": SCHEMA_VERSION, "version": 1, "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"}, "fiscalYearStartMonth": 0, "liveNow": False,
+        "annotations": {"list": []}, "templating": {"list": variables}, "links": links,
+        "panels": panels,
+    }
+
+
+def _link(title: str, uid: str) -> dict:
+    return {"title": title, "type": "link", "url": f"/d/{uid}", "includeVars": True,
+            "keepTime": True, "asDropdown": False, "icon": "dashboard", "tags": [], "targetBlank": False,
+            "tooltip": ""}
+
+
+def overview(keys: Keys) -> dict:
+    counts = [p.firing_alerts_count(keys), p.under_replicated_count(keys), p.under_min_isr_count(keys),
+              p.out_of_sync_count(keys), p.quarantine_count(keys)]
+    return dashboard(
+        "replmon-overview", "replmon / cluster overview",
+        "Replication health of one Kafka cluster as re-derived by replmon.",
+        [p.cluster_variable(keys)],
+        layout([
+            [(c, w, 4) for c, w in zip(counts, (6, 5, 5, 4, 4))],
+            [(p.firing_alerts_table(keys), 24, 8)],
+            [(p.cluster_counts(keys), 16, 8), (p.under_replicated_table(keys), 8, 8)],
+            [(p.alert_transitions_table(keys), 24, 10)],
+            [(p.quarantine_table(keys), 24, 8)],
+        ]),
+        [_link("Partition and followers", "replmon-replica")],
+    )
+
+
+def replica(keys: Keys) -> dict:
+    return dashboard(
+        "replmon-replica", "replmon / partition and followers",
+        "High watermark, ISR and per-follower lag of one partition.",
+        [p.cluster_variable(keys), p.topic_variable(keys), p.partition_variable(keys),
+         p.replica_variable(keys)],
+        layout([
+            [(p.high_watermark_vs_leader_leo(keys), 12, 8), (p.isr_size(keys), 6, 8),
+             (p.high_watermark_stalled(keys), 6, 8)],
+            [(p.partition_state_table(keys), 24, 5)],
+            [(p.follower_lag_time(keys), 24, 8)],
+            [(p.follower_lag_messages(keys), 24, 8)],
+            [(p.follower_state_table(keys), 24, 5)],
+        ]),
+        [_link("Cluster overview", "replmon-overview")],
+    )
+
+
+def build_all(prefix: str = DEFAULT_PREFIX) -> dict[str, dict]:
+    """File name -> dashboard."""
+    keys = Keys(prefix)
+    return {"replmon-overview.json": overview(keys), "replmon-replica.json": replica(keys)}
+
+
+def render(board: dict) -> str:
+    return json.dumps(board, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write(out_dir: Path, prefix: str = DEFAULT_PREFIX) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, board in build_all(prefix).items():
+        path = out_dir / name
+        path.write_text(render(board), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dashboards.build", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=OUT_DIR, help=f"output folder (default {OUT_DIR})")
+    parser.add_argument("--prefix", default=DEFAULT_PREFIX, help="Redis key prefix the sink writes under")
+    parser.add_argument("--print", action="store_true", help="print the JSON instead of writing files")
+    args = parser.parse_args(argv)
+    if args.print:
+        for name, board in build_all(args.prefix).items():
+            sys.stdout.write(render(board))
+        return 0
+    for path in write(args.out, args.prefix):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""Grafana panels and variables, one small function each, over shared defaults.
+
+Every query goes to the Redis data source (plugin `redis-datasource`) and names its key through
+sinks.keys, with Grafana variables ('$cluster', '$topic', '$partition', '$replica') as key parts.
+Metric series are Redis Streams whose entry ids are event times in ms: the plugin's XRANGE
+turns the id into the `$time` field and restricts it to the dashboard's time range.
+Panels carry no id or gridPos: dashboards.build lays them out.
+"""
+
+from __future__ import annotations
+
+from sinks.keys import Keys
+
+DATASOURCE_UID = "replmon-redis"
+DATASOURCE = {"type": "redis-datasource", "uid": DATASOURCE_UID}
+
+# Grafana variable references, spliced into keys as key parts.
+CLUSTER, TOPIC, PARTITION, REPLICA = "$cluster", "$topic", "$partition", "$replica"
+
+
+# --- targets (the plugin's query model: pkg/types.go queryModel) --------------------------
+def command(name: str, key: str, ref: str = "A", **fields) -> dict:
+    """A 'Redis' query: one command on one key."""
+    return {"datasource": DATASOURCE, "refId": ref, "type": "command", "command": name,
+            "keyName": key, "query": "", **fields}
+
+
+def cli(query: str, ref: str = "A") -> dict:
+    """A command line, for commands the query editor lacks (HVALS); one row per reply item."""
+    return {"datasource": DATASOURCE, "refId": ref, "type": "cli", "query": query, "cli": False}
+
+
+# --- panel skeletons ----------------------------------------------------------------------
+def _panel(kind: str, title: str, description: str, targets: list[dict], **extra) -> dict:
+    return {"type": kind, "title": title, "description": description, "datasource": DATASOURCE,
+            "targets": targets, **extra}
+
+
+def _only(*names: str) -> dict:
+    """Keep the time field and the named stream fields (an XRANGE returns all of them)."""
+    return {"id": "filterFieldsByName", "options": {"include": {"names": ["$time", *names]}}}
+
+
+def _rename(**names: str) -> dict:
+    return {"id": "organize", "options": {"renameByName": names, "excludeByName": {}, "indexByName": {}}}
+
+
+def _series(title: str, description: str, key: str, fields: dict[str, str], unit: str, **extra) -> dict:
+    """A time series panel over one series stream; `fields` maps stream field -> legend."""
+    return _panel(
+        "timeseries", title, description, [command("xrange", key)],
+        transformations=[_only(*fields), _rename(**fields)],
+        fieldConfig={"defaults": {"unit": unit, "min": 0, "custom": {"lineInterpolation": "stepAfter",
+                                                                     "spanNulls": True}},
+                     "overrides": []},
+        options={"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                 "tooltip": {"mode": "multi", "sort": "none"}},
+        **extra,
+    )
+
+
+def _count(title: str, description: str, target: dict, red_from: int = 1) -> dict:
+    """A stat panel: one count, red from `red_from`."""
+    return _panel(
+        "stat", title, description, [target],
+        fieldConfig={"defaults": {"unit": "none", "decimals": 0, "noValue": "0", "thresholds": {
+            "mode": "absolute",
+            "steps": [{"color": "green", "value": None}, {"color": "red", "value": red_from}]}},
+            "overrides": []},
+        options={"colorMode": "background", "graphMode": "none", "justifyMode": "center",
+                 "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                 "textMode": "value"},
+    )
+
+
+def _table(title: str, description: str, targets: list[dict], transformations: list[dict],
+           **extra) -> dict:
+    return _panel("table", title, description, targets, transformations=transformations,
+                  options={"showHeader": True, "cellHeight": "sm"}, **extra)
+
+
+def _hide(*names: str) -> dict:
+    return {"id": "organize", "options": {"excludeByName": {n: True for n in names}, "renameByName": {},
+                                          "indexByName": {}}}
+
+
+# --- variables ----------------------------------------------------------------------------
+def variable(name: str, label: str, key: str, multi: bool = False, numeric: bool = False) -> dict:
+    """A query variable fed by an index set (SMEMBERS)."""
+    query = f"smembers {key}"
+    return {"name": name, "label": label, "type": "query", "datasource": DATASOURCE,
+            "query": query, "definition": query, "refresh": 1, "sort": 3 if numeric else 1,
+            "multi": multi, "includeAll": multi, "hide": 0, "regex": "", "skipUrlSync": False,
+            "current": {}, "options": []}
+
+
+def cluster_variable(keys: Keys) -> dict:
+    return variable("cluster", "Cluster", keys.clusters())
+
+
+def topic_variable(keys: Keys) -> dict:
+    return variable("topic", "Topic", keys.topics(CLUSTER))
+
+
+def partition_variable(keys: Keys) -> dict:
+    return variable("partition", "Partition", keys.topic_partitions(CLUSTER, TOPIC), numeric=True)
+
+
+def replica_variable(keys: Keys) -> dict:
+    return variable("replica", "Follower", keys.replicas(CLUSTER, TOPIC, PARTITION), multi=True,
+                    numeric=True)
+
+
+# --- overview panels ----------------------------------------------------------------------
+def firing_alerts_count(keys: Keys) -> dict:
+    return _count("Firing alerts", "Alerts of this cluster firing now.",
+                  command("hlen", keys.alerts_firing_in(CLUSTER)))
+
+
+def under_replicated_count(keys: Keys) -> dict:
+    return _count("Under-replicated partitions", "Partitions whose ISR is smaller than the replica set.",
+                  command("scard", keys.under_replicated(CLUSTER)))
+
+
+def under_min_isr_count(keys: Keys) -> dict:
+    return _count("Under min ISR", "Partitions whose ISR is below min.insync.replicas: acks=all "
+                  "producers get NotEnoughReplicas.", command("scard", keys.under_min_isr(CLUSTER)))
+
+
+def out_of_sync_count(keys: Keys) -> dict:
+    return _count("Out-of-sync followers", "Followers outside the ISR.",
+                  command("scard", keys.out_of_sync(CLUSTER)))
+
+
+def quarantine_count(keys: Keys) -> dict:
+    return _count("Quarantined records", "Input records set aside since the start (all clusters).",
+                  command("get", keys.quarantine_count()), red_from=1)
+
+
+def firing_alerts_table(keys: Keys) -> dict:
+    extract = {"id": "extractFields", "options": {"source": "Value", "format": "json", "replace": True}}
+    order = {"id": "organize", "options": {
+        "excludeByName": {"alert_id": True, "cluster": True, "topic": True, "partition": True,
+                          "replica": True, "ts": True},
+        "indexByName": {"severity": 0, "name": 1, "subject": 2, "started_ms": 3, "reason": 4},
+        "renameByName": {"started_ms": "started"}}}
+    return _table("Firing alerts", "One row per firing alert of this cluster.",
+                  [cli(f"hvals {keys.alerts_firing_in(CLUSTER)}")], [extract, order],
+                  fieldConfig={"defaults": {}, "overrides": [
+                      {"matcher": {"id": "byName", "options": "started"},
+                       "properties": [{"id": "unit", "value": "dateTimeAsIso"}]}]})
+
+
+def alert_transitions_table(keys: Keys) -> dict:
+    return _table("Alert transitions", "Every firing and resolve written in the time range, newest "
+                  "first (time = when the sink wrote it; ts = event time).",
+                  [command("xrevrange", keys.alerts_stream(), count=500)],
+                  [_hide("$streamId", "alert_id", "topic", "partition", "replica")])
+
+
+def cluster_counts(keys: Keys) -> dict:
+    return _series("Cluster replication health", "Counts after each micro-batch, at its newest event time.",
+                   keys.cluster_series(CLUSTER),
+                   {"under_replicated": "under-replicated", "under_min_isr": "under min ISR",
+                    "out_of_sync_replicas": "out-of-sync followers", "firing_alerts": "firing alerts"},
+                   "none")
+
+
+def under_replicated_table(keys: Keys) -> dict:
+    return _table("Under-replicated partitions", "topic:partition",
+                  [command("smembers", keys.under_replicated(CLUSTER))], [])
+
+
+def quarantine_table(keys: Keys) -> dict:
+    return _table("Quarantined records", "The newest records set aside, with the reason.",
+                  [command("xrevrange", keys.quarantine_stream(), count=100)], [_hide("$streamId", "id")])
+
+
+# --- partition and follower panels --------------------------------------------------------
+def partition_state_table(keys: Keys) -> dict:
+    return _table("Partition state", "The latest partition_status.",
+                  [command("hgetall", keys.partition(CLUSTER, TOPIC, PARTITION))], [])
+
+
+def high_watermark_vs_leader_leo(keys: Keys) -> dict:
+    return _series("High watermark vs leader LEO", "The gap is what acks=all producers and "
+                   "read_committed consumers wait for.", keys.partition_series(CLUSTER, TOPIC, PARTITION),
+                   {"hw": "high watermark", "leader_leo": "leader LEO"}, "none")
+
+
+def isr_size(keys: Keys) -> dict:
+    return _series("ISR size", "Size of the derived committed ISR.",
+                   keys.partition_series(CLUSTER, TOPIC, PARTITION), {"isr_size": "ISR size"}, "none")
+
+
+def high_watermark_stalled(keys: Keys) -> dict:
+    return _series("High watermark stalled", "How long the HW has not moved while below the leader LEO.",
+                   keys.partition_series(CLUSTER, TOPIC, PARTITION), {"hw_stalled_ms": "HW stalled"}, "ms")
+
+
+def follower_lag_time(keys: Keys) -> dict:
+    return _series("Follower $replica: time since caught up", "ts − lastCaughtUpTimeMs; Kafka drops the "
+                   "follower from the ISR past replica.lag.time.max.ms.",
+                   keys.replica_series(CLUSTER, TOPIC, PARTITION, REPLICA), {"lag_ms": "lag"}, "ms",
+                   repeat="replica", repeatDirection="h", maxPerRow=4)
+
+
+def follower_lag_messages(keys: Keys) -> dict:
+    return _series("Follower $replica: messages behind", "leader LEO − follower LEO.",
+                   keys.replica_series(CLUSTER, TOPIC, PARTITION, REPLICA),
+                   {"lag_messages": "messages behind"}, "none",
+                   repeat="replica", repeatDirection="h", maxPerRow=4)
+
+
+def follower_state_table(keys: Keys) -> dict:
+    return _table("Follower $replica state", "The latest replica_status.",
+                  [command("hgetall", keys.replica(CLUSTER, TOPIC, PARTITION, REPLICA))], [],
+                  repeat="replica", repeatDirection="h", maxPerRow=4)
