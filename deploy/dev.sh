@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One entry point for a fresh machine:  bash deploy/dev.sh run | test | setup | bench
+#   setup  create .venv and install replmon with its pinned dependencies (idempotent)
+#   run    setup, then `replmon run` (no settings: the embedded simulated cluster)
+#   test   setup, start the local Kafka broker and Redis (deploy/local), run the whole test suite
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+venv="$root/.venv"
+
+need() { command -v "$1" >/dev/null 2>&1 || { echo "dev.sh: '$1' is required but not installed ($2)" >&2; exit 2; }; }
+
+setup() {
+  need python3 "Python >= 3.11"
+  need java "a Java 17 runtime for Spark and Kafka"
+  if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+  fi
+  stamp="$venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)"
+  if [ ! -f "$stamp" ]; then
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    "$venv/bin/python" -m pip install -q -e ".[test]"
+    touch "$stamp"
+  fi
+}
+
+cmd="${1:-}"; shift || true
+case "$cmd" in
+  setup) setup ;;
+  run)
+    setup
+    exec "$venv/bin/replmon" run "$@" ;;
+  test)
+    setup
+    bash deploy/local/services.sh up
+    set +e
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
+    rc=$?
+    set -e
+    # pytest exits 5 when it collected nothing: that is a failure here, never a pass.
+    exit $rc ;;
+  bench)
+    setup
+    exec "$venv/bin/python" bench/throughput.py "$@" ;;
+  *)
+    echo "usage: bash deploy/dev.sh run|test|setup|bench [args]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,131 @@
+"""`replmon`: run the monitor, simulate a cluster, check conformance, manage local services."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run_parser(sub) -> None:
+    p = sub.add_parser("run", help="run the monitor (no options: a simulated cluster, embedded)")
+    p.add_argument("--config", help="TOML settings file (also REPLMON_CONFIG)")
+    p.add_argument("--input", help="file or folder of JSON-lines events instead of Kafka")
+    p.add_argument("--once", action="store_true", help="process what is there, then stop")
+    p.add_argument("--output", help="output folder (default ./replmon-out)")
+    p.add_argument("--kafka-bootstrap", help="read the metrics topic from this Kafka cluster")
+    p.add_argument("--redis-url", help="also write alerts and metrics to this Redis")
+    p.add_argument("--scenario", default="demo", help="simulated scenario for the embedded default")
+    p.add_argument("--quiet", action="store_true", help="do not print the alert timeline")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="replmon", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _run_parser(sub)
+    sub.add_parser("simulate", help="simulate a Kafka cluster's fetch metrics", add_help=False)
+    conf = sub.add_parser("conformance", help="check the rules engine against scenario files")
+    conf.add_argument("paths", nargs="+")
+    svc = sub.add_parser("services", help="local Kafka broker and Redis for development")
+    svc.add_argument("action", choices=["up", "down", "status"])
+    svc.add_argument("--brokers", type=int, default=1, choices=[1, 3])
+    if argv and argv[0] == "simulate":
+        from streaming.simulator.cli import main as simulate_main
+        return simulate_main(argv[1:])
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "conformance":
+        from streaming.conformance_cmd import run
+        return run(args.paths)
+    if args.command == "services":
+        script = PROJECT_ROOT / "deploy" / "local" / "services.sh"
+        return subprocess.call(["bash", str(script), args.action, "--brokers", str(args.brokers)])
+    return run_command(args)
+
+
+def run_command(args) -> int:
+    from streaming.settings import load_settings
+
+    overrides = {}
+    if args.output:
+        overrides["output_dir"] = args.output
+    if args.input:
+        overrides["input_path"] = args.input
+    settings = load_settings(args.config, **overrides)
+    if args.kafka_bootstrap:
+        settings = settings.model_copy(update={"kafka": settings.kafka.model_copy(
+            update={"bootstrap_servers": args.kafka_bootstrap})})
+    if args.redis_url:
+        from pydantic import SecretStr
+        settings = settings.model_copy(update={"redis": settings.redis.model_copy(
+            update={"url": SecretStr(args.redis_url)})})
+    embedded = settings.input_path is None and settings.kafka.bootstrap_servers is None
+    if embedded:
+        return run_embedded(settings, args)
+    return run_monitor(settings, once=args.once, quiet=args.quiet)
+
+
+def run_embedded(settings, args) -> int:
+    """No input configured: simulate a cluster with faults and monitor it, all in-process."""
+    from streaming.simulator.cli import main as simulate_main
+
+    sim_dir = Path(tempfile.mkdtemp(prefix="replmon-sim-"))
+    print(f"replmon: no input configured; simulating scenario '{args.scenario}' into {sim_dir}")
+    rc = simulate_main(["--scenario", args.scenario, "--out", str(sim_dir)])
+    if rc != 0:
+        return rc
+    settings = settings.model_copy(update={"input_path": str(sim_dir / "events")})
+    return run_monitor(settings, once=True, quiet=args.quiet, truth=sim_dir / "truth.jsonl")
+
+
+def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None = None) -> int:
+    from streaming.bridge import OutputRouter
+    from streaming.session import build_session
+    from streaming.sources import file_source, kafka_source
+    from streaming.query import start_query
+
+    redis_sink = None
+    if settings.redis.url is not None:
+        from streaming.redis_out import build_redis_sink
+        redis_sink = build_redis_sink(settings.redis)
+    spark = build_session(settings.spark)
+    if settings.input_path:
+        source = file_source(spark, settings.input_path, settings.spark.max_files_per_trigger)
+    else:
+        source = kafka_source(spark, settings.kafka)
+    router = OutputRouter(settings.output_dir if settings.write_files else None, redis_sink)
+    query = start_query(spark, source, settings, router, once=once)
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+    print(f"replmon: outputs in {settings.output_dir}: " +
+          ", ".join(f"{k} {v}" for k, v in sorted(router.totals.items())))
+    if not quiet:
+        print_timeline(Path(settings.output_dir) / "alerts")
+    return 0
+
+
+def print_timeline(alerts_dir: Path, out=sys.stdout) -> None:
+    """The alert transitions, in event-time order, one readable line each."""
+    rows = []
+    for f in sorted(alerts_dir.glob("*.jsonl")):
+        rows += [json.loads(line) for line in f.read_text().splitlines() if line]
+    rows.sort(key=lambda r: (r["ts"], r["status"] != "resolved", r["subject"], r["name"]))
+    print(f"\nAlert timeline ({len(rows)} transitions)", file=out)
+    from datetime import datetime, timezone
+    for r in rows:
+        when = datetime.fromtimestamp(r["ts"] / 1000, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+        print(f"{when}  {r['status'].upper():8} {r['severity']:8} {r['name']:20} "
+              f"{r['subject']:28} {r['reason']}", file=out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

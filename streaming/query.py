@@ -1,0 +1,45 @@
+"""The streaming query: source -> parse/validate -> watermark -> stateful buckets -> outputs."""
+from __future__ import annotations
+
+import logging
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from streaming.parse import parse_events, quarantine_records, valid_events
+from streaming.settings import Settings
+from streaming.stateful import INPUT_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, make_state_func
+
+log = logging.getLogger(__name__)
+
+
+def monitor_outputs(source: DataFrame, settings: Settings) -> DataFrame:
+    """All outputs as (kind, payload) rows: alerts, statuses, and quarantine from both the
+    parse stage and the stateful stage."""
+    stream = settings.stream
+    parsed = parse_events(source, max_future_ms=stream.max_future_ms, seq=F.col("seq"))
+    valid = (valid_events(parsed, stream.buckets)
+             .withWatermark("event_time", f"{stream.lateness_ms} milliseconds")
+             .select("bucket", "event_time", *INPUT_COLUMNS))
+    func = make_state_func(settings.monitor_config(), stream.buckets)
+    monitored = valid.groupBy("bucket").applyInPandasWithState(
+        func, OUTPUT_SCHEMA, STATE_SCHEMA, "append", "EventTimeTimeout")
+    return monitored.unionByName(quarantine_records(parsed))
+
+
+def start_query(spark: SparkSession, source: DataFrame, settings: Settings, on_batch,
+                *, once: bool, name: str = "replmon") -> StreamingQuery:
+    """Start the query; `on_batch(batch_df, batch_id)` receives every micro-batch."""
+    writer = (monitor_outputs(source, settings).writeStream
+              .queryName(name)
+              .outputMode("append")
+              .option("checkpointLocation", settings.checkpoint_dir)
+              .foreachBatch(on_batch))
+    if once:
+        writer = writer.trigger(availableNow=True)
+    elif settings.spark.trigger_interval:
+        writer = writer.trigger(processingTime=settings.spark.trigger_interval)
+    query = writer.start()
+    log.info("query %s started (checkpoint %s)", name, settings.checkpoint_dir)
+    return query

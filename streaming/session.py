@@ -1,0 +1,39 @@
+"""The SparkSession: local mode by default, settings applied before the JVM starts."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from streaming.settings import SparkConf
+
+log = logging.getLogger(__name__)
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def build_session(conf: SparkConf, app_name: str = "replmon") -> SparkSession:
+    """Create (or return) the session. Driver memory and jars only take effect when this call
+    starts the JVM, so call it before anything else touches Spark."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Python workers must import the project's packages even when it is not pip-installed.
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(PROJECT_ROOT) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *paths])
+    builder = (SparkSession.builder.master(conf.master).appName(app_name)
+               .config("spark.driver.memory", conf.driver_memory)
+               .config("spark.sql.shuffle.partitions", str(conf.shuffle_partitions))
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
+               .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000"))
+    if conf.jars:
+        builder = builder.config("spark.jars", ",".join(conf.jars))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    log.info("spark %s session on %s", spark.version, conf.master)
+    return spark

@@ -1,0 +1,154 @@
+"""Settings: environment (REPLMON_*, nested with __), a .env file, and an optional TOML file.
+
+Strict and frozen: an unknown key or a bad value fails before Spark starts, with a message
+that names the setting. Secrets are SecretStr and never printed.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict,
+                               TomlConfigSettingsSource)
+
+from state.monitor import MonitorConfig
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KafkaSource(_Section):
+    bootstrap_servers: str | None = None
+    subscribe: str | None = "replmon.fetch-metrics"
+    subscribe_pattern: str | None = None
+    starting_offsets: str = "earliest"
+    starting_timestamp_ms: int | None = None
+    max_offsets_per_trigger: int | None = Field(default=1_000_000, ge=1)
+    fail_on_data_loss: bool = True
+    # Any kafka.* client option (security.protocol, sasl.jaas.config, ssl.truststore.location,
+    # ...), passed to Spark's Kafka source as "kafka.<name>". Values are secrets: never logged.
+    options: dict[str, SecretStr] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_subscription(self):
+        if self.subscribe_pattern and self.subscribe:
+            if self.subscribe != "replmon.fetch-metrics":
+                raise ValueError("give kafka.subscribe or kafka.subscribe_pattern, not both")
+        return self
+
+
+class RedisOut(_Section):
+    url: SecretStr | None = None          # redis://host:port/db or rediss:// for TLS
+    username: str | None = None
+    password: SecretStr | None = None
+    ssl_ca_certs: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    prefix: str = "replmon"
+    alerts_maxlen: int = Field(default=100_000, ge=100)
+    series_maxlen: int = Field(default=10_000, ge=10)
+    quarantine_maxlen: int = Field(default=100_000, ge=100)
+    retries: int = Field(default=5, ge=0)
+
+
+class SparkConf(_Section):
+    master: str = "local[2]"
+    shuffle_partitions: int = Field(default=2, ge=1)
+    driver_memory: str = "4g"
+    jars: list[str] = Field(default_factory=list)
+    checkpoint_dir: str | None = None     # default: <output_dir>/_checkpoint
+    trigger_interval: str | None = None   # e.g. "5 seconds"; None: as fast as possible
+    max_files_per_trigger: int | None = Field(default=None, ge=1)
+
+
+class Rules(_Section):
+    replica_lag_time_max_ms: int = Field(default=30000, ge=1)
+    min_insync_replicas: int = Field(default=1, ge=1)
+    rule_set: Literal["current", "v0_8", "v0_9_to_0_10_1", "v0_10_2_to_2_0"] = "current"
+    replica_lag_max_messages: int = Field(default=4000, ge=1)
+
+
+class Alerts(_Section):
+    imminent_fraction: float = Field(default=0.5, gt=0, lt=1)
+    hw_stall_ms: int = Field(default=10000, ge=1)
+    flap_count: int = Field(default=3, ge=2)
+    flap_window_ms: int = Field(default=600000, ge=1)
+    telemetry_gap_ms: int = Field(default=30000, ge=1)
+    stuck_after_ms: int = Field(default=3000, ge=1)
+    caught_up_grace_ms: int = Field(default=2000, ge=0)
+
+
+class Stream(_Section):
+    buckets: int = Field(default=64, ge=1, le=4096)
+    lateness_ms: int = Field(default=10000, ge=0)      # also the Spark watermark delay
+    reorder_tolerance_ms: int = Field(default=1000, ge=0)
+    max_future_ms: int = Field(default=3_600_000, ge=0)
+    status_interval_ms: int = Field(default=1000, ge=0)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="REPLMON_", env_nested_delimiter="__",
+                                      env_file=".env", extra="forbid", frozen=True)
+
+    input_path: str | None = None          # file or folder of JSON lines (instead of Kafka)
+    output_dir: str = "replmon-out"
+    write_files: bool = True
+    kafka: KafkaSource = KafkaSource()
+    redis: RedisOut = RedisOut()
+    spark: SparkConf = SparkConf()
+    rules: Rules = Rules()
+    alerts: Alerts = Alerts()
+    stream: Stream = Stream()
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings,
+                                   dotenv_settings, file_secret_settings):
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings, dotenv_settings]
+        toml = os.environ.get("REPLMON_CONFIG")
+        if toml:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(toml)))
+        return tuple(sources)
+
+    def monitor_config(self) -> MonitorConfig:
+        return MonitorConfig(
+            replica_lag_time_max_ms=self.rules.replica_lag_time_max_ms,
+            min_insync_replicas=self.rules.min_insync_replicas,
+            rule_set=self.rules.rule_set,
+            replica_lag_max_messages=self.rules.replica_lag_max_messages,
+            imminent_fraction=self.alerts.imminent_fraction,
+            hw_stall_ms=self.alerts.hw_stall_ms,
+            flap_count=self.alerts.flap_count,
+            flap_window_ms=self.alerts.flap_window_ms,
+            telemetry_gap_ms=self.alerts.telemetry_gap_ms,
+            lateness_ms=self.stream.lateness_ms,
+            reorder_tolerance_ms=self.stream.reorder_tolerance_ms,
+            stuck_after_ms=self.alerts.stuck_after_ms,
+            caught_up_grace_ms=self.alerts.caught_up_grace_ms,
+            status_interval_ms=self.stream.status_interval_ms,
+        )
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return self.spark.checkpoint_dir or str(Path(self.output_dir) / "_checkpoint")
+
+
+class SettingsError(SystemExit):
+    """A bad setting: exits non-zero with a message naming the setting."""
+
+
+def load_settings(config_file: str | None = None, **overrides) -> Settings:
+    if config_file:
+        if not Path(config_file).is_file():
+            raise SettingsError(f"replmon: settings file not found: {config_file}")
+        os.environ["REPLMON_CONFIG"] = config_file
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            name = ".".join(str(x) for x in err["loc"]) or "(settings)"
+            lines.append(f"  {name}: {err['msg']}")
+        raise SettingsError("replmon: invalid settings\n" + "\n".join(lines)) from None

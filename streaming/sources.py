@@ -1,0 +1,58 @@
+"""Where events come from: JSON-lines files, or Kafka topics. Both give (value, seq)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from streaming.settings import KafkaSource
+
+
+def file_source(spark: SparkSession, path: str, max_files_per_trigger: int | None = None) -> DataFrame:
+    """A file or a folder of JSON-lines files. Spark's streaming file source has no line number,
+    so `seq` is 0 and events are ordered by event time (and type on ties: see stateful.py)."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"replmon: input path does not exist: {path}")
+    reader = spark.readStream.format("text")
+    if max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
+    if p.is_dir():
+        reader = reader.option("recursiveFileLookup", "true")
+    df = reader.load(str(p.resolve()))
+    return df.select("value", F.lit(0).cast("long").alias("seq"))
+
+
+def kafka_options(conf: KafkaSource) -> dict[str, str]:
+    """Options for Spark's Kafka source. Values of `conf.options` are secrets: never log them."""
+    if not conf.bootstrap_servers:
+        raise ValueError("kafka.bootstrap_servers is not set")
+    opts = {"kafka.bootstrap.servers": conf.bootstrap_servers,
+            "failOnDataLoss": str(conf.fail_on_data_loss).lower(),
+            "includeHeaders": "false"}
+    if conf.subscribe_pattern:
+        opts["subscribePattern"] = conf.subscribe_pattern
+    else:
+        opts["subscribe"] = conf.subscribe
+    if conf.starting_timestamp_ms is not None:
+        opts["startingTimestamp"] = str(conf.starting_timestamp_ms)
+    else:
+        opts["startingOffsets"] = conf.starting_offsets
+    if conf.max_offsets_per_trigger:
+        opts["maxOffsetsPerTrigger"] = str(conf.max_offsets_per_trigger)
+    for name, value in conf.options.items():
+        key = name if name.startswith("kafka.") else f"kafka.{name}"
+        opts[key] = value.get_secret_value()
+    return opts
+
+
+def kafka_source(spark: SparkSession, conf: KafkaSource) -> DataFrame:
+    """The metrics topic(s). Records are keyed by cluster/topic/partition, so the Kafka offset
+    orders the events of one monitored partition."""
+    reader = spark.readStream.format("kafka")
+    for key, value in kafka_options(conf).items():
+        reader = reader.option(key, value)
+    df = reader.load()
+    seq = (F.col("partition").cast("long") * F.lit(1 << 40) + F.col("offset"))
+    return df.select(F.col("value").cast("string").alias("value"), seq.alias("seq"))

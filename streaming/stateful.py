@@ -1,0 +1,85 @@
+"""The adapter between Spark's grouped state and the engine's `Bucket`. Nothing else.
+
+One group is one bucket of many partitions, so one Python call per bucket per micro-batch
+handles thousands of partitions. Columns become plain Python tuples in bulk (numpy, no
+per-row pandas access); the bucket itself is pickled into a single binary state column.
+"""
+from __future__ import annotations
+
+import json
+import pickle
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from state.bucket import EVENT_FIELDS, Bucket
+from state.monitor import MonitorConfig
+
+OUTPUT_SCHEMA = "kind string, payload string"
+STATE_SCHEMA = "blob binary"
+INPUT_COLUMNS = [f for f in EVENT_FIELDS] + ["seq"]
+_TYPE_RANK = {"metadata": 0, "broker": 1, "fetch": 2, "append": 3, "heartbeat": 4}
+_ARRAYS = ("replicas", "isr", "adding_replicas")
+_INTS = ("ts", "partition", "replica", "fetch_offset", "leader_leo", "leader_epoch",
+         "broker_epoch", "log_start_offset", "diverging_epoch", "leader", "hw",
+         "min_insync_replicas", "replica_lag_time_max_ms", "broker")
+
+
+def _column(pdf: pd.DataFrame, name: str) -> list:
+    """A column as a list of Python values, None for null (ints arrive as float with NaN)."""
+    col = pdf[name]
+    if name in _INTS:
+        values = col.to_numpy()
+        if values.dtype.kind == "f":
+            mask = np.isnan(values)
+            out = np.where(mask, 0, values).astype(np.int64).astype(object)
+            out[mask] = None
+            return out.tolist()
+        return values.astype(np.int64).tolist()
+    if name in _ARRAYS:
+        return [None if v is None else tuple(int(x) for x in v) for v in col.tolist()]
+    return [None if v is None or v is np.nan else v for v in col.tolist()]
+
+
+def events_from_frames(frames: Iterator[pd.DataFrame]) -> list[tuple]:
+    """All input rows of one call, as EVENT_FIELDS tuples in (ts, seq) order."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return []
+    pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    # Ties in event time: metadata first (a new leader before its fetches), then broker
+    # changes, fetches, appends and heartbeats; then the source order (Kafka offset).
+    pdf = pdf.assign(_rank=pdf["type"].map(_TYPE_RANK)).sort_values(["ts", "_rank", "seq"],
+                                                                    kind="stable")
+    return list(zip(*(_column(pdf, name) for name in EVENT_FIELDS)))
+
+
+def make_state_func(cfg: MonitorConfig, buckets: int):
+    """The function handed to applyInPandasWithState (closes over plain config only)."""
+
+    def func(key, frames, state) -> Iterator[pd.DataFrame]:
+        bucket_id = int(key[0])
+        bucket: Bucket = pickle.loads(state.get[0]) if state.exists else Bucket(bucket_id, buckets)
+        alerts: list = []
+        quarantine: list = []
+        watermark = state.getCurrentWatermarkMs()
+        if not state.hasTimedOut:
+            bucket.process(events_from_frames(frames), cfg, alerts, quarantine)
+        bucket.advance(cfg, alerts, watermark_ms=watermark if watermark > 0 else None)
+        partitions: list = []
+        replicas: list = []
+        bucket.statuses(cfg, partitions, replicas)
+        state.update((pickle.dumps(bucket, protocol=pickle.HIGHEST_PROTOCOL),))
+        timeout = bucket.next_timeout_ms(cfg)
+        if timeout is not None:
+            state.setTimeoutTimestamp(max(timeout, watermark + 1, 1))
+        kinds = (["alerts"] * len(alerts) + ["partition_status"] * len(partitions)
+                 + ["replica_status"] * len(replicas) + ["quarantine"] * len(quarantine))
+        if kinds:
+            dumps = json.dumps
+            payload = [dumps(r, separators=(",", ":")) for r in (*alerts, *partitions, *replicas,
+                                                                 *quarantine)]
+            yield pd.DataFrame({"kind": kinds, "payload": payload})
+
+    return func

@@ -1,0 +1,44 @@
+"""Running the real query over JSON-lines input, for tests."""
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from streaming.bridge import OutputRouter
+from streaming.query import start_query
+from streaming.settings import Settings
+from streaming.sources import file_source
+
+
+def write_events(folder: Path, events: list[dict], name: str = "part-00000.jsonl",
+                 raw_lines: list[str] = ()) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(e) for e in events] + list(raw_lines)
+    (folder / name).write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def run_once(spark, input_dir: Path, out_dir: Path, **settings) -> dict[str, list[dict]]:
+    """One availableNow run of the real query; returns every output record by kind."""
+    cfg = Settings(input_path=str(input_dir), output_dir=str(out_dir), **settings)
+    router = OutputRouter(str(out_dir))
+    source = file_source(spark, str(input_dir))
+    query = start_query(spark, source, cfg, router, once=True,
+                        name=f"test_{uuid.uuid4().hex[:8]}")
+    try:
+        query.awaitTermination()
+        assert query.exception() is None
+    finally:
+        query.stop()
+    return read_outputs(out_dir)
+
+
+def read_outputs(out_dir: Path) -> dict[str, list[dict]]:
+    result = {}
+    for kind in ("alerts", "partition_status", "replica_status", "quarantine"):
+        rows = []
+        for f in sorted((out_dir / kind).glob("*.jsonl")) if (out_dir / kind).exists() else []:
+            rows += [json.loads(line) for line in f.read_text().splitlines() if line]
+        result[kind] = rows
+    return result
