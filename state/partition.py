@@ -1,0 +1,384 @@
+"""One partition as its leader sees it: ISR membership and high-watermark progress.
+
+Mirrors `kafka.cluster.Partition` (RULES.md §1.3-§5, §7) for one partition led by one broker.
+Pure and synchronous: time is always an argument, AlterPartition answers arrive as calls.
+Called once per event on the streaming hot path, so it keeps tuples/sets and small objects only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping, NamedTuple
+
+from .legacy import RULE_SETS, is_out_of_sync
+from .replica import (
+    ReplicaState,
+    is_broker_epoch_isr_eligible,
+    is_caught_up,
+    is_stale_broker_epoch,
+    new_replica_state,
+    reset_replica_state,
+    update_fetch_state,
+)
+
+IMMEDIATE = "immediate"
+MANUAL = "manual"
+PENDING_EXPAND = "expand"
+PENDING_SHRINK = "shrink"
+
+# Partition.handleAlterPartitionError: these revert to the last committed state.
+REVERTING_ALTER_PARTITION_ERRORS = frozenset({"INELIGIBLE_REPLICA", "OPERATION_NOT_ATTEMPTED"})
+# ... these leave the change pending and are not retried, until new metadata arrives.
+NON_RETRIABLE_ALTER_PARTITION_ERRORS = frozenset({
+    "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID", "FENCED_LEADER_EPOCH",
+    "INVALID_UPDATE_VERSION", "INVALID_REQUEST", "NEW_LEADER_ELECTED",
+})
+# Anything else stays pending and is resubmitted.
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionConfig:
+    replica_lag_time_max_ms: int = 30000
+    min_insync_replicas: int = 1
+    alter_partition: str = IMMEDIATE     # or "manual" (RULES §10.1)
+    rule_set: str = "current"            # out-of-sync rule isr_expiration uses (legacy.RULE_SETS)
+    replica_lag_max_messages: int = 4000 # only for rule_set v0_8
+
+    def __post_init__(self) -> None:
+        if self.replica_lag_time_max_ms < 1:
+            raise ValueError(f"replica_lag_time_max_ms must be >= 1, got {self.replica_lag_time_max_ms}")
+        if self.min_insync_replicas < 1:
+            raise ValueError(f"min_insync_replicas must be >= 1, got {self.min_insync_replicas}")
+        if self.alter_partition not in (IMMEDIATE, MANUAL):
+            raise ValueError(f"alter_partition must be 'immediate' or 'manual', got {self.alter_partition!r}")
+        if self.rule_set not in RULE_SETS:
+            raise ValueError(f"rule_set must be one of {', '.join(RULE_SETS)}, got {self.rule_set!r}")
+        if self.replica_lag_max_messages < 0:
+            raise ValueError(f"replica_lag_max_messages must be >= 0, got {self.replica_lag_max_messages}")
+
+
+class FetchOutcome(NamedTuple):
+    accepted: bool
+    reject_reason: str | None    # "unassigned_replica", "offset_above_leader_leo", "offset_below_log_start",
+                                 # "stale_broker_epoch", "error:<ERR>", "diverging_epoch"
+    response_hw: int             # the HW before the fetch (Partition.readRecords' initialHighWatermark)
+    leo_changed: bool
+    hw_changed: bool
+
+
+def _sorted_ids(ids: Iterable[int]) -> tuple[int, ...]:
+    return tuple(sorted(set(ids)))
+
+
+class PartitionLeader:
+    """One partition as its leader sees it. Read the attributes; change state only through the methods
+    (except `config`, which the streaming job replaces when metadata changes L or min ISR)."""
+
+    __slots__ = (
+        "config", "leader", "leader_epoch", "replicas", "adding_replicas", "isr", "maximal_isr",
+        "pending", "pending_ids", "pending_retry", "hw", "leader_leo", "leader_epoch_start_offset",
+        "leader_log_start_offset", "election_ms", "followers", "fenced", "shutting_down", "broker_epochs",
+        "isr_expands", "isr_shrinks", "failed_isr_updates",
+    )
+
+    def __init__(
+        self,
+        *,
+        config: PartitionConfig,
+        now_ms: int,
+        leader: int,
+        leader_epoch: int,
+        replicas: Iterable[int],
+        isr: Iterable[int],
+        leader_leo: int,
+        hw: int,
+        leader_epoch_start_offset: int | None = None,
+        adding_replicas: Iterable[int] = (),
+        followers: Mapping[int, Mapping | ReplicaState] | None = None,
+        fenced: Iterable[int] = (),
+        shutting_down: Iterable[int] = (),
+        broker_epochs: Mapping[int, int] | None = None,
+        leader_log_start_offset: int = 0,
+    ) -> None:
+        """The state just after `Partition.makeLeader` with a new leader epoch at now_ms (RULES §10.2)."""
+        self.config = config
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.replicas = tuple(replicas)   # the assignment, leader included (leader -1: not known yet)
+        self.adding_replicas = tuple(adding_replicas)
+        self.isr = self.maximal_isr = _sorted_ids(isr)
+        self.pending: str | None = None
+        self.pending_ids: tuple[int, ...] = ()
+        self.pending_retry = False
+        self.leader_leo = leader_leo
+        self.hw = hw
+        self.leader_epoch_start_offset = leader_leo if leader_epoch_start_offset is None else leader_epoch_start_offset
+        self.leader_log_start_offset = leader_log_start_offset
+        self.election_ms = now_ms
+        self.fenced: set[int] = set(fenced)
+        self.shutting_down: set[int] = set(shutting_down)
+        self.broker_epochs: dict[int, int] = dict(broker_epochs or {})
+        self.isr_expands = self.isr_shrinks = self.failed_isr_updates = 0
+        self.followers: dict[int, ReplicaState] = {}
+        for r in self.replicas:
+            if r != leader:
+                state = new_replica_state(now_ms)
+                reset_replica_state(state, now_ms=now_ms, leader_leo=leader_leo, is_new_leader=True,
+                                    is_follower_in_sync=r in self.isr)
+                self.followers[r] = state
+        for r, override in (followers or {}).items():
+            if r not in self.followers:
+                raise ValueError(f"followers: {r} is not a follower of this partition (replicas {list(self.replicas)}, "
+                                 f"leader {leader})")
+            self.followers[r] = _override(self.followers[r], r, override)
+        self._maybe_increment_hw(now_ms)              # makeLeader always ends with maybeIncrementLeaderHW
+
+    # ---- partition predicates (RULES §3.4, §7) ------------------------------------------------------
+
+    @property
+    def effective_min_isr(self) -> int:
+        # Kafka: Partition.effectiveMinIsr = min(min.insync.replicas, assigned replicas incl. adding) (3.7).
+        return min(self.config.min_insync_replicas, len(self.replicas))
+
+    @property
+    def under_min_isr(self) -> bool:
+        # Kafka: Partition.isUnderMinIsr (committed ISR).
+        return len(self.isr) < self.effective_min_isr
+
+    @property
+    def at_min_isr(self) -> bool:
+        # Kafka: Partition.isAtMinIsr (committed ISR).
+        return len(self.isr) == self.effective_min_isr
+
+    @property
+    def under_replicated(self) -> bool:
+        # Kafka: Partition.isUnderReplicated; the factor excludes adding replicas (OngoingReassignmentState).
+        return len(self.isr) < len(self.replicas) - len(self.adding_replicas)
+
+    # ---- per-follower rules ---------------------------------------------------------------------------
+
+    def is_caught_up(self, replica: int, now_ms: int) -> bool:
+        # Kafka: ReplicaState.isCaughtUp against the leader LEO now (the leader itself is trivially caught up).
+        if replica == self.leader:
+            return True
+        state = self.followers.get(replica)
+        return state is not None and is_caught_up(state, self.leader_leo, now_ms, self.config.replica_lag_time_max_ms)
+
+    def is_isr_eligible(self, replica: int) -> bool:
+        # Kafka: Partition.isReplicaIsrEligible (KIP-841 fenced / controlled shutdown, KIP-903 broker epoch).
+        state = self.followers.get(replica)
+        return (
+            state is not None
+            and replica not in self.fenced
+            and replica not in self.shutting_down
+            and is_broker_epoch_isr_eligible(state.broker_epoch, self.broker_epochs.get(replica))
+        )
+
+    def is_follower_in_sync(self, replica: int) -> bool:
+        # Kafka: Partition.isFollowerInSync: LEO >= HW and LEO >= leader-epoch start offset (KAFKA-7128); no time rule.
+        state = self.followers.get(replica)
+        return state is not None and state.leo >= self.hw and state.leo >= self.leader_epoch_start_offset
+
+    def may_join_isr(self, replica: int) -> bool:
+        # Kafka: Partition.maybeExpandIsr's test (canAddReplicaToIsr && isFollowerInSync).
+        return (
+            self.pending is None
+            and replica not in self.isr
+            and self.is_isr_eligible(replica)
+            and self.is_follower_in_sync(replica)
+        )
+
+    def counts_for_hw(self, replica: int, now_ms: int) -> bool:
+        # Kafka: Partition.maybeIncrementLeaderHW: maximal ISR, or caught up and ISR-eligible (KAFKA-4485, KAFKA-15021).
+        return replica in self.maximal_isr or (self.is_caught_up(replica, now_ms) and self.is_isr_eligible(replica))
+
+    def out_of_sync_replicas(self, now_ms: int, *, ignore_inflight: bool = False,
+                             rule_set: str | None = None) -> tuple[int, ...]:
+        # Kafka: Partition.getOutOfSyncReplicas: committed ISR minus the leader, empty while a change is in flight.
+        if self.pending is not None and not ignore_inflight:
+            return ()
+        rule_set = self.config.rule_set if rule_set is None else rule_set
+        lag_max_ms = self.config.replica_lag_time_max_ms
+        lag_max_messages = self.config.replica_lag_max_messages
+        out = []
+        for r in self.isr:
+            if r == self.leader:
+                continue
+            state = self.followers.get(r)
+            if state is None or is_out_of_sync(rule_set, state, self.leader_leo, now_ms, lag_max_ms, lag_max_messages):
+                out.append(r)
+        return tuple(out)
+
+    # ---- events ---------------------------------------------------------------------------------------
+
+    def fetch(self, now_ms: int, replica: int, fetch_offset: int, *, broker_epoch: int | None = None,
+              log_start_offset: int | None = None, error: str | None = None,
+              diverging_epoch: int | bool | None = None) -> FetchOutcome:
+        """A follower fetch the leader first processed at now_ms (Partition.fetchRecords, RULES §1.2-§1.3)."""
+        hw_before = self.hw
+        if error is not None:
+            return FetchOutcome(False, "error:" + error, hw_before, False, False)
+        state = self.followers.get(replica)
+        if state is None:                                   # Partition.followerReplicaOrThrow
+            return FetchOutcome(False, "unassigned_replica", hw_before, False, False)
+        if diverging_epoch is not None and diverging_epoch is not False:
+            return FetchOutcome(False, "diverging_epoch", hw_before, False, False)
+        if fetch_offset > self.leader_leo:                  # LocalLog.read: OffsetOutOfRangeException
+            return FetchOutcome(False, "offset_above_leader_leo", hw_before, False, False)
+        if fetch_offset < self.leader_log_start_offset:
+            return FetchOutcome(False, "offset_below_log_start", hw_before, False, False)
+        if is_stale_broker_epoch(broker_epoch, self.broker_epochs.get(replica)):
+            return FetchOutcome(False, "stale_broker_epoch", hw_before, False, False)
+        leo_before = state.leo
+        update_fetch_state(state, fetch_offset=fetch_offset, fetch_time_ms=now_ms, leader_leo=self.leader_leo,
+                           log_start_offset=log_start_offset, broker_epoch=broker_epoch)
+        if self.pending is None and replica not in self.isr and self.may_join_isr(replica):
+            self._propose(now_ms, PENDING_EXPAND, (replica,))  # against the HW before this fetch's update
+        leo_changed = fetch_offset != leo_before
+        if leo_changed:
+            self._maybe_increment_hw(now_ms)
+        return FetchOutcome(True, None, hw_before, leo_changed, self.hw != hw_before)
+
+    def append(self, now_ms: int, leader_leo: int) -> bool:
+        """The leader LEO grew to leader_leo (Partition.appendRecordsToLeader); returns whether the HW moved.
+        An append that does not grow the LEO is ignored (docs/events.md)."""
+        if leader_leo <= self.leader_leo:
+            return False
+        self.leader_leo = leader_leo
+        return self._maybe_increment_hw(now_ms)
+
+    def isr_expiration(self, now_ms: int) -> tuple[int, ...]:
+        """One run of the `isr-expiration` task (Partition.maybeShrinkIsr); returns the shrink proposed."""
+        if self.pending is not None:
+            return ()
+        out = self.out_of_sync_replicas(now_ms)
+        if out:
+            self._propose(now_ms, PENDING_SHRINK, out)
+        return out
+
+    def alter_partition_response(self, now_ms: int, result: str, error: str | None = None) -> None:
+        """The controller's answer to the pending AlterPartition (Partition.handleAlterPartitionUpdate/Error)."""
+        if result not in ("success", "error"):
+            raise ValueError(f"result must be 'success' or 'error', got {result!r}")
+        if self.pending is None:                            # stale answer: the state changed meanwhile
+            return
+        if result == "success":
+            self._commit_pending(now_ms)
+            return
+        self.failed_isr_updates += 1
+        if error in REVERTING_ALTER_PARTITION_ERRORS:
+            self._clear_pending()
+        else:
+            self.pending_retry = error not in NON_RETRIABLE_ALTER_PARTITION_ERRORS
+
+    def controller_update(self, now_ms: int, *, isr: Iterable[int], leader_epoch: int, is_new_leader: bool = False,
+                          replicas: Iterable[int] | None = None, adding_replicas: Iterable[int] | None = None,
+                          leader_leo: int | None = None, hw: int | None = None) -> None:
+        """LeaderAndIsr / a metadata delta while this broker stays or becomes leader (Partition.makeLeader)."""
+        if leader_epoch < self.leader_epoch:                # an older epoch: stale, ignored
+            return
+        if replicas is not None:
+            self._set_assignment(now_ms, replicas, () if adding_replicas is None else adding_replicas)
+        elif adding_replicas is not None:
+            self.adding_replicas = tuple(adding_replicas)
+        if leader_leo is not None:
+            self.leader_leo = leader_leo
+        if hw is not None:
+            self.hw = hw
+        new_isr = _sorted_ids(isr)
+        if leader_epoch > self.leader_epoch:                # §1.4: resets only when the leader epoch increases
+            self.leader_epoch = leader_epoch
+            self.leader_epoch_start_offset = self.leader_leo
+            self.election_ms = now_ms
+            for r, state in self.followers.items():
+                reset_replica_state(state, now_ms=now_ms, leader_leo=self.leader_leo, is_new_leader=is_new_leader,
+                                    is_follower_in_sync=r in new_isr)
+        self.isr = self.maximal_isr = new_isr               # a new CommittedPartitionState
+        self._clear_pending()
+        self._maybe_increment_hw(now_ms)                    # makeLeader always ends with maybeIncrementLeaderHW
+
+    def set_broker_state(self, replica: int, *, fenced: bool | None = None, shutting_down: bool | None = None,
+                         broker_epoch: int | None = None) -> None:
+        """The leader's metadata-cache view of a broker (KRaftMetadataCache). Nothing is recomputed."""
+        if fenced is not None:
+            (self.fenced.add if fenced else self.fenced.discard)(replica)
+        if shutting_down is not None:
+            (self.shutting_down.add if shutting_down else self.shutting_down.discard)(replica)
+        if broker_epoch is not None:
+            self.broker_epochs[replica] = broker_epoch
+
+    # ---- internals ------------------------------------------------------------------------------------
+
+    def _maybe_increment_hw(self, now_ms: int) -> bool:
+        # Kafka: Partition.maybeIncrementLeaderHW + UnifiedLog.maybeIncrementHighWatermark (never decreases).
+        if len(self.isr) < min(self.config.min_insync_replicas, len(self.replicas)):   # 3.7+ min-ISR gate
+            return False
+        leader_leo = self.leader_leo
+        candidate = leader_leo
+        lag_max_ms = self.config.replica_lag_time_max_ms
+        maximal_isr = self.maximal_isr
+        for r, state in self.followers.items():
+            leo = state.leo
+            if leo < candidate and (
+                r in maximal_isr
+                or (is_caught_up(state, leader_leo, now_ms, lag_max_ms) and self.is_isr_eligible(r))
+            ):
+                candidate = leo
+        if candidate > self.hw:
+            self.hw = candidate
+            return True
+        return False
+
+    def _propose(self, now_ms: int, kind: str, ids: tuple[int, ...]) -> None:
+        # Kafka: Partition.prepareIsrExpand / prepareIsrShrink + submitAlterPartition.
+        self.pending = kind
+        self.pending_ids = ids
+        self.pending_retry = True
+        if kind == PENDING_EXPAND:
+            self.maximal_isr = _sorted_ids(self.isr + ids)  # PendingExpandIsr assumes the new member
+        if self.config.alter_partition == IMMEDIATE:
+            self._commit_pending(now_ms)
+
+    def _commit_pending(self, now_ms: int) -> None:
+        # Kafka: Partition.handleAlterPartitionUpdate: the controller's ISR becomes committed, then the HW may move.
+        if self.pending == PENDING_EXPAND:
+            self.isr = self.maximal_isr
+            self.isr_expands += 1
+        else:
+            removed = self.pending_ids
+            self.isr = tuple(r for r in self.isr if r not in removed)
+            self.isr_shrinks += 1
+        self._clear_pending()
+        self._maybe_increment_hw(now_ms)
+
+    def _clear_pending(self) -> None:
+        self.pending = None
+        self.pending_ids = ()
+        self.pending_retry = False
+        self.maximal_isr = self.isr
+
+    def _set_assignment(self, now_ms: int, replicas: Iterable[int], adding_replicas: Iterable[int]) -> None:
+        # Kafka: Partition.updateAssignmentAndIsr: new replicas start as ReplicaState.Empty, removed ones are dropped.
+        self.replicas = tuple(replicas)
+        self.adding_replicas = tuple(adding_replicas)
+        followers = {}
+        for r in self.replicas:
+            if r != self.leader:
+                state = self.followers.get(r)
+                followers[r] = new_replica_state(now_ms) if state is None else state
+        self.followers = followers
+
+
+_REPLICA_STATE_FIELDS = frozenset(ReplicaState.__slots__)
+
+
+def _override(base: ReplicaState, replica: int, override: Mapping | ReplicaState) -> ReplicaState:
+    """A follower state given to the constructor: a ReplicaState as is, or fields over the reset state."""
+    if isinstance(override, ReplicaState):
+        return override
+    unknown = set(override) - _REPLICA_STATE_FIELDS
+    if unknown:
+        raise ValueError(f"follower {replica}: unknown ReplicaState field(s) {sorted(unknown)}; "
+                         f"known: {sorted(_REPLICA_STATE_FIELDS)}")
+    for name, value in override.items():
+        setattr(base, name, value)
+    return base
