@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,16 +10,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _kafka_jars() -> list[str]:
-    """The spark-sql-kafka connector jars fetched by deploy/local (empty when not fetched)."""
+    """The spark-sql-kafka connector jars that deploy/local/fetch-jars.sh put in
+    deploy/local/jars (the test command runs `services.sh up` first, which fetches them).
+    They must be on the session from the start: jars cannot be added to a running JVM."""
     env = os.environ.get("REPLMON_SPARK_JARS")
     if env:
         return [j for j in env.split(",") if j]
-    script = ROOT / "deploy" / "local" / "fetch-jars.sh"
-    if not script.exists():
-        return []
-    out = subprocess.run(["bash", str(script), "--print-spark-jars"], capture_output=True,
-                         text=True, check=True)
-    return [j for j in out.stdout.strip().split(",") if j]
+    return sorted(str(p) for p in (ROOT / "deploy" / "local" / "jars").glob("*.jar"))
 
 
 @pytest.fixture(scope="session")

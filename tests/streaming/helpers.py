@@ -19,10 +19,11 @@ def write_events(folder: Path, events: list[dict], name: str = "part-00000.jsonl
     return folder
 
 
-def run_once(spark, input_dir: Path, out_dir: Path, **settings) -> dict[str, list[dict]]:
+def run_once(session, input_dir: Path, out_dir: Path, **settings) -> dict[str, list[dict]]:
     """One availableNow run of the real query; returns every output record by kind."""
     cfg = Settings(input_path=str(input_dir), output_dir=str(out_dir), **settings)
     router = OutputRouter(str(out_dir))
+    spark = session
     source = file_source(spark, str(input_dir))
     query = start_query(spark, source, cfg, router, once=True,
                         name=f"test_{uuid.uuid4().hex[:8]}")

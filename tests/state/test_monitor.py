@@ -1,0 +1,176 @@
+"""The monitor layer without Spark: alert times follow from Kafka's rules, each episode fires
+once and resolves once, and ids are stable. Expected times are derived in each row's reason."""
+from __future__ import annotations
+
+import pytest
+
+from state.bucket import EVENT_FIELDS, Bucket
+from state.monitor import MonitorConfig
+
+T0 = 1_767_225_600_000
+L = 10_000
+
+
+def ev(type, ts, **fields):
+    row = dict.fromkeys(EVENT_FIELDS)
+    row.update(type=type, ts=ts, cluster="c1", raw="{}", **fields)
+    if type in ("fetch", "append", "metadata"):
+        row.setdefault("topic", "t")
+        row["topic"] = row["topic"] or "t"
+        row["partition"] = row["partition"] or 0
+    return tuple(row[f] for f in EVENT_FIELDS)
+
+
+def meta(ts, isr=(1, 2, 3), epoch=1, leader=1, **kw):
+    return ev("metadata", ts, leader=leader, leader_epoch=epoch, replicas=(1, 2, 3), isr=isr,
+              leader_leo=0, hw=0, replica_lag_time_max_ms=L, **kw)
+
+
+def steady(start, end, stop=None, leo0=0, step=100, per_step=10, slow=None):
+    """Appends every `step` ms; followers 2 and 3 fetch right after at the LEO. Follower 3 stops
+    fetching at `stop`; with `slow`, follower 3 fetches `slow` messages behind the LEO."""
+    events, leo = [], leo0
+    for t in range(start, end, step):
+        leo += per_step
+        events.append(ev("append", t, leader_leo=leo))
+        events.append(ev("fetch", t + 1, replica=2, fetch_offset=leo, leader_leo=leo))
+        if stop is None or t < stop:
+            off = leo - slow if slow else leo
+            events.append(ev("fetch", t + 2, replica=3, fetch_offset=off, leader_leo=leo))
+    return events
+
+
+def run(events, cfg=None, advance=True):
+    cfg = cfg or MonitorConfig(replica_lag_time_max_ms=L)
+    bucket, alerts, quarantine = Bucket(0, 1), [], []
+    bucket.process(events, cfg, alerts, quarantine)
+    if advance:
+        bucket.advance(cfg, alerts)
+    return bucket, alerts, quarantine
+
+
+def transitions(alerts, name):
+    return [(a["status"], a["ts"] - T0, a["subject"]) for a in alerts if a["name"] == name]
+
+
+def test_stuck_follower_out_of_sync_exactly_after_the_limit():
+    # Last caught-up fetch of replica 3 is at +4902 (step 4900, offset 2), so isCaughtUp fails
+    # at lcu + L + 1 = +14903; the first isr-expiration run after that (every L/2 = 5 s from
+    # the epoch) is +15000, which shrinks the ISR: UnderReplicated at +15000.
+    events = [meta(T0)] + steady(T0 + 100, T0 + 40_000, stop=T0 + 5000)
+    _, alerts, _ = run(events)
+    assert transitions(alerts, "ReplicaOutOfSync") == [("firing", 14903, "c1/t-0/3")]
+    assert transitions(alerts, "IsrExitImminent") == [("firing", 9903, "c1/t-0/3"),
+                                                      ("resolved", 14903, "c1/t-0/3")]
+    assert transitions(alerts, "UnderReplicated") == [("firing", 15000, "c1/t-0")]
+
+
+def test_bursty_producer_does_not_churn_the_isr():
+    # Bursts of 50,000 messages (far above 0.8's 4000-message rule), followers reach the LEO
+    # within a second each time: the time rule never fires.
+    events = [meta(T0)]
+    leo = 0
+    for k in range(20):
+        t = T0 + 1000 + k * 3000
+        leo += 50_000
+        events.append(ev("append", t, leader_leo=leo))
+        for r in (2, 3):
+            events.append(ev("fetch", t + 5, replica=r, fetch_offset=leo - 50_000, leader_leo=leo))
+            events.append(ev("fetch", t + 800, replica=r, fetch_offset=leo, leader_leo=leo))
+    _, alerts, _ = run(events)
+    assert [a for a in alerts if a["name"] != "TelemetryMissing"] == []
+
+
+def test_slow_follower_in_isr_stalls_the_high_watermark():
+    # Replica 3 fetches 5 messages behind, so the HW (min LEO over the ISR) trails the LEO;
+    # each fetch raises the HW though, so it is not stalled.  Then replica 3 stops: the HW stays
+    # at its last LEO while appends continue, and after hw_stall_ms (10 s) of no HW movement
+    # the HighWatermarkStalled alert fires, before the follower is dropped (L = 30 s here).
+    cfg = MonitorConfig(replica_lag_time_max_ms=30_000, hw_stall_ms=10_000)
+    events = [ev("metadata", T0, leader=1, leader_epoch=1, replicas=(1, 2, 3), isr=(1, 2, 3),
+                 leader_leo=0, hw=0, replica_lag_time_max_ms=30_000)]
+    events += steady(T0 + 100, T0 + 30_000, stop=T0 + 5000)
+    _, alerts, _ = run(events, cfg)
+    stalled = transitions(alerts, "HighWatermarkStalled")
+    # replica 3's last fetch at +4902 moved the HW to its LEO; the next append at +5000 puts the
+    # HW behind the LEO; stalled strictly after 10 s of that: +15001.
+    assert stalled == [("firing", 15001, "c1/t-0")]
+    fired = [a for a in alerts if a["name"] == "HighWatermarkStalled"][0]
+    assert "[3]" in fired["reason"]
+
+
+def test_each_episode_fires_once_and_resolves_once_with_stable_ids():
+    # Replica 3 stops for 20 s then resumes at the LEO: one out-of-sync episode, then it
+    # rejoins the ISR (LEO >= HW on its first fetch back) and everything resolves.
+    events = [meta(T0)] + steady(T0 + 100, T0 + 5000) + steady(T0 + 5000, T0 + 25_000, stop=T0)
+    events += steady(T0 + 25_000, T0 + 40_000, leo0=2500)
+    _, alerts, _ = run(events)
+    _, again, _ = run(events)
+    assert alerts == again  # same events, same transitions, same ids
+    for name in {a["name"] for a in alerts}:
+        rows = [a for a in alerts if a["name"] == name]
+        ids = {a["alert_id"] for a in rows}
+        for aid in ids:
+            states = [a["status"] for a in rows if a["alert_id"] == aid]
+            assert states == ["firing", "resolved"], (name, states)
+
+
+def test_isr_flapping_reported_once():
+    # Replica 3 goes silent for 12 s (> L) three times: it leaves the ISR three times within
+    # the 10-minute window, which is reported once, not per flap.
+    events, leo, t = [meta(T0)], 0, T0 + 100
+    for cycle in range(3):
+        part = steady(t, t + 5000, leo0=leo)
+        leo += 500
+        gap = steady(t + 5000, t + 20_000, stop=t + 5000, leo0=leo)
+        leo += 1500
+        events += part + gap
+        t += 20_000
+    events += steady(t, t + 5000, leo0=leo)
+    _, alerts, _ = run(events)
+    flaps = transitions(alerts, "IsrFlapping")
+    assert [s for s, _, _ in flaps] == ["firing"]
+    assert len(transitions(alerts, "ReplicaOutOfSync")) == 6
+
+
+def test_silent_partition_found_out_of_sync_from_the_cluster_clock():
+    # Replica 3 stops fetching at +3 s while appends go on to +5 s; then the partition gets no
+    # events at all, but cluster heartbeats continue. Replica 3's last caught-up time is +2902
+    # and its LEO is behind, so it is out of sync at +12903 although no event of the partition
+    # comes after +5 s. Replica 2 is at the leader LEO: exempt (KAFKA-7152), never out of sync.
+    # The partition's last event is at +4901: TelemetryMissing after 30 s of silence, +34902.
+    events = [meta(T0)] + steady(T0 + 100, T0 + 5000, stop=T0 + 3000)
+    events += [ev("heartbeat", T0 + s * 1000) for s in range(5, 60)]
+    _, alerts, _ = run(events)
+    assert transitions(alerts, "ReplicaOutOfSync") == [("firing", 12903, "c1/t-0/3")]
+    assert ("firing", 34902, "c1/t-0") in transitions(alerts, "TelemetryMissing")
+
+
+def test_unassigned_replica_fetch_is_quarantined_and_changes_nothing():
+    events = [meta(T0), ev("fetch", T0 + 10, replica=9, fetch_offset=0, leader_leo=0)]
+    bucket, _, quarantine = run(events)
+    assert len(quarantine) == 1 and "unassigned" in quarantine[0]["reason"]
+    assert 9 not in bucket.partitions[("c1", "t", 0)].leader.followers
+
+
+def test_late_event_is_quarantined_not_applied():
+    events = [meta(T0)] + steady(T0 + 100, T0 + 5000)
+    events.append(ev("fetch", T0 + 1000, replica=2, fetch_offset=0, leader_leo=0))
+    _, _, quarantine = run(events)
+    assert len(quarantine) == 1 and quarantine[0]["reason"].startswith("late")
+
+
+@pytest.mark.parametrize("silence_s, fires", [
+    (29, False),   # 29 s without events: under the 30 s telemetry gap
+    (45, True),    # 45 s: over it
+], ids=["under the gap", "over the gap"])
+def test_cluster_telemetry_missing(silence_s, fires):
+    # Cluster c1 goes silent at +1 s; cluster c2 keeps the global clock moving.
+    events = [ev("heartbeat", T0), ev("heartbeat", T0 + 1000)]
+    events += [ev("heartbeat", T0 + 1000 + s * 1000)[:2] + ("c2",) + ev("heartbeat", 0)[3:]
+               for s in range(1, silence_s + 1)]
+    _, alerts, _ = run(events)
+    got = [a for a in alerts if a["name"] == "TelemetryMissing" and a["subject"] == "c1"]
+    assert bool(got) == fires
+    if fires:
+        assert got[0]["ts"] == T0 + 1000 + 30_000 + 1
