@@ -63,9 +63,8 @@ def run_command(args) -> int:
         settings = settings.model_copy(update={"kafka": settings.kafka.model_copy(
             update={"bootstrap_servers": args.kafka_bootstrap})})
     if args.redis_url:
-        from pydantic import SecretStr
         settings = settings.model_copy(update={"redis": settings.redis.model_copy(
-            update={"url": SecretStr(args.redis_url)})})
+            update={"url": args.redis_url})})
     embedded = settings.input_path is None and settings.kafka.bootstrap_servers is None
     if embedded:
         return run_embedded(settings, args)

@@ -6,6 +6,7 @@ that names the setting. Secrets are SecretStr and never printed.
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Literal
 
@@ -14,6 +15,9 @@ from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, Setting
                                TomlConfigSettingsSource)
 
 from state.monitor import MonitorConfig
+
+
+_toml_file: ContextVar[str | None] = ContextVar("replmon_toml_file", default=None)
 
 
 class _Section(BaseModel):
@@ -41,17 +45,18 @@ class KafkaSource(_Section):
 
 
 class RedisOut(_Section):
-    url: SecretStr | None = None          # redis://host:port/db or rediss:// for TLS
-    username: str | None = None
+    """Where alerts and metrics go (see sinks/redis_client.py and sinks/redis_sink.py)."""
+    url: str | None = None                # redis://host:port/db, or rediss:// for TLS; no password
+    username: str | None = None           # ACL user
     password: SecretStr | None = None
     ssl_ca_certs: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     prefix: str = "replmon"
     alerts_maxlen: int = Field(default=100_000, ge=100)
-    series_maxlen: int = Field(default=10_000, ge=10)
-    quarantine_maxlen: int = Field(default=100_000, ge=100)
-    retries: int = Field(default=5, ge=0)
+    series_maxlen: int = Field(default=4_096, ge=10)
+    quarantine_maxlen: int = Field(default=10_000, ge=100)
+    retries: int = Field(default=3, ge=0)
 
 
 class SparkConf(_Section):
@@ -107,7 +112,7 @@ class Settings(BaseSettings):
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings,
                                    dotenv_settings, file_secret_settings):
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings, dotenv_settings]
-        toml = os.environ.get("REPLMON_CONFIG")
+        toml = _toml_file.get() or os.environ.get("REPLMON_CONFIG")
         if toml:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(toml)))
         return tuple(sources)
@@ -140,10 +145,10 @@ class SettingsError(SystemExit):
 
 
 def load_settings(config_file: str | None = None, **overrides) -> Settings:
-    if config_file:
-        if not Path(config_file).is_file():
-            raise SettingsError(f"replmon: settings file not found: {config_file}")
-        os.environ["REPLMON_CONFIG"] = config_file
+    config_file = config_file or os.environ.get("REPLMON_CONFIG")
+    if config_file and not Path(config_file).is_file():
+        raise SettingsError(f"replmon: settings file not found: {config_file}")
+    token = _toml_file.set(config_file)
     try:
         return Settings(**overrides)
     except ValidationError as exc:
@@ -152,3 +157,5 @@ def load_settings(config_file: str | None = None, **overrides) -> Settings:
             name = ".".join(str(x) for x in err["loc"]) or "(settings)"
             lines.append(f"  {name}: {err['msg']}")
         raise SettingsError("replmon: invalid settings\n" + "\n".join(lines)) from None
+    finally:
+        _toml_file.reset(token)
