@@ -65,6 +65,9 @@ class FetchOutcome(NamedTuple):
     hw_changed: bool
 
 
+_new_outcome = tuple.__new__   # FetchOutcome without the keyword-handling __new__: fetch() is the hot path
+
+
 def _sorted_ids(ids: Iterable[int]) -> tuple[int, ...]:
     return tuple(sorted(set(ids)))
 
@@ -215,28 +218,39 @@ class PartitionLeader:
               diverging_epoch: int | bool | None = None) -> FetchOutcome:
         """A follower fetch the leader first processed at now_ms (Partition.fetchRecords, RULES §1.2-§1.3)."""
         hw_before = self.hw
-        if error is not None:
-            return FetchOutcome(False, "error:" + error, hw_before, False, False)
         state = self.followers.get(replica)
-        if state is None:                                   # Partition.followerReplicaOrThrow
-            return FetchOutcome(False, "unassigned_replica", hw_before, False, False)
-        if diverging_epoch is not None and diverging_epoch is not False:
-            return FetchOutcome(False, "diverging_epoch", hw_before, False, False)
-        if fetch_offset > self.leader_leo:                  # LocalLog.read: OffsetOutOfRangeException
-            return FetchOutcome(False, "offset_above_leader_leo", hw_before, False, False)
-        if fetch_offset < self.leader_log_start_offset:
-            return FetchOutcome(False, "offset_below_log_start", hw_before, False, False)
-        if is_stale_broker_epoch(broker_epoch, self.broker_epochs.get(replica)):
-            return FetchOutcome(False, "stale_broker_epoch", hw_before, False, False)
+        if error is not None or state is None or fetch_offset > self.leader_leo or (
+            diverging_epoch is not None and diverging_epoch is not False
+        ) or fetch_offset < self.leader_log_start_offset or (
+            broker_epoch is not None and is_stale_broker_epoch(broker_epoch, self.broker_epochs.get(replica))
+        ):
+            return _new_outcome(FetchOutcome, (False, self._reject_reason(replica, fetch_offset, broker_epoch,
+                                                                         error, diverging_epoch),
+                                               hw_before, False, False))
         leo_before = state.leo
         update_fetch_state(state, fetch_offset=fetch_offset, fetch_time_ms=now_ms, leader_leo=self.leader_leo,
                            log_start_offset=log_start_offset, broker_epoch=broker_epoch)
         if self.pending is None and replica not in self.isr and self.may_join_isr(replica):
             self._propose(now_ms, PENDING_EXPAND, (replica,))  # against the HW before this fetch's update
-        leo_changed = fetch_offset != leo_before
-        if leo_changed:
+        if fetch_offset != leo_before:
             self._maybe_increment_hw(now_ms)
-        return FetchOutcome(True, None, hw_before, leo_changed, self.hw != hw_before)
+            return _new_outcome(FetchOutcome, (True, None, hw_before, True, self.hw != hw_before))
+        return _new_outcome(FetchOutcome, (True, None, hw_before, False, self.hw != hw_before))
+
+    def _reject_reason(self, replica: int, fetch_offset: int, broker_epoch: int | None, error: str | None,
+                       diverging_epoch: int | bool | None) -> str:
+        # Why Partition.fetchRecords / ReplicaManager.readFromLog would not update the follower state (§1.2).
+        if error is not None:
+            return "error:" + error
+        if replica not in self.followers:                   # Partition.followerReplicaOrThrow
+            return "unassigned_replica"
+        if diverging_epoch is not None and diverging_epoch is not False:
+            return "diverging_epoch"
+        if fetch_offset > self.leader_leo:                  # LocalLog.read: OffsetOutOfRangeException
+            return "offset_above_leader_leo"
+        if fetch_offset < self.leader_log_start_offset:
+            return "offset_below_log_start"
+        return "stale_broker_epoch"                         # Replica.updateFetchStateOrThrow (KAFKA-15221)
 
     def append(self, now_ms: int, leader_leo: int) -> bool:
         """The leader LEO grew to leader_leo (Partition.appendRecordsToLeader); returns whether the HW moved.
@@ -310,17 +324,18 @@ class PartitionLeader:
 
     def _maybe_increment_hw(self, now_ms: int) -> bool:
         # Kafka: Partition.maybeIncrementLeaderHW + UnifiedLog.maybeIncrementHighWatermark (never decreases).
-        if len(self.isr) < min(self.config.min_insync_replicas, len(self.replicas)):   # 3.7+ min-ISR gate
+        isr_size = len(self.isr)
+        config = self.config
+        if isr_size < config.min_insync_replicas and isr_size < len(self.replicas):  # 3.7+ effective min-ISR gate
             return False
-        leader_leo = self.leader_leo
-        candidate = leader_leo
-        lag_max_ms = self.config.replica_lag_time_max_ms
+        leader_leo = candidate = self.leader_leo
         maximal_isr = self.maximal_isr
         for r, state in self.followers.items():
             leo = state.leo
             if leo < candidate and (
                 r in maximal_isr
-                or (is_caught_up(state, leader_leo, now_ms, lag_max_ms) and self.is_isr_eligible(r))
+                or (is_caught_up(state, leader_leo, now_ms, config.replica_lag_time_max_ms)
+                    and self.is_isr_eligible(r))
             ):
                 candidate = leo
         if candidate > self.hw:
