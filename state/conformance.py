@@ -47,7 +47,10 @@ def run_scenario(scenario: dict) -> list[Failure]:
     validate_scenario(scenario)
     name = scenario["name"]
     initial = scenario["initial"]
-    p = _make_leader(scenario["config"], initial)
+    try:
+        p = _make_leader(scenario["config"], initial)
+    except Exception as e:  # reported like any other disagreement
+        return [Failure(name, -1, "error", None, f"{type(e).__name__}: {e}")]
     failures = []
     if p.hw != initial["hw"]:          # RULES §10.2: initial.hw is already the makeLeader HW computation
         failures.append(Failure(name, -1, "initial.hw", initial["hw"], p.hw))

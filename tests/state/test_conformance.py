@@ -190,3 +190,12 @@ def test_validate_scenario_refuses(scenario, message):
 def test_published_scenarios_are_well_formed():
     for s in _scenarios():
         validate_scenario(s)
+
+
+def test_engine_error_is_a_reported_failure_not_a_crash(monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("engine bug")
+
+    monkeypatch.setattr(state.partition.PartitionLeader, "append", boom)
+    failures = run_scenario(_scenario("single_replica_partition"))
+    assert failures == [Failure("single_replica_partition", 0, "error", None, "RuntimeError: engine bug")]
