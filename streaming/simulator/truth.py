@@ -49,14 +49,15 @@ class PartitionTruth:
 
     def elect(self, now_ms: int, *, leader: int, leader_epoch: int, replicas: Iterable[int], isr: Iterable[int],
               leader_leo: int, hw: int, leader_epoch_start_offset: int | None = None,
-              broker_epochs: dict[int, int], fenced: Iterable[int] = (), reason: str | None = ELECTION) -> None:
+              broker_epochs: dict[int, int], fenced: Iterable[int] = (), adding_replicas: Iterable[int] = (),
+              reason: str | None = ELECTION) -> None:
         """`makeLeader` on a broker that was not leader: a fresh engine (reason None: the initial state)."""
         self._advance(now_ms)
         old = self._snapshot()
         self.engine = PartitionLeader(
             config=self.config, now_ms=now_ms, leader=leader, leader_epoch=leader_epoch, replicas=tuple(replicas),
             isr=tuple(isr), leader_leo=leader_leo, hw=hw, leader_epoch_start_offset=leader_epoch_start_offset,
-            broker_epochs=dict(broker_epochs), fenced=tuple(fenced))
+            broker_epochs=dict(broker_epochs), fenced=tuple(fenced), adding_replicas=tuple(adding_replicas))
         self.frozen = False
         self._after(now_ms, old, reason)
 
