@@ -18,7 +18,10 @@ DEFAULT_PREFIX = "replmon"
 
 def part(value: object) -> str:
     """One key part: str(value) with '%' and ':' escaped so parts never run together."""
-    return str(value).replace("%", "%25").replace(":", "%3A")
+    text = value if isinstance(value, str) else str(value)
+    if ":" in text or "%" in text:
+        return text.replace("%", "%25").replace(":", "%3A")
+    return text
 
 
 def partition_member(topic: object, partition: object) -> str:

@@ -19,62 +19,52 @@ local function xadd_at(key, maxlen, ts, fields)
 end
 """
 
-# Apply one partition_status or replica_status record.
-# KEYS: 1 status hash, 2 series stream, 3.. index and membership sets
-# ARGV: 1 ts, 2 series maxlen, 3 #hash args, 4 #series args, 5 #index adds, then
-#   hash field/value pairs, series field/value pairs,
-#   index adds as (KEYS number, member), then memberships as (KEYS number, member, '1'|'0').
-# Returns {applied, point appended}. A record older than the stored one changes nothing, so
-# a replayed older batch cannot roll the state back; an equal ts rewrites the same values.
-APPLY_STATUS = _XADD_AT + """
-local ts = tonumber(ARGV[1])
-local stored = redis.call('HGET', KEYS[1], 'ts')
-if stored and tonumber(stored) > ts then return {0, 0} end
-local nh, ns, na = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local i = 6
-redis.call('HSET', KEYS[1], unpack(ARGV, i, i + nh - 1))
-i = i + nh
-local appended = 0
-if ns > 0 then
-  local series = {}
-  for j = i, i + ns - 1 do series[#series + 1] = ARGV[j] end
-  appended = xadd_at(KEYS[2], ARGV[2], ARGV[1], series)
-  if type(appended) == 'table' then return appended end
-end
-i = i + ns
-for _ = 1, na do
-  redis.call('SADD', KEYS[tonumber(ARGV[i])], ARGV[i + 1])
-  i = i + 2
-end
-while i <= #ARGV do
-  if ARGV[i + 2] == '1' then
-    redis.call('SADD', KEYS[tonumber(ARGV[i])], ARGV[i + 1])
+# Apply partition_status or replica_status records, many per call (one JSON array each, so
+# a call carries a few arguments per record rather than dozens).
+# KEYS: every key the records name, each once
+# ARGV: 1 series maxlen, 2.. one record each:
+#   [hash KEYS no, series KEYS no, ts, [hash field, value, ...], [series field, value, ...],
+#    [set KEYS no, member, ...] to add, [set KEYS no, member, '1'|'0', ...] memberships,
+#    [] or [replicas set KEYS no, out-of-sync set KEYS no, member prefix, assigned id, ...]]
+# A record older than the stored one changes nothing, so a replayed older batch cannot roll
+# the state back; an equal ts rewrites the same values. The last part forgets followers no
+# longer assigned to the partition (after a reassignment), so they leave the replica index
+# and the out-of-sync set.
+# Returns {applied, point appended} per record.
+APPLY_STATUSES = _XADD_AT + """
+local results = {}
+for n = 2, #ARGV do
+  local r = cjson.decode(ARGV[n])
+  local hash, ts = KEYS[r[1]], r[3]
+  local stored = redis.call('HGET', hash, 'ts')
+  if stored and tonumber(stored) > tonumber(ts) then
+    results[#results + 1] = {0, 0}
   else
-    redis.call('SREM', KEYS[tonumber(ARGV[i])], ARGV[i + 1])
+    redis.call('HSET', hash, unpack(r[4]))
+    local appended = 0
+    if #r[5] > 0 then
+      appended = xadd_at(KEYS[r[2]], ARGV[1], ts, r[5])
+      if type(appended) == 'table' then return appended end
+    end
+    local adds, members, prune = r[6], r[7], r[8]
+    for j = 1, #adds, 2 do redis.call('SADD', KEYS[adds[j]], adds[j + 1]) end
+    for j = 1, #members, 3 do
+      redis.call(members[j + 2] == '1' and 'SADD' or 'SREM', KEYS[members[j]], members[j + 1])
+    end
+    if #prune > 0 then
+      local assigned = {}
+      for j = 4, #prune do assigned[prune[j]] = true end
+      for _, replica in ipairs(redis.call('SMEMBERS', KEYS[prune[1]])) do
+        if not assigned[replica] then
+          redis.call('SREM', KEYS[prune[1]], replica)
+          redis.call('SREM', KEYS[prune[2]], prune[3] .. replica)
+        end
+      end
+    end
+    results[#results + 1] = {1, appended}
   end
-  i = i + 3
 end
-return {1, appended}
-"""
-
-# Forget followers no longer assigned to a partition (after a reassignment), so they leave
-# the replica index and the out-of-sync set. Runs only if the partition hash holds this ts,
-# i.e. this partition_status is the current one.
-# KEYS: 1 partition hash, 2 replicas set, 3 out-of-sync set
-# ARGV: 1 ts, 2 member prefix 'topic:partition:', 3.. assigned replica ids
-PRUNE_REPLICAS = """
-if redis.call('HGET', KEYS[1], 'ts') ~= ARGV[1] then return 0 end
-local assigned = {}
-for j = 3, #ARGV do assigned[ARGV[j]] = true end
-local pruned = 0
-for _, replica in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-  if not assigned[replica] then
-    redis.call('SREM', KEYS[2], replica)
-    redis.call('SREM', KEYS[3], ARGV[2] .. replica)
-    pruned = pruned + 1
-  end
-end
-return pruned
+return results
 """
 
 # Write one alert transition once.

@@ -36,6 +36,7 @@ class ScriptCall:
     keys: tuple[str, ...]
     args: tuple[str, ...]
     kind: str  # which record kind the call writes, for the WriteReport
+    records: int = 1  # how many records it writes
 
 
 def encode(value: Any) -> str:
@@ -52,7 +53,7 @@ def encode(value: Any) -> str:
 def flatten(record: Mapping[str, Any], order: Iterable[str] = ()) -> list[str]:
     """Field/value pairs: the fields in `order` first, then any others sorted by name."""
     first = [f for f in order if f in record]
-    rest = sorted(f for f in record if f not in set(first))
+    rest = sorted(record.keys() - set(first))
     pairs: list[str] = []
     for field in (*first, *rest):
         pairs += [field, encode(record[field])]
@@ -76,76 +77,76 @@ def _flag(value: Any) -> str:
     return "1" if value else "0"
 
 
-def replica_status_call(keys: Keys, record: Mapping[str, Any], series_maxlen: int) -> ScriptCall:
+@dataclass(frozen=True)
+class StatusSpec:
+    """One status record's writes: its hash and series, index adds, memberships, prune."""
+
+    hash_key: str
+    series_key: str
+    ts: int
+    hash_pairs: list[str]
+    series_pairs: list[str]
+    adds: list[tuple[str, str]]  # (set key, member)
+    memberships: list[tuple[str, str, bool]]  # (set key, member, belongs)
+    prune: tuple[str, str, str, list[str]] | None = None  # (replicas set, out-of-sync set, prefix, ids)
+
+
+def replica_status_spec(keys: Keys, record: Mapping[str, Any]) -> StatusSpec:
     _need(record, "replica_status", "cluster", "topic", "partition", "replica", "ts")
     c, t, p, r = (record[f] for f in ("cluster", "topic", "partition", "replica"))
-    ts = _ts(record, "replica_status")
-    hash_args = flatten(record)
-    series_args = [a for f in REPLICA_SERIES_FIELDS if f in record for a in (f, encode(record[f]))]
-    index = [
-        (keys.clusters(), part(c)), (keys.topics(c), part(t)),
-        (keys.partitions(c), partition_member(t, p)), (keys.topic_partitions(c, t), part(p)),
-        (keys.replicas(c, t, p), part(r)),
-    ]
-    # Kafka counts a follower outside the ISR as out of sync.
-    membership = [(keys.out_of_sync(c), replica_member(t, p, r), not record.get("in_isr", False))]
-    return _status_call(
-        "replica_status", keys.replica(c, t, p, r), keys.replica_series(c, t, p, r),
-        ts, series_maxlen, hash_args, series_args, index, membership,
+    return StatusSpec(
+        keys.replica(c, t, p, r), keys.replica_series(c, t, p, r), _ts(record, "replica_status"),
+        flatten(record),
+        [a for f in REPLICA_SERIES_FIELDS if f in record for a in (f, encode(record[f]))],
+        [(keys.clusters(), part(c)), (keys.topics(c), part(t)), (keys.partitions(c), partition_member(t, p)),
+         (keys.topic_partitions(c, t), part(p)), (keys.replicas(c, t, p), part(r))],
+        # Kafka counts a follower outside the ISR as out of sync.
+        [(keys.out_of_sync(c), replica_member(t, p, r), not record.get("in_isr", False))],
     )
 
 
-def partition_status_call(keys: Keys, record: Mapping[str, Any], series_maxlen: int) -> ScriptCall:
+def partition_status_spec(keys: Keys, record: Mapping[str, Any]) -> StatusSpec:
     _need(record, "partition_status", "cluster", "topic", "partition", "ts")
     c, t, p = (record[f] for f in ("cluster", "topic", "partition"))
-    ts = _ts(record, "partition_status")
-    series_args = [a for f in PARTITION_SERIES_FIELDS if f in record for a in (f, encode(record[f]))]
+    series = [a for f in PARTITION_SERIES_FIELDS if f in record for a in (f, encode(record[f]))]
     if isinstance(record.get("isr"), (list, tuple)):
-        series_args += ["isr_size", str(len(record["isr"]))]
+        series += ["isr_size", str(len(record["isr"]))]
     member = partition_member(t, p)
-    index = [
-        (keys.clusters(), part(c)), (keys.topics(c), part(t)),
-        (keys.partitions(c), member), (keys.topic_partitions(c, t), part(p)),
-    ]
-    membership = [
-        (keys.under_replicated(c), member, bool(record.get("under_replicated"))),
-        (keys.under_min_isr(c), member, bool(record.get("under_min_isr"))),
-    ]
-    return _status_call(
-        "partition_status", keys.partition(c, t, p), keys.partition_series(c, t, p),
-        ts, series_maxlen, flatten(record), series_args, index, membership,
-    )
-
-
-def prune_replicas_call(keys: Keys, record: Mapping[str, Any]) -> ScriptCall | None:
-    """Drop followers that left the assignment; None when the record lists no replicas."""
     replicas = record.get("replicas")
-    if not isinstance(replicas, (list, tuple)):
-        return None
-    c, t, p = (record[f] for f in ("cluster", "topic", "partition"))
-    return ScriptCall(
-        "prune_replicas",
-        (keys.partition(c, t, p), keys.replicas(c, t, p), keys.out_of_sync(c)),
-        (str(_ts(record, "partition_status")), f"{partition_member(t, p)}:", *(part(r) for r in replicas)),
-        "partition_status",
+    prune = None
+    if isinstance(replicas, (list, tuple)):  # followers no longer assigned leave the indexes
+        prune = (keys.replicas(c, t, p), keys.out_of_sync(c), f"{member}:", [part(r) for r in replicas])
+    return StatusSpec(
+        keys.partition(c, t, p), keys.partition_series(c, t, p), _ts(record, "partition_status"),
+        flatten(record), series,
+        [(keys.clusters(), part(c)), (keys.topics(c), part(t)), (keys.partitions(c), member),
+         (keys.topic_partitions(c, t), part(p))],
+        [(keys.under_replicated(c), member, bool(record.get("under_replicated"))),
+         (keys.under_min_isr(c), member, bool(record.get("under_min_isr")))],
+        prune,
     )
 
 
-def _status_call(kind, hash_key, series_key, ts, maxlen, hash_args, series_args, index, membership):
-    set_keys: list[str] = []
+def status_call(kind: str, specs: list[StatusSpec], series_maxlen: int) -> ScriptCall:
+    """One APPLY_STATUSES call for `specs`; each key is passed once."""
+    numbers: dict[str, int] = {}
 
-    def key_number(key: str) -> str:
-        if key not in set_keys:
-            set_keys.append(key)
-        return str(set_keys.index(key) + 3)  # KEYS 1 and 2 are the hash and the series
+    def no(key: str) -> int:
+        return numbers.setdefault(key, len(numbers) + 1)
 
-    index_args = [a for key, member in index for a in (key_number(key), member)]
-    member_args = [a for key, member, on in membership for a in (key_number(key), member, _flag(on))]
-    args = (
-        str(ts), str(maxlen), str(len(hash_args)), str(len(series_args)), str(len(index)),
-        *hash_args, *series_args, *index_args, *member_args,
-    )
-    return ScriptCall("apply_status", (hash_key, series_key, *set_keys), args, kind)
+    records = []
+    for spec in specs:
+        prune: list = []
+        if spec.prune is not None:
+            replicas_key, out_of_sync_key, prefix, ids = spec.prune
+            prune = [no(replicas_key), no(out_of_sync_key), prefix, *ids]
+        records.append(json.dumps([
+            no(spec.hash_key), no(spec.series_key), str(spec.ts), spec.hash_pairs, spec.series_pairs,
+            [x for key, member in spec.adds for x in (no(key), member)],
+            [x for key, member, on in spec.memberships for x in (no(key), member, _flag(on))],
+            prune,
+        ], separators=(",", ":")))
+    return ScriptCall("apply_statuses", tuple(numbers), (str(series_maxlen), *records), kind, len(records))
 
 
 def alert_call(keys: Keys, alert: Mapping[str, Any], seen_ttl_s: int, maxlen: int) -> ScriptCall:

@@ -32,8 +32,7 @@ from sinks.keys import DEFAULT_PREFIX, Keys
 log = logging.getLogger(__name__)
 
 SCRIPTS = {
-    "apply_status": lua.APPLY_STATUS,
-    "prune_replicas": lua.PRUNE_REPLICAS,
+    "apply_statuses": lua.APPLY_STATUSES,
     "write_alert": lua.WRITE_ALERT,
     "write_quarantine": lua.WRITE_QUARANTINE,
     "cluster_point": lua.CLUSTER_POINT,
@@ -56,7 +55,8 @@ class RedisSinkSettings(BaseModel):
     cluster_series_maxlen: PositiveInt = 100_000
     quarantine_maxlen: PositiveInt = 10_000
     seen_ttl_s: PositiveInt = 7 * 24 * 3600  # how long a replay is recognised as one
-    chunk_size: PositiveInt = 2_000  # script calls per pipeline round trip
+    chunk_size: PositiveInt = 2_000  # records per pipeline round trip
+    statuses_per_call: PositiveInt = 100  # status records per script run (Redis is busy meanwhile)
     retries: NonNegativeInt = 3  # further attempts of a chunk after the first
     backoff_initial_s: PositiveFloat = 0.2
     backoff_max_s: PositiveFloat = 5.0
@@ -116,8 +116,8 @@ class RedisSink:
                     replica_status: list[dict], quarantine: list[dict]) -> WriteReport:
         """Write one micro-batch; safe to call again with the same batch."""
         counts: Counter[str] = Counter()
-        for chunk in _chunks(self._calls(batch_id, alerts, partition_status, replica_status,
-                                         quarantine), self._settings.chunk_size):
+        for chunk in _round_trips(self._calls(batch_id, alerts, partition_status, replica_status,
+                                              quarantine), self._settings.chunk_size):
             results = self._execute(batch_id, chunk)
             counts["round_trips"] += 1
             for call, result in zip(chunk, results):
@@ -130,24 +130,19 @@ class RedisSink:
     def _calls(self, batch_id, alerts, partition_status, replica_status, quarantine
                ) -> Iterator[rec.ScriptCall]:
         s, keys = self._settings, self._keys
-        latest: dict[str, int] = {}  # newest event time per cluster in this batch
-        for record in partition_status:
-            yield rec.partition_status_call(keys, record, s.series_maxlen)
-            prune = rec.prune_replicas_call(keys, record)
-            if prune is not None:
-                yield prune
-            _note(latest, record)
-        for record in replica_status:
-            yield rec.replica_status_call(keys, record, s.series_maxlen)
-            _note(latest, record)
+        for kind, records, spec in (
+            ("partition_status", partition_status, rec.partition_status_spec),
+            ("replica_status", replica_status, rec.replica_status_spec),
+        ):
+            for group in _chunks(records, s.statuses_per_call):
+                yield rec.status_call(kind, [spec(keys, record) for record in group], s.series_maxlen)
         for alert in sorted(alerts, key=rec.alert_order):
             yield rec.alert_call(keys, alert, s.seen_ttl_s, s.alerts_maxlen)
-            _note(latest, alert)
         ids = rec.quarantine_record_ids(batch_id, quarantine)
         for record, record_id in zip(quarantine, ids):
             yield rec.quarantine_call(keys, record, record_id, s.seen_ttl_s, s.quarantine_maxlen)
         if s.cluster_series:
-            for cluster, ts in sorted(latest.items()):
+            for cluster, ts in sorted(_newest_per_cluster(partition_status, replica_status, alerts).items()):
                 yield rec.cluster_point_call(keys, cluster, ts, s.cluster_series_maxlen)
 
     def _execute(self, batch_id: int, chunk: list[rec.ScriptCall]) -> list[Any]:
@@ -175,29 +170,42 @@ class RedisSink:
         raise AssertionError("unreachable")
 
 
-def _note(latest: dict[str, int], record: Mapping[str, Any]) -> None:
-    cluster, ts = record.get("cluster"), record.get("ts")
-    if cluster is not None and ts is not None:
-        latest[cluster] = max(int(ts), latest.get(cluster, int(ts)))
+def _newest_per_cluster(*kinds: list[dict]) -> dict[str, int]:
+    """The newest event time of each cluster in the batch: where its counts point goes."""
+    newest: dict[str, int] = {}
+    for records in kinds:
+        for record in records:
+            cluster, ts = record.get("cluster"), record.get("ts")
+            if cluster is not None and ts is not None:
+                newest[cluster] = max(int(ts), newest.get(cluster, int(ts)))
+    return newest
 
 
 def _count(counts: Counter[str], call: rec.ScriptCall, result: Any) -> None:
-    if call.script == "apply_status":
-        applied, appended = result
-        counts[f"{call.kind}_{'written' if applied else 'skipped'}"] += 1
-        counts["series_points_written"] += appended
+    if call.script == "apply_statuses":
+        for applied, appended in result:
+            counts[f"{call.kind}_{'written' if applied else 'skipped'}"] += 1
+            counts["series_points_written"] += appended
     elif call.script in ("write_alert", "write_quarantine"):
         counts[f"{call.kind}_{'written' if result else 'skipped'}"] += 1
     elif call.script == "cluster_point":
         counts["cluster_points_written"] += result
 
 
-def _chunks(calls: Iterable[rec.ScriptCall], size: int) -> Iterator[list[rec.ScriptCall]]:
+def _round_trips(calls: Iterable[rec.ScriptCall], size: int) -> Iterator[list[rec.ScriptCall]]:
+    """Group calls into pipelines of about `size` records."""
     chunk: list[rec.ScriptCall] = []
+    records = 0
     for call in calls:
         chunk.append(call)
-        if len(chunk) == size:
+        records += call.records
+        if records >= size:
             yield chunk
-            chunk = []
+            chunk, records = [], 0
     if chunk:
         yield chunk
+
+
+def _chunks(items: list, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

@@ -210,11 +210,15 @@ def test_stream_maxlen_bounds_hold(redis_client, db):
 
 
 def test_big_batches_are_sent_in_chunks(redis_client, db):
-    sink = RedisSink(redis_client, RedisSinkSettings(chunk_size=100))
+    sink = RedisSink(redis_client, RedisSinkSettings(chunk_size=100, statuses_per_call=7))
     replicas = [r.replica_status(partition=p, replica=b, ts=1_000) for p in range(50) for b in (2, 3)]
     report = write(sink, 1, replica_status=replicas)
-    assert report.replica_status_written == 100 and report.round_trips == 2  # + 1 cluster point
+    assert report.replica_status_written == 100 and report.series_points_written == 100
+    assert report.round_trips == 2  # 15 calls (14 x 7 + 2 records), then the cluster point
     assert db.scard(K.out_of_sync("c1")) == 100
+    assert db.smembers(K.replicas("c1", "orders", 49)) == {"2", "3"}
+    again = write(sink, 1, replica_status=list(reversed(replicas)))
+    assert again.replica_status_written == 100 and again.series_points_written == 0
 
 
 def test_a_record_outside_the_contract_fails_the_batch(sink):
