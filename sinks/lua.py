@@ -1,4 +1,4 @@
-"""Lua scripts the Redis sink runs: each makes one record's writes atomic and idempotent.
+"""Lua scripts the Redis sink runs: they make each record's writes atomic and idempotent.
 
 A script runs as one unit in Redis, so a check ("was this transition written?", "is the
 stored status newer?") and the writes it guards cannot be split by a crash or a replay.
@@ -73,8 +73,11 @@ return results
 # ARGV: 1 alert_id, 2 status, 3 alert JSON, 4 seen TTL s, 5 stream maxlen, 6 channel,
 #       7.. stream field/value pairs
 # Returns 1 if written, 0 if this transition was written before.
+# Redis does not undo a script's writes when a later command fails (a missing ACL permission,
+# out of memory), so the guard is set last: a script that fails midway is redone in full by
+# the replay, which may repeat a stream entry but never loses the publish or the firing hash.
 WRITE_ALERT = """
-if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[4]) then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 7))
 if ARGV[2] == 'firing' then
   -- a firing that arrives after its own resolve is history, not a firing alert
@@ -87,16 +90,18 @@ else
   redis.call('HDEL', KEYS[5], ARGV[1])
 end
 redis.call('PUBLISH', ARGV[6], ARGV[3])
+redis.call('SET', KEYS[1], '1', 'EX', ARGV[4])
 return 1
 """
 
-# Write one quarantined record once.
+# Write one quarantined record once (guard set last, as for alerts).
 # KEYS: 1 seen(record id), 2 quarantine stream, 3 counter
 # ARGV: 1 seen TTL s, 2 stream maxlen, 3.. stream field/value pairs
 WRITE_QUARANTINE = """
-if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
 redis.call('INCR', KEYS[3])
+redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
 return 1
 """
 

@@ -166,8 +166,16 @@ class RedisSink:
                             batch_id, exc, attempt + 1, s.retries + 1, delay)
                 self._sleep(delay)
             except ResponseError as exc:
+                if _is_acl_refusal(exc):  # a command inside a script the user may not run
+                    raise SinkAuthError(f"batch {batch_id}: the sink's Redis user lacks a "
+                                        f"permission: {exc}") from exc
                 raise SinkWriteError(f"batch {batch_id}: Redis refused a write: {exc}") from exc
         raise AssertionError("unreachable")
+
+
+def _is_acl_refusal(exc: ResponseError) -> bool:
+    text = str(exc)
+    return "NOPERM" in text or "can't run this command" in text or "no permissions to access" in text
 
 
 def _newest_per_cluster(*kinds: list[dict]) -> dict[str, int]:

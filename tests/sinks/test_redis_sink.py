@@ -255,9 +255,10 @@ def test_a_server_that_dies_mid_session_fails_the_next_batch():
 
 
 def test_acl_user_and_password(redis_server, redis_client):
+    # the least-privilege user docs/redis.md recommends
     redis_client.execute_command(
-        "ACL", "SETUSER", "replmon-writer", "reset", "on", ">s3cret-pw", "~replmon:*",
-        "&replmon:*", "+@all")
+        "ACL", "SETUSER", "replmon-writer", "reset", "on", ">s3cret-pw", "~replmon:*", "&replmon:*",
+        "+@read", "+@write", "+@scripting", "+publish", "+ping", "+hello", "+client|setname")
     settings = RedisConnectionSettings(url=redis_server.url, username="replmon-writer",
                                        password=SecretStr("s3cret-pw"))
     report = write(RedisSink(build_client(settings)), 1, **r.full_batch())
@@ -275,6 +276,25 @@ def test_a_user_without_the_prefix_is_refused_clearly(redis_server, redis_client
     settings = RedisConnectionSettings(url=redis_server.url, username="other-app", password=SecretStr("pw"))
     with pytest.raises(SinkAuthError):
         write(RedisSink(build_client(settings)), 1, **r.full_batch())
+
+
+def test_a_missing_permission_fails_clearly_and_the_replay_completes_the_write(redis_server, redis_client, db):
+    redis_client.execute_command(  # everything but PUBLISH
+        "ACL", "SETUSER", "no-publish", "reset", "on", ">pw", "~replmon:*", "&replmon:*",
+        "+@read", "+@write", "+@scripting", "+ping", "+client|setname")
+    settings = RedisConnectionSettings(url=redis_server.url, username="no-publish", password=SecretStr("pw"))
+    sink = RedisSink(build_client(settings))
+    with pytest.raises(SinkAuthError, match="lacks a permission"):
+        write(sink, 1, alerts=[r.alert()])
+    redis_client.execute_command("ACL", "SETUSER", "no-publish", "+publish")
+    pubsub = db.pubsub()
+    pubsub.subscribe(K.alerts_channel())
+    pubsub.get_message(timeout=5)
+    assert write(sink, 1, alerts=[r.alert()]).alerts_written == 1
+    assert json.loads(pubsub.get_message(timeout=5)["data"])["alert_id"] == "a1"
+    pubsub.close()
+    assert db.hkeys(K.alerts_firing()) == ["a1"]
+    assert db.xlen(K.alerts_stream()) == 2  # the failed run's entry stays: repeated, never lost
 
 
 def test_connection_settings_keep_the_password_secret():
