@@ -1,0 +1,383 @@
+#!/usr/bin/env bash
+# Local services for replmon's integration tests and for trying it by hand:
+# an Apache Kafka cluster in KRaft mode and a Redis server, both on loopback,
+# started from jars and Debian packages (no Docker).
+#
+# Usage: deploy/local/services.sh up [--brokers 1|3]
+#        deploy/local/services.sh down
+#        deploy/local/services.sh status
+#        deploy/local/services.sh clean      (down, then delete .run/: data and logs)
+#
+#   up      installs redis-server (apt) and fetches the jars if missing, formats
+#           the KRaft storage on first use, starts what is not running, waits
+#           until Kafka and Redis answer, then writes .run/env. Idempotent:
+#           when everything already runs it only checks and rewrites .run/env.
+#   down    stops the processes this script started (pid files under .run/);
+#           data stays, so the next up is a restart, not a new cluster.
+#   status  prints what runs; exit 0 when Kafka and Redis are both up.
+#
+# Ports (all on 127.0.0.1): Kafka 19092 (1 broker) or 19092-19094 (3 brokers),
+# KRaft controller listeners 19192(-19194), Redis 16379. Logs and data live in
+# deploy/local/.run/ (git-ignored). Environment knobs:
+#   REPLMON_PYTHON            interpreter with kafka-python (probe) and pyspark
+#                             (jar version); default python3
+#   REPLMON_SERVICES_TIMEOUT  seconds to wait for Kafka to answer (default 120)
+#   REPLMON_KAFKA_HEAP        JVM heap flags per node (default -Xms128m -Xmx512m)
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+RUN="$HERE/.run"
+KAFKA_LIBS="$HERE/kafka-libs"
+SPARK_JARS="$HERE/jars"
+PY="${REPLMON_PYTHON:-python3}"
+TIMEOUT="${REPLMON_SERVICES_TIMEOUT:-120}"
+HEAP="${REPLMON_KAFKA_HEAP:--Xms128m -Xmx512m}"
+HOST=127.0.0.1
+BROKER_BASE_PORT=19092
+CONTROLLER_BASE_PORT=19192
+REDIS_PORT=16379
+KRUN="$RUN/kafka"
+RRUN="$RUN/redis"
+
+log() { echo "services: $*" >&2; }
+die() { echo "services: ERROR: $*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- helpers
+
+port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
+
+# pid_matches PIDFILE PATTERN: the pid in PIDFILE is alive, not a zombie, and
+# its command line contains PATTERN (guards against a recycled pid).
+pid_matches() {
+  local f="$1" pat="$2" pid
+  [ -s "$f" ] || return 1
+  pid="$(cat "$f")"
+  [ -r "/proc/$pid/cmdline" ] || return 1
+  [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$pat"
+}
+
+tail_log() {  # tail_log FILE [N]
+  local f="$1" n="${2:-40}"
+  if [ -s "$f" ]; then
+    echo "----- last $n lines of $f -----" >&2
+    tail -n "$n" "$f" >&2
+    echo "-----" >&2
+  else
+    echo "(no log at $f)" >&2
+  fi
+}
+
+node_dir() { echo "$KRUN/node-$1"; }
+broker_port() { echo $((BROKER_BASE_PORT + $1 - 1)); }
+controller_port() { echo $((CONTROLLER_BASE_PORT + $1 - 1)); }
+kafka_pidfile() { echo "$(node_dir "$1")/kafka.pid"; }
+kafka_running() { pid_matches "$(kafka_pidfile "$1")" "$(node_dir "$1")/server.properties"; }
+
+bootstrap_for() {  # bootstrap_for N
+  local i out=""
+  for i in $(seq 1 "$1"); do out="${out:+$out,}$HOST:$(broker_port "$i")"; done
+  echo "$out"
+}
+
+configured_brokers() { cat "$KRUN/brokers" 2>/dev/null || echo 0; }
+
+spark_jar_list() {
+  local j out=""
+  for j in "$SPARK_JARS"/*.jar; do [ -e "$j" ] && out="${out:+$out,}$j"; done
+  echo "$out"
+}
+
+# ------------------------------------------------------------------- redis
+
+ensure_redis_installed() {
+  command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && return 0
+  log "redis-server not found; installing it with apt-get (Debian package redis-server)"
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null 2>&1 || die "redis-server is missing and we are not root; install it: apt-get install -y redis-server"
+    sudo="sudo"
+  fi
+  local logf="$RUN/apt-redis.log"
+  if ! { $sudo apt-get update && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends redis-server; } >"$logf" 2>&1; then
+    tail_log "$logf" 20
+    die "apt-get install redis-server failed (full log: $logf)"
+  fi
+  command -v redis-server >/dev/null 2>&1 || die "apt-get installed redis-server but it is not on PATH"
+}
+
+redis_running() { pid_matches "$RRUN/redis.pid" "$HOST:$REDIS_PORT"; }
+redis_ping() { [ "$(redis-cli -h "$HOST" -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]; }
+
+start_redis() {
+  mkdir -p "$RRUN"
+  if redis_running && redis_ping; then
+    return 0
+  fi
+  if port_open "$REDIS_PORT"; then
+    die "port $REDIS_PORT is taken by a process this script did not start; stop it first"
+  fi
+  rm -f "$RRUN/redis.pid"
+  redis-server --bind "$HOST" --port "$REDIS_PORT" --protected-mode yes \
+    --daemonize yes --pidfile "$RRUN/redis.pid" --logfile "$RRUN/redis.log" \
+    --dir "$RRUN" --save "" --appendonly no \
+    </dev/null >"$RRUN/start.log" 2>&1 || { tail_log "$RRUN/start.log"; die "redis-server did not start"; }
+  local i
+  for i in $(seq 1 100); do  # 10 s
+    redis_ping && return 0
+    sleep 0.1
+  done
+  tail_log "$RRUN/redis.log"
+  die "redis-server on $HOST:$REDIS_PORT did not answer PING within 10s"
+}
+
+stop_redis() {
+  if redis_running; then
+    local pid; pid="$(cat "$RRUN/redis.pid")"
+    redis-cli -h "$HOST" -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || kill "$pid" 2>/dev/null || true
+    wait_gone "$pid" 10 || kill -9 "$pid" 2>/dev/null || true
+    log "stopped redis (pid $pid)"
+  fi
+  rm -f "$RRUN/redis.pid"
+}
+
+# ------------------------------------------------------------------- kafka
+
+write_kafka_config() {  # write_kafka_config NODE N
+  local i="$1" n="$2" d voters="" j rf minisr
+  d="$(node_dir "$i")"
+  for j in $(seq 1 "$n"); do voters="${voters:+$voters,}$j@$HOST:$(controller_port "$j")"; done
+  if [ "$n" -ge 3 ]; then rf=3; minisr=2; else rf=1; minisr=1; fi
+  mkdir -p "$d/data" "$d/logs"
+  cat >"$d/server.properties" <<EOF
+# Written by deploy/local/services.sh; rewritten on every start.
+process.roles=broker,controller
+node.id=$i
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://$HOST:$(broker_port "$i"),CONTROLLER://$HOST:$(controller_port "$i")
+advertised.listeners=PLAINTEXT://$HOST:$(broker_port "$i")
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$d/data
+num.network.threads=2
+num.io.threads=4
+num.partitions=1
+default.replication.factor=$rf
+min.insync.replicas=$minisr
+offsets.topic.replication.factor=$rf
+offsets.topic.num.partitions=5
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$minisr
+transaction.state.log.num.partitions=5
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$minisr
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+log.retention.hours=24
+EOF
+}
+
+run_java() {  # run_java NODE MAINCLASS ARGS...: exec a JVM for a Kafka node
+  local i="$1"; shift
+  local d heap
+  d="$(node_dir "$i")"
+  read -r -a heap <<<"$HEAP"
+  exec java "${heap[@]}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
+    -Djava.awt.headless=true -Dkafka.logs.dir="$d/logs" \
+    -Dlog4j2.configurationFile="$HERE/log4j2.properties" \
+    -cp "$KAFKA_LIBS/*" "$@"
+}
+
+format_kafka() {  # format_kafka N: fresh storage for an N-node cluster
+  local n="$1" i cluster_id d
+  rm -rf "$KRUN"; mkdir -p "$KRUN"
+  cluster_id="$("$PY" -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+  for i in $(seq 1 "$n"); do
+    write_kafka_config "$i" "$n"
+    d="$(node_dir "$i")"
+    if ! (run_java "$i" kafka.tools.StorageTool format -t "$cluster_id" -c "$d/server.properties") \
+        >"$d/logs/format.log" 2>&1; then
+      tail_log "$d/logs/format.log" 20
+      die "formatting KRaft storage for node $i failed"
+    fi
+  done
+  echo "$cluster_id" >"$KRUN/cluster-id"
+  echo "$n" >"$KRUN/brokers"
+  log "formatted a new $n-node KRaft cluster ($cluster_id) in $KRUN"
+}
+
+start_kafka() {  # start_kafka N
+  local n="$1" i d pids="" started=0 have
+  have="$(configured_brokers)"
+  local any_running=0
+  for i in $(seq 1 "$have"); do kafka_running "$i" && any_running=1; done
+  if [ "$any_running" = 1 ] && [ "$have" != "$n" ]; then
+    die "a $have-broker Kafka cluster is running; run '$0 down' before 'up --brokers $n'"
+  fi
+  if [ "$have" != "$n" ] || [ ! -s "$KRUN/cluster-id" ]; then
+    format_kafka "$n"
+  fi
+  for i in $(seq 1 "$n"); do
+    d="$(node_dir "$i")"
+    if kafka_running "$i"; then
+      pids="${pids:+$pids,}$(cat "$(kafka_pidfile "$i")")"
+      continue
+    fi
+    local p
+    for p in "$(broker_port "$i")" "$(controller_port "$i")"; do
+      port_open "$p" && die "port $p is taken by a process this script did not start; stop it first"
+    done
+    write_kafka_config "$i" "$n"
+    echo "===== start $(date -u +%FT%TZ) =====" >>"$d/logs/stdout.log"
+    # Its own session (setsid), so the node outlives the shell (or pytest)
+    # that ran up and gets no signal meant for it. The subshell writes its
+    # own pid, which exec hands on to the JVM.
+    rm -f "$(kafka_pidfile "$i")"
+    setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$(kafka_pidfile "$i")" \
+      "$HERE/services.sh" __run_java "$i" kafka.Kafka "$d/server.properties" \
+      </dev/null >>"$d/logs/stdout.log" 2>&1 &
+    local w
+    for w in $(seq 1 50); do [ -s "$(kafka_pidfile "$i")" ] && break; sleep 0.1; done
+    [ -s "$(kafka_pidfile "$i")" ] || die "Kafka node $i did not start (no pid file)"
+    pids="${pids:+$pids,}$(cat "$(kafka_pidfile "$i")")"
+    started=1
+  done
+  local what="Kafka"
+  [ "$started" = 1 ] && log "started $n Kafka node(s); waiting up to ${TIMEOUT}s for $(bootstrap_for "$n")"
+  local out rc=0
+  out="$("$PY" "$HERE/probe.py" --bootstrap "$(bootstrap_for "$n")" --brokers "$n" \
+        --timeout "$TIMEOUT" --pids "$pids")" || rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "services: $what: $out" >&2
+    for i in $(seq 1 "$n"); do
+      tail_log "$(node_dir "$i")/logs/server.log" 30
+      tail_log "$(node_dir "$i")/logs/stdout.log" 10
+    done
+    case "$rc" in
+      2) die "Kafka exited while starting (logs above; all under $KRUN)" ;;
+      3) die "the probe needs kafka-python: pip install kafka-python, or set REPLMON_PYTHON" ;;
+      4) die "the readiness probe $HERE/probe.py failed (message above)" ;;
+      *) die "Kafka did not answer on $(bootstrap_for "$n") within ${TIMEOUT}s (logs above; all under $KRUN)" ;;
+    esac
+  fi
+  log "Kafka $out"
+}
+
+wait_gone() {  # wait_gone PID SECONDS
+  local pid="$1" i
+  for i in $(seq 1 $(($2 * 10))); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+stop_kafka() {
+  local n i pid pids=""
+  n="$(configured_brokers)"
+  for i in $(seq 1 "$n"); do
+    if kafka_running "$i"; then
+      pid="$(cat "$(kafka_pidfile "$i")")"
+      kill "$pid" 2>/dev/null || true
+      pids="$pids $pid"
+    fi
+    rm -f "$(kafka_pidfile "$i")"
+  done
+  for pid in $pids; do
+    if ! wait_gone "$pid" 30; then
+      log "Kafka pid $pid did not stop within 30s; killing it"
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  done
+  [ -n "$pids" ] && log "stopped Kafka (pid(s)$pids)"
+  return 0
+}
+
+# --------------------------------------------------------------- commands
+
+write_env() {  # write_env N
+  local n="$1" tmp="$RUN/env.tmp" jars spark_kafka_version
+  jars="$(spark_jar_list)"
+  spark_kafka_version="$(sed -n 's/^spark_sql_kafka=//p' "$SPARK_JARS/.complete" 2>/dev/null)"
+  {
+    echo "REPLMON_KAFKA_BOOTSTRAP=$(bootstrap_for "$n")"
+    echo "REPLMON_REDIS_URL=redis://$HOST:$REDIS_PORT/0"
+    echo "REPLMON_SPARK_JARS=$jars"
+    echo "REPLMON_KAFKA_BROKERS=$n"
+    echo "REPLMON_KAFKA_VERSION=$(sed -n 's/^kafka=//p' "$KAFKA_LIBS/.complete" 2>/dev/null)"
+    echo "REPLMON_SPARK_KAFKA_VERSION=$spark_kafka_version"
+  } >"$tmp"
+  mv "$tmp" "$RUN/env"
+}
+
+cmd_up() {
+  local n=1
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --brokers) [ $# -ge 2 ] || die "--brokers needs a value (1 or 3)"; n="$2"; shift 2 ;;
+      --brokers=*) n="${1#*=}"; shift ;;
+      *) die "unknown argument to up: $1" ;;
+    esac
+  done
+  case "$n" in 1|3) ;; *) die "--brokers must be 1 or 3, not '$n'" ;; esac
+  command -v java >/dev/null 2>&1 || die "java not found; install a JDK 17 (apt-get install -y openjdk-17-jdk-headless)"
+  "$PY" -c 'import kafka' 2>/dev/null || die "'$PY' cannot import kafka-python (pip install kafka-python, or set REPLMON_PYTHON)"
+  mkdir -p "$RUN"
+  ensure_redis_installed
+  "$HERE/fetch-jars.sh"
+  start_kafka "$n"
+  start_redis
+  write_env "$n"
+  log "up: Kafka $(bootstrap_for "$n"), Redis $HOST:$REDIS_PORT; env in $RUN/env"
+}
+
+cmd_down() {
+  stop_kafka
+  stop_redis
+  rm -f "$RUN/env"
+}
+
+cmd_status() {
+  local n i ok=0
+  n="$(configured_brokers)"
+  if [ "$n" = 0 ]; then
+    echo "kafka: not set up (no cluster formatted under $KRUN)"; ok=1
+  else
+    echo "kafka: $n-node KRaft cluster $(cat "$KRUN/cluster-id" 2>/dev/null), version $(sed -n 's/^kafka=//p' "$KAFKA_LIBS/.complete" 2>/dev/null)"
+    for i in $(seq 1 "$n"); do
+      if kafka_running "$i"; then
+        echo "  node $i: running, pid $(cat "$(kafka_pidfile "$i")"), broker $HOST:$(broker_port "$i"), controller $HOST:$(controller_port "$i"), log $(node_dir "$i")/logs/server.log"
+      else
+        echo "  node $i: stopped"; ok=1
+      fi
+    done
+  fi
+  if redis_running; then
+    local state="not answering PING"
+    redis_ping && state="PONG"
+    echo "redis: running, pid $(cat "$RRUN/redis.pid"), $HOST:$REDIS_PORT ($state), log $RRUN/redis.log"
+    [ "$state" = PONG ] || ok=1
+  else
+    echo "redis: stopped"; ok=1
+  fi
+  if [ -f "$RUN/env" ]; then echo "env: $RUN/env"; else echo "env: none (run up)"; fi
+  return "$ok"
+}
+
+cmd_clean() {
+  cmd_down
+  rm -rf "$RUN"
+  log "removed $RUN"
+}
+
+case "${1:-}" in
+  up) shift; cmd_up "$@" ;;
+  down) shift; cmd_down ;;
+  status) shift; cmd_status ;;
+  clean) shift; cmd_clean ;;
+  __run_java) shift; run_java "$@" ;;  # internal: used by start_kafka
+  -h|--help|help) sed -n '2,27p' "$0" ;;
+  *) echo "usage: $0 up [--brokers 1|3] | down | status | clean" >&2; exit 2 ;;
+esac
