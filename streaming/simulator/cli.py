@@ -62,6 +62,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as exit_:        # usage errors (2) and --help (0) as a return code
         return int(exit_.code or 0)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.WARNING)
 
     sim: Simulation | None = None
     if args.scenario == "scale":

@@ -39,6 +39,7 @@ class ClusterSpec:
     metadata_delay_ms: tuple[int, int] = (20, 200)   # controller decision to the cluster reporting it
     heartbeat_interval_ms: int = 1000
     producer_acks_all: bool = True             # appends fail (NotEnoughReplicas) while under min ISR
+    rule_set: str = "current"                  # out-of-sync rule of the leaders (state.legacy: e.g. "v0_8")
 
     def __post_init__(self) -> None:
         if self.replica_fetch_wait_max_ms > self.replica_lag_time_max_ms:

@@ -45,7 +45,8 @@ class Simulation:
         self.rng = random.Random(seed)
         self.cluster = spec.name
         self.config = PartitionConfig(replica_lag_time_max_ms=spec.replica_lag_time_max_ms,
-                                      min_insync_replicas=spec.min_insync_replicas, alter_partition="immediate")
+                                      min_insync_replicas=spec.min_insync_replicas, alter_partition="immediate",
+                                      rule_set=spec.rule_set)
         self._queue: list[tuple[int, int, Callable[..., None], tuple]] = []
         self._seq = itertools.count()
         self._out: list[ev.Event] = []

@@ -59,7 +59,7 @@ def paused_and_slow() -> ClusterSpec:
 
 
 def bursty() -> ClusterSpec:
-    """1 topic x 2 partitions, ~90 s, 100,000-message bursts every 10 s on both partitions; no fault.
+    """1 topic x 2 partitions, ~90 s, 100,000-message bursts every 7 s on both partitions; no fault.
 
     A burst lags the followers by tens of thousands of messages (0.8's 4000-message rule would
     have removed them) but for only a second or two: no ISR change at all under the time rule."""
@@ -69,7 +69,7 @@ def bursty() -> ClusterSpec:
         duration_ms=90_000,
         faults=tuple(
             BurstyProducer(topic="clicks", partition=p, start_ms=5_000 + 2_500 * p, duration_ms=80_000,
-                           every_ms=10_000, burst_messages=100_000, burst_ms=1_000)
+                           every_ms=7_000, burst_messages=100_000, burst_ms=1_000)
             for p in range(2)
         ),
     )
