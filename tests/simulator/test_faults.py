@@ -41,7 +41,9 @@ def test_paused_follower_goes_out_of_sync_is_removed_and_rejoins(seed):
     # lcu is its last fetch at the LEO, at most one long poll before the pause: out of sync at lcu + L + 1.
     assert f["start_ms"] + L + 1 - 600 <= episode["start_ms"] <= f["start_ms"] + L + 1
     assert f["end_ms"] < episode["end_ms"] < f["end_ms"] + 2000
-    assert not [e for e in fetches(events, **key, replica=f["replica"]) if f["start_ms"] < e["ts"] < f["end_ms"]]
+    mine = fetches(events, **key, replica=f["replica"])
+    assert not [e for e in mine if f["start_ms"] < e["ts"] < f["end_ms"]]
+    assert episode["start_ms"] - L - 1 in {e["ts"] for e in mine}          # lcu is the time of one of its fetches
     shrink, expand = records(truth, "isr_change", **key)[:2]        # (the broker crash comes later)
     assert shrink["reason"] == "shrink" and f["replica"] in shrink["old"] and f["replica"] not in shrink["new"]
     # the first isr-expiration run after it is out of sync (they run every L/2)
@@ -57,7 +59,9 @@ def test_slow_follower_keeps_fetching_but_goes_out_of_sync(seed):
     (episode,) = [r for r in records(truth, "out_of_sync", **key, replica=f["replica"]) if r["start_ms"] < f["end_ms"]]
     assert f["start_ms"] + L - 600 <= episode["start_ms"] <= f["start_ms"] + L + 600
     assert episode["end_ms"] >= f["end_ms"]
-    during = [e for e in fetches(events, **key, replica=f["replica"]) if f["start_ms"] < e["ts"] < f["end_ms"]]
+    mine = fetches(events, **key, replica=f["replica"])
+    assert episode["start_ms"] - L - 1 in {e["ts"] for e in mine}          # lcu is the time of one of its fetches
+    during = [e for e in mine if f["start_ms"] < e["ts"] < f["end_ms"]]
     assert max(b["ts"] - a["ts"] for a, b in zip(during, during[1:])) < 600          # slow, not stuck
     assert during[-1]["leader_leo"] - during[-1]["fetch_offset"] > 5000              # ever further behind
     assert any(r["reason"] == "shrink" and f["replica"] not in r["new"] for r in records(truth, "isr_change", **key))
