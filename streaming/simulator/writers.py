@@ -36,10 +36,16 @@ def write_events(out_dir: Path, events: Iterable[Event | str]) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
     with path.open("w", encoding="utf-8") as f:
+        chunk: list[str] = []
         for event in events:
-            f.write(event if isinstance(event, str) else encode(event))
-            f.write("\n")
-            count += 1
+            chunk.append(event if isinstance(event, str) else encode(event))
+            if len(chunk) == 10_000:
+                f.write("\n".join(chunk) + "\n")
+                count += len(chunk)
+                chunk = []
+        if chunk:
+            f.write("\n".join(chunk) + "\n")
+            count += len(chunk)
     log.info("wrote %d events to %s", count, path)
     return count
 
