@@ -241,18 +241,18 @@ start_kafka() {  # start_kafka N
     for w in $(seq 1 50); do [ -s "$(kafka_pidfile "$i")" ] && break; sleep 0.1; done
     [ -s "$(kafka_pidfile "$i")" ] || die "Kafka node $i did not start (no pid file)"
     pids="${pids:+$pids,}$(cat "$(kafka_pidfile "$i")")"
-    started=1
+    started=$((started + 1))
   done
   local what="Kafka"
-  [ "$started" = 1 ] && log "started $n Kafka node(s); waiting up to ${TIMEOUT}s for $(bootstrap_for "$n")"
+  [ "$started" -gt 0 ] && log "started $started of $n Kafka node(s); waiting up to ${TIMEOUT}s for $(bootstrap_for "$n")"
   local out rc=0
   out="$("$PY" "$HERE/probe.py" --bootstrap "$(bootstrap_for "$n")" --brokers "$n" \
         --timeout "$TIMEOUT" --pids "$pids")" || rc=$?
   if [ "$rc" != 0 ]; then
     echo "services: $what: $out" >&2
     for i in $(seq 1 "$n"); do
+      tail_log "$(node_dir "$i")/logs/stdout.log" 10  # JVM errors land here
       tail_log "$(node_dir "$i")/logs/server.log" 30
-      tail_log "$(node_dir "$i")/logs/stdout.log" 10
     done
     case "$rc" in
       2) die "Kafka exited while starting (logs above; all under $KRUN)" ;;
