@@ -118,7 +118,7 @@ fetch_spark() {
   spark_v="$wanted"; token_v="$wanted"
   if ! run_mvn "$SPARK_POM" "$tmp" "$logf" -Dspark.version="$spark_v"; then
     if grep -qE "Could not find artifact|was not found in" "$logf" && [ -z "${REPLMON_SPARK_KAFKA_VERSION:-}" ]; then
-      log "WARNING: $(grep -m1 -oE "(Could not find artifact|org.apache.spark:)[^ ]*( was not found)?" "$logf" | head -1)"
+      log "WARNING: $(grep -m1 -oE "Could not find artifact [^ ]+|[^ ]+ was not found" "$logf" | head -1)"
       log "WARNING: spark-sql-kafka $wanted is not on Maven Central; falling back to" \
           "spark-sql-kafka $FALLBACK_SPARK_KAFKA_VERSION + spark-token-provider" \
           "$FALLBACK_TOKEN_PROVIDER_VERSION (run with --force once $wanted is published)"
