@@ -99,7 +99,7 @@ ensure_redis_installed() {
     sudo="sudo"
   fi
   local logf="$RUN/apt-redis.log"
-  if ! { $sudo apt-get update && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends redis-server; } >"$logf" 2>&1; then
+  if ! { $sudo apt-get update && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends redis-server; } </dev/null >"$logf" 2>&1 9>&-; then
     tail_log "$logf" 20
     die "apt-get install redis-server failed (full log: $logf)"
   fi
@@ -121,7 +121,7 @@ start_redis() {
   redis-server --bind "$HOST" --port "$REDIS_PORT" --protected-mode yes \
     --daemonize yes --pidfile "$RRUN/redis.pid" --logfile "$RRUN/redis.log" \
     --dir "$RRUN" --save "" --appendonly no \
-    </dev/null >"$RRUN/start.log" 2>&1 || { tail_log "$RRUN/start.log"; die "redis-server did not start"; }
+    </dev/null >"$RRUN/start.log" 2>&1 9>&- || { tail_log "$RRUN/start.log"; die "redis-server did not start"; }
   local i
   for i in $(seq 1 100); do  # 10 s
     redis_ping && return 0
@@ -234,11 +234,11 @@ start_kafka() {  # start_kafka N
     # that ran up and gets no signal meant for it. The subshell writes its
     # own pid, which exec hands on to the JVM.
     rm -f "$(kafka_pidfile "$i")"
+    # shellcheck disable=SC2016  # $$ and "$@" belong to the inner shell
     setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$(kafka_pidfile "$i")" \
       "$HERE/services.sh" __run_java "$i" kafka.Kafka "$d/server.properties" \
-      </dev/null >>"$d/logs/stdout.log" 2>&1 &
-    local w
-    for w in $(seq 1 50); do [ -s "$(kafka_pidfile "$i")" ] && break; sleep 0.1; done
+      </dev/null >>"$d/logs/stdout.log" 2>&1 9>&- &
+    for _ in $(seq 1 50); do [ -s "$(kafka_pidfile "$i")" ] && break; sleep 0.1; done
     [ -s "$(kafka_pidfile "$i")" ] || die "Kafka node $i did not start (no pid file)"
     pids="${pids:+$pids,}$(cat "$(kafka_pidfile "$i")")"
     started=$((started + 1))
@@ -372,11 +372,22 @@ cmd_clean() {
   log "removed $RUN"
 }
 
+# up, down and clean take a lock, so two callers at once (parallel test
+# workers, say) do not both format or start a cluster: the second waits, then
+# finds everything running. Whatever outlives this script (the JVMs, redis,
+# a daemon apt might start) is launched with fd 9 closed, or it would keep
+# holding the lock.
+lock() {
+  mkdir -p "$RUN"
+  exec 9>"$RUN/.lock"
+  flock -w 900 9 || die "another services.sh has held $RUN/.lock for 15 minutes"
+}
+
 case "${1:-}" in
-  up) shift; cmd_up "$@" ;;
-  down) shift; cmd_down ;;
+  up) shift; lock; cmd_up "$@" ;;
+  down) shift; lock; cmd_down ;;
   status) shift; cmd_status ;;
-  clean) shift; cmd_clean ;;
+  clean) shift; lock; cmd_clean ;;
   __run_java) shift; run_java "$@" ;;  # internal: used by start_kafka
   -h|--help|help) sed -n '2,27p' "$0" ;;
   *) echo "usage: $0 up [--brokers 1|3] | down | status | clean" >&2; exit 2 ;;
