@@ -14,7 +14,8 @@
 #
 # Environment:
 #   REPLMON_PYTHON              interpreter whose pyspark decides the Spark
-#                               version (default: python3)
+#                               version (default: the repo's .venv if there is
+#                               one, else python3)
 #   REPLMON_SPARK_KAFKA_VERSION fetch this spark-sql-kafka version instead of
 #                               the installed pyspark's
 #   MVN                         maven command (default: mvn)
@@ -22,7 +23,10 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-PY="${REPLMON_PYTHON:-python3}"
+PY="${REPLMON_PYTHON:-}"  # the project's interpreter (services.sh passes its choice)
+if [ -z "$PY" ]; then
+  if [ -x "$ROOT/.venv/bin/python" ]; then PY="$ROOT/.venv/bin/python"; else PY=python3; fi
+fi
 MVN="${MVN:-mvn}"
 KAFKA_POM="$ROOT/deploy/kafka/pom.xml"
 SPARK_POM="$ROOT/deploy/spark/pom.xml"

@@ -20,7 +20,8 @@
 # KRaft controller listeners 19192(-19194), Redis 16379. Logs and data live in
 # deploy/local/.run/ (git-ignored). Environment knobs:
 #   REPLMON_PYTHON            interpreter with kafka-python (probe) and pyspark
-#                             (jar version); default python3
+#                             (jar version); default: the repo's .venv if there
+#                             is one, else python3
 #   REPLMON_SERVICES_TIMEOUT  seconds to wait for Kafka to answer (default 120)
 #   REPLMON_KAFKA_HEAP        JVM heap flags per node (default -Xms128m -Xmx512m)
 set -euo pipefail
@@ -29,7 +30,13 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 RUN="$HERE/.run"
 KAFKA_LIBS="$HERE/kafka-libs"
 SPARK_JARS="$HERE/jars"
-PY="${REPLMON_PYTHON:-python3}"
+# The project's interpreter: $REPLMON_PYTHON, else the repo's .venv (made by
+# deploy/dev.sh setup), else python3.
+PY="${REPLMON_PYTHON:-}"
+if [ -z "$PY" ]; then
+  if [ -x "$HERE/../../.venv/bin/python" ]; then PY="$(cd "$HERE/../.." && pwd)/.venv/bin/python"; else PY=python3; fi
+fi
+export REPLMON_PYTHON="$PY"  # fetch-jars.sh uses the same one
 TIMEOUT="${REPLMON_SERVICES_TIMEOUT:-120}"
 HEAP="${REPLMON_KAFKA_HEAP:--Xms128m -Xmx512m}"
 HOST=127.0.0.1
@@ -385,7 +392,7 @@ lock() {
 
 case "${1:-}" in
   up) shift; lock; cmd_up "$@" ;;
-  down) shift; lock; cmd_down ;;
+  down) shift; lock; cmd_down ;;  # arguments (say --brokers N) are ignored
   status) shift; cmd_status ;;
   clean) shift; lock; cmd_clean ;;
   __run_java) shift; run_java "$@" ;;  # internal: used by start_kafka
