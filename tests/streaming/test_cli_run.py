@@ -1,0 +1,108 @@
+"""`replmon run`: over an input folder once (in-process, on the shared session), and the embedded
+default that simulates the `demo` cluster and monitors it (a subprocess, as a user runs it)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streaming.simulator import cli as simulate_cli
+from tests.streaming.helpers import read_outputs
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+START_MS = 1_767_225_600_000          # the simulator's default start: 00:00:00 on the timeline
+# One timeline line: "00:00:29.975  FIRING   warning  ReplicaOutOfSync     sim/orders-0/2   reason"
+TIMELINE_LINE = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d{3})  (FIRING|RESOLVED) +\w+ +(\w+) +(\S+) ")
+
+
+def timeline(stdout: str) -> list[tuple[int, str, str, str]]:
+    """(ms after the start, status, alert name, subject) of each printed transition."""
+    rows = []
+    for line in stdout.splitlines():
+        m = TIMELINE_LINE.match(line)
+        if m:
+            h, mi, s, ms, status, name, subj = m.groups()
+            rows.append((((int(h) * 60 + int(mi)) * 60 + int(s)) * 1000 + int(ms), status, name, subj))
+    return rows
+
+
+def test_run_over_an_input_folder_once_writes_the_outputs_and_prints_the_timeline(
+        spark, tmp_path, capsys, monkeypatch):
+    from streaming import cli   # the `spark` session exists: the command's getOrCreate returns it
+
+    assert simulate_cli.main(["--scenario", "paused_and_slow", "--out", str(tmp_path / "sim")]) == 0
+    # print_timeline's default stream is the sys.stdout of the moment streaming.cli was imported;
+    # point it at the stream capsys installed for this test.
+    monkeypatch.setattr(cli.print_timeline, "__defaults__", (sys.stdout,))
+    config = tmp_path / "replmon.toml"
+    config.write_text("[stream]\nbuckets = 4\n")       # 64 by default: slow for a tiny input
+    out_dir = tmp_path / "out"
+    rc = cli.main(["run", "--config", str(config), "--input", str(tmp_path / "sim" / "events"), "--once",
+                   "--output", str(out_dir)])
+    printed = capsys.readouterr().out
+
+    assert rc == 0
+    outputs = read_outputs(out_dir)
+    for kind in ("alerts", "partition_status", "replica_status"):
+        assert outputs[kind], kind
+    assert outputs["quarantine"] == []
+    assert f"replmon: outputs in {out_dir}: " in printed
+    assert f"alerts {len(outputs['alerts'])}" in printed
+    assert f"Alert timeline ({len(outputs['alerts'])} transitions)" in printed
+    printed_rows = timeline(printed)
+    assert sorted(printed_rows) == sorted((a["ts"] - START_MS, a["status"].upper(), a["name"], a["subject"])
+                                          for a in outputs["alerts"])
+    assert [t for t, *_ in printed_rows] == sorted(t for t, *_ in printed_rows)   # in event-time order
+    assert ("FIRING", "ReplicaOutOfSync", "sim/orders-0/2") in {r[1:] for r in printed_rows}
+    assert ("FIRING", "ReplicaOutOfSync", "sim/orders-1/3") in {r[1:] for r in printed_rows}
+
+
+def test_embedded_default_simulates_the_demo_and_alerts_on_each_fault(tmp_path):
+    # `replmon run` with no input: simulates `demo` into a temporary folder, monitors it once and
+    # prints the timeline. Its own process (and JVM), with the temporary folder and the default
+    # ./replmon-out kept under tmp_path.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
+    env = {k: v for k, v in env.items() if not k.startswith("REPLMON_")}
+    proc = subprocess.run([sys.executable, "-m", "streaming.cli", "run"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "simulating scenario 'demo'" in proc.stdout
+    (sim_dir,) = [p for p in tmp_path.iterdir() if p.name.startswith("replmon-sim-")]
+    truth = [json.loads(line) for line in (sim_dir / "truth.jsonl").read_text().splitlines()]
+    outputs = read_outputs(tmp_path / "replmon-out")
+    rows = timeline(proc.stdout)
+    assert len(rows) == len(outputs["alerts"]) > 0
+    fired = [(t, name, subj) for t, status, name, subj in rows if status == "FIRING"]
+
+    def alerted(names, subj_prefix, start, end):
+        return [f for f in fired if f[1] in names and f[2].startswith(subj_prefix) and start <= f[0] <= end]
+
+    faults = {f["fault"]: f for f in truth if f["kind"] == "fault"}
+    assert set(faults) == {"paused_follower", "slow_follower", "bursty_producer", "bootstrap_replica",
+                           "broker_crash"}
+    window = lambda f: (f["start_ms"] - START_MS, (f["end_ms"] or START_MS + 180_000) - START_MS)  # noqa: E731
+    paused, slow, crash = faults["paused_follower"], faults["slow_follower"], faults["broker_crash"]
+    assert alerted({"ReplicaOutOfSync"}, f"sim/{paused['topic']}-{paused['partition']}/{paused['replica']}",
+                   *window(paused))
+    assert alerted({"IsrExitImminent", "ReplicaOutOfSync"},
+                   f"sim/{slow['topic']}-{slow['partition']}/{slow['replica']}", *window(slow))
+    assert alerted({"UnderReplicated"}, "sim/", *window(crash))
+    assert [f for f in alerted({"ReplicaOutOfSync"}, "sim/", *window(crash))
+            if f[2].endswith(f"/{crash['broker']}")]
+    # The reassignment's new replica is catching up, not out of sync: no lag alert about it.
+    boot = faults["bootstrap_replica"]
+    assert not alerted({"ReplicaOutOfSync", "IsrExitImminent"},
+                       f"sim/{boot['topic']}-{boot['partition']}/{boot['replica']}", 0, 180_000)
+    # Bursts far above 0.8's 4000 messages: nothing about the bursty partition while they go on
+    # (it is led by the broker that crashes later, which then alerts like every other partition).
+    bursty = faults["bursty_producer"]
+    subj = f"sim/{bursty['topic']}-{bursty['partition']}"
+    assert not [f for f in fired if (f[2] == subj or f[2].startswith(subj + "/"))
+                and f[0] <= window(bursty)[1]]
