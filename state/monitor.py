@@ -59,7 +59,7 @@ class PartitionWatch:
                  "deadline_ms", "reported_isr", "ever_in_isr", "last_isr", "exits",
                  "hw_seen", "hw_last_advanced_ms", "hw_waiting_since_ms", "last_event_ms",
                  "book", "dirty", "significant", "last_status_ms", "auto_assign",
-                 "lag_override", "min_isr_override")
+                 "lag_override", "min_isr_override", "leo_seen")
 
     def __init__(self, cluster: str, topic: str, partition: int, leader: PartitionLeader,
                  now_ms: int, auto_assign: bool = False) -> None:
@@ -84,6 +84,7 @@ class PartitionWatch:
         self.auto_assign = auto_assign
         self.lag_override: int | None = None
         self.min_isr_override: int | None = None
+        self.leo_seen = leader.leader_leo
 
     # -- time -------------------------------------------------------------------------------
     def _half(self) -> int:
@@ -107,9 +108,41 @@ class PartitionWatch:
             self.time_ms = t
 
     # -- alerts -------------------------------------------------------------------------------
+    def observe(self, now: int, out: list, cfg: MonitorConfig) -> None:
+        """After a fetch or an append. Alerts only fire when a deadline passes or the ISR
+        changes, and only resolve while one is open; otherwise an event can only bring a
+        deadline closer (a follower falling behind, the HW falling behind the LEO), which is
+        cheap to track. This keeps the common event at a few attribute reads."""
+        self.dirty = True
+        p = self.leader
+        if self.book.open or now >= self.deadline_ms or p.isr != self.last_isr:
+            self.evaluate(now, out, cfg)
+            return
+        if p.hw != self.hw_seen or (p.hw < p.leader_leo) != (self.hw_waiting_since_ms is not None):
+            self._track_hw(now)
+            if self.hw_waiting_since_ms is not None:
+                self._bring_forward(self.hw_waiting_since_ms + cfg.hw_stall_ms + 1)
+        leo = p.leader_leo
+        if leo != self.leo_seen:
+            self.leo_seen = leo
+            soon = int(p.config.replica_lag_time_max_ms * cfg.imminent_fraction) + 1
+            followers = p.followers
+            for r in p.isr:
+                st = followers.get(r)
+                if st is not None and st.leo != leo:
+                    self._bring_forward(st.last_caught_up_ms + soon)
+        if now >= self.deadline_ms:
+            self.evaluate(now, out, cfg)
+
+    def _bring_forward(self, d: int) -> None:
+        if d < self.deadline_ms:
+            self.deadline_ms = d
+
     def evaluate(self, now: int, out: list, cfg: MonitorConfig) -> None:
         """Bring every alert of this partition in line with its condition at `now`."""
         p = self.leader
+        self.leo_seen = p.leader_leo
+        emitted = len(out)
         isr = p.isr
         if isr != self.last_isr:
             for r in self.last_isr:
@@ -126,6 +159,7 @@ class PartitionWatch:
         imminent_after = int(lag_limit * cfg.imminent_fraction)
         leader_leo = p.leader_leo
         deadline = self.next_tick_ms
+        exemption = p.config.rule_set == "current"  # older rule sets have no LEO exemption
         if p.leader >= 0:
             out_of_sync = p.out_of_sync_replicas(now, ignore_inflight=True)
             for r in p.replicas:
@@ -160,12 +194,14 @@ class PartitionWatch:
                                                  f"in {cfg.flap_window_ms / 1000:.0f} s")
                     if exits:
                         deadline = min(deadline, exits[0] + cfg.flap_window_ms)
-                if in_isr and behind:
+                if in_isr and (behind or not exemption):
                     for d in (st.last_caught_up_ms + imminent_after + 1,
                               st.last_caught_up_ms + lag_limit + 1,
                               st.last_fetch_ms + lag_limit + 1):
                         if now < d < deadline:
                             deadline = d
+        if book.open:
+            self._resolve_former_followers(now, out)
         book.update(out, "UnderReplicated", subject, p.under_replicated, now, labels,
                     lambda: f"{self.name} has {len(isr)} of {len(p.replicas)} replicas in sync "
                             f"(ISR {list(isr)})")
@@ -191,6 +227,19 @@ class PartitionWatch:
             deadline = t_gap
         self.deadline_ms = deadline
         self.dirty = True
+        if len(out) > emitted:
+            self.significant = True
+
+    def _resolve_former_followers(self, now: int, out: list) -> None:
+        """Per-replica alerts only concern followers: a replica that became the leader or left
+        the assignment closes its episodes (RULES §1.4: a leader is not a follower)."""
+        p = self.leader
+        for (name, subject), alert in list(self.book.open.items()):
+            r = alert.labels[3]
+            if r is not None and (r == p.leader or r not in p.replicas):
+                role = "became the leader" if r == p.leader else "left the assignment"
+                self.book.update(out, name, subject, False, now, alert.labels,
+                                 f"replica {r} {role} of {self.name}")
 
     def _track_hw(self, now: int) -> None:
         p = self.leader

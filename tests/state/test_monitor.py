@@ -174,3 +174,14 @@ def test_cluster_telemetry_missing(silence_s, fires):
     assert bool(got) == fires
     if fires:
         assert got[0]["ts"] == T0 + 1000 + 30_000 + 1
+
+
+def test_alerts_of_a_follower_that_becomes_leader_or_leaves_are_resolved():
+    # Replica 3 falls behind (imminent fires at +9903, see the first test); at +12000 a
+    # same-epoch metadata event drops it from the assignment: its episodes end then.
+    events = [meta(T0)] + steady(T0 + 100, T0 + 12_000, stop=T0 + 5000)
+    events.append(ev("metadata", T0 + 12_000, leader=1, leader_epoch=1, replicas=(1, 2),
+                     isr=(1, 2), leader_leo=None, hw=None))
+    _, alerts, _ = run(events)
+    mine = transitions(alerts, "IsrExitImminent")
+    assert mine == [("firing", 9903, "c1/t-0/3"), ("resolved", 12000, "c1/t-0/3")]

@@ -378,12 +378,7 @@ def test_same_events_same_alerts():
     assert again.alerts == run.alerts and again.alerts
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param("demo", marks=pytest.mark.xfail(strict=True, reason=(
-        "monitor bug: an alert about a follower that becomes the partition's leader is never "
-        "resolved (IsrExitImminent sim/orders-2/1 and sim/payments-1/1 fire at ~104.9 s while "
-        "leader 3 is down and stay firing after broker 1 is elected at ~109 s)"))),
-    "paused_and_slow", "bursty", "steady"])
+@pytest.mark.parametrize("name", ["demo", "paused_and_slow", "bursty", "steady"])
 def test_nothing_is_left_firing_when_the_cluster_ends_healthy(name):
     # Every scenario ends with every follower caught up and in the ISR (no open episode in the
     # truth, every ISR full), so every alert episode must have been resolved by then.
