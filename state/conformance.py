@@ -128,6 +128,10 @@ def _apply(p: PartitionLeader, views: dict[int, FollowerView], ev: dict) -> _Obs
     return observed
 
 
+_PARTITION_KEYS = ("hw", "pending", "leader_epoch_start_offset", "under_min_isr", "at_min_isr",
+                   "under_replicated", "isr", "maximal_isr")
+
+
 def _check(name: str, i: int, exp: dict, p: PartitionLeader, views: dict[int, FollowerView], t: int,
            observed: _Observed) -> list[Failure]:
     """Compare the expectation keys of one block (RULES §10.4) with the state after event i."""
@@ -145,7 +149,9 @@ def _check(name: str, i: int, exp: dict, p: PartitionLeader, views: dict[int, Fo
             compare(key, sorted(expected), sorted(got))
         elif key == "legacy":
             for rule_set, ids in expected.items():
-                compare(f"legacy.{rule_set}", sorted(ids), sorted(observed.legacy_before[rule_set]))
+                got = observed.legacy_before.get(rule_set)
+                compare(f"legacy.{rule_set}", sorted(ids),
+                        sorted(got) if got is not None else "unknown rule set")
         elif key == "caught_up":
             for r, flag in expected.items():
                 compare(f"caught_up.{r}", flag, p.is_caught_up(int(r), t))
@@ -153,18 +159,20 @@ def _check(name: str, i: int, exp: dict, p: PartitionLeader, views: dict[int, Fo
             for r, fields in expected.items():
                 state = p.followers.get(int(r))
                 for field, value in fields.items():
-                    compare(f"replica_state.{r}.{field}", value, None if state is None else getattr(state, field))
+                    compare(f"replica_state.{r}.{field}", value, None if state is None else getattr(state, field, "unsupported field"))
         elif key == "follower_view":
             for r, fields in expected.items():
                 view = views.get(int(r))
                 for field, value in fields.items():
-                    compare(f"follower_view.{r}.{field}", value, None if view is None else getattr(view, field))
+                    compare(f"follower_view.{r}.{field}", value, None if view is None else getattr(view, field, "unsupported field"))
         elif key == "fetch_accepted":
             compare(key, expected, observed.fetch.accepted)
         elif key == "response_hw":
             compare(key, expected, observed.fetch.response_hw)
-        else:  # hw, pending, leader_epoch_start_offset, under_min_isr, at_min_isr, under_replicated
+        elif key in _PARTITION_KEYS:
             compare(key, expected, getattr(p, key))
+        else:
+            failures.append(Failure(name, i, key, expected, "unsupported expectation key"))
     return failures
 
 
