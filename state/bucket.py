@@ -9,6 +9,7 @@ Events are plain tuples in the order of `EVENT_FIELDS`; the adapter builds them 
 """
 from __future__ import annotations
 
+import json
 import zlib
 from dataclasses import dataclass, field
 
@@ -100,7 +101,9 @@ class Bucket:
                     self._metadata(watch, ev, ts, view, cfg)
                 watch.reported_isr = tuple(sorted(ev[ISR]))
                 watch.significant = True
-            watch.evaluate(ts, alerts, cfg)
+                watch.evaluate(ts, alerts, cfg)
+                continue
+            watch.observe(ts, alerts, cfg)
 
     def _owns(self, cluster: str) -> bool:
         return owner_bucket(cluster, self.buckets) == self.bucket_id
@@ -248,5 +251,11 @@ def _overrides(ev) -> tuple:
 
 
 def _quarantine(ev, reason: str) -> dict:
-    return {"raw": ev[RAW], "reason": reason, "stage": "state", "cluster": ev[CLUSTER],
+    """A quarantine record. Valid events do not carry their raw text into the stateful step
+    (it would double what crosses into Python), so it is rebuilt from the parsed fields."""
+    raw = ev[RAW]
+    if raw is None:
+        raw = json.dumps({k: v for k, v in zip(EVENT_FIELDS, ev) if v is not None and k != "raw"},
+                         separators=(",", ":"))
+    return {"raw": raw, "reason": reason, "stage": "state", "cluster": ev[CLUSTER],
             "ts": ev[TS]}

@@ -112,8 +112,9 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     return 0
 
 
-def print_timeline(alerts_dir: Path, out=sys.stdout) -> None:
+def print_timeline(alerts_dir: Path, out=None) -> None:
     """The alert transitions, in event-time order, one readable line each."""
+    out = out or sys.stdout
     rows = []
     for f in sorted(alerts_dir.glob("*.jsonl")):
         rows += [json.loads(line) for line in f.read_text().splitlines() if line]

@@ -7,7 +7,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from streaming.parse import parse_events, quarantine_records, valid_events
+from streaming.parse import monitor_input, parse_events
 from streaming.settings import Settings
 from streaming.stateful import INPUT_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, make_state_func
 
@@ -16,16 +16,15 @@ log = logging.getLogger(__name__)
 
 def monitor_outputs(source: DataFrame, settings: Settings) -> DataFrame:
     """All outputs as (kind, payload) rows: alerts, statuses, and quarantine from both the
-    parse stage and the stateful stage."""
+    parse stage and the stateful stage (one pass over the source)."""
     stream = settings.stream
-    parsed = parse_events(source, max_future_ms=stream.max_future_ms, seq=F.col("seq"))
-    valid = (valid_events(parsed, stream.buckets)
-             .withWatermark("event_time", f"{stream.lateness_ms} milliseconds")
-             .select("bucket", "event_time", *INPUT_COLUMNS))
-    func = make_state_func(settings.monitor_config(), stream.buckets)
-    monitored = valid.groupBy("bucket").applyInPandasWithState(
+    parsed = parse_events(source, seq=F.col("seq"))
+    rows = (monitor_input(parsed, stream.buckets, stream.max_future_ms)
+            .withWatermark("event_time", f"{stream.lateness_ms} milliseconds")
+            .select("bucket", "event_time", *INPUT_COLUMNS))
+    func = make_state_func(settings.monitor_config(), stream.buckets, stream.max_future_ms)
+    return rows.groupBy("bucket").applyInPandasWithState(
         func, OUTPUT_SCHEMA, STATE_SCHEMA, "append", "EventTimeTimeout")
-    return monitored.unionByName(quarantine_records(parsed))
 
 
 def start_query(spark: SparkSession, source: DataFrame, settings: Settings, on_batch,

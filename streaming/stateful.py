@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import json
 import pickle
+import time
 from typing import Iterator
 
 import numpy as np
 import pandas as pd
 
-from state.bucket import EVENT_FIELDS, Bucket
+from state.bucket import EVENT_FIELDS, Bucket, owner_bucket
+from streaming.contract import BROADCAST
+from streaming.validate import describe, invalid_reasons
 from state.monitor import MonitorConfig
 
 OUTPUT_SCHEMA = "kind string, payload string"
 STATE_SCHEMA = "blob binary"
-INPUT_COLUMNS = [f for f in EVENT_FIELDS] + ["seq"]
+INPUT_COLUMNS = [f for f in EVENT_FIELDS] + ["seq", "malformed"]
 _TYPE_RANK = {"metadata": 0, "broker": 1, "fetch": 2, "append": 3, "heartbeat": 4}
 _ARRAYS = ("replicas", "isr", "adding_replicas")
 _INTS = ("ts", "partition", "replica", "fetch_offset", "leader_leo", "leader_epoch",
@@ -42,20 +45,39 @@ def _column(pdf: pd.DataFrame, name: str) -> list:
     return [None if v is None or v is np.nan else v for v in col.tolist()]
 
 
-def events_from_frames(frames: Iterator[pd.DataFrame]) -> list[tuple]:
-    """All input rows of one call, as EVENT_FIELDS tuples in (ts, seq) order."""
+def events_from_frames(frames: Iterator[pd.DataFrame], quarantine: list, *, bucket_id: int,
+                       buckets: int, now_ms: int, max_future_ms: int) -> list[tuple]:
+    """All input rows of one call, as EVENT_FIELDS tuples in event-time order. Records that
+    break the contract are appended to `quarantine` instead (once: a cluster-wide record that
+    was delivered to every bucket is reported by its cluster's owner bucket only)."""
     frames = [f for f in frames if len(f)]
     if not frames:
         return []
     pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    reasons = invalid_reasons(pdf, now_ms, max_future_ms)
+    invalid = reasons != None  # noqa: E711 (element-wise)
+    if invalid.any():
+        bad = pdf[invalid]
+        for raw, reason, kind, cluster, ts, malformed in zip(
+                bad["raw"].tolist(), reasons[invalid].tolist(), bad["type"].tolist(),
+                _column(bad, "cluster"), _column(bad, "ts"), bad["malformed"].tolist()):
+            broadcast = kind in BROADCAST and cluster is not None and not malformed
+            if broadcast and owner_bucket(cluster, buckets) != bucket_id:
+                continue
+            quarantine.append({"raw": raw, "reason": describe(reason, raw), "stage": "parse",
+                               "cluster": cluster, "ts": ts})
+        pdf = pdf[~invalid]
+        if not len(pdf):
+            return []
     # Ties in event time: metadata first (a new leader before its fetches), then broker
     # changes, fetches, appends and heartbeats; then the source order (Kafka offset).
-    pdf = pdf.assign(_rank=pdf["type"].map(_TYPE_RANK)).sort_values(["ts", "_rank", "seq"],
-                                                                    kind="stable")
+    rank = pdf["type"].map(_TYPE_RANK).to_numpy()
+    order = np.lexsort((pdf["seq"].to_numpy(), rank, pdf["ts"].to_numpy()))
+    pdf = pdf.iloc[order]
     return list(zip(*(_column(pdf, name) for name in EVENT_FIELDS)))
 
 
-def make_state_func(cfg: MonitorConfig, buckets: int):
+def make_state_func(cfg: MonitorConfig, buckets: int, max_future_ms: int):
     """The function handed to applyInPandasWithState (closes over plain config only)."""
 
     def func(key, frames, state) -> Iterator[pd.DataFrame]:
@@ -65,7 +87,10 @@ def make_state_func(cfg: MonitorConfig, buckets: int):
         quarantine: list = []
         watermark = state.getCurrentWatermarkMs()
         if not state.hasTimedOut:
-            bucket.process(events_from_frames(frames), cfg, alerts, quarantine)
+            events = events_from_frames(frames, quarantine, bucket_id=bucket_id, buckets=buckets,
+                                        now_ms=int(time.time() * 1000),
+                                        max_future_ms=max_future_ms)
+            bucket.process(events, cfg, alerts, quarantine)
         bucket.advance(cfg, alerts, watermark_ms=watermark if watermark > 0 else None)
         partitions: list = []
         replicas: list = []

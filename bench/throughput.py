@@ -1,0 +1,211 @@
+"""Throughput of the real streaming query on a large simulated cluster.
+
+    python bench/throughput.py --partitions 100000 [--seconds 8] [--batch-events 1000000]
+
+Generates a steady cluster's events (replication factor 3: per partition an append and a fetch
+by each follower every `--interval-ms`, plus heartbeats) as JSON-lines files, one file per
+micro-batch, then runs:
+  1. the stateless ceiling: the same files parsed, validated and counted (no state);
+  2. the monitor query (parse, watermark, bucketed applyInPandasWithState, outputs collected).
+Prints the figures and ends with one JSON line: events_per_s, ceiling_events_per_s,
+batch_ms_p50, batch_ms_p99, state_bytes_per_replica, peak_rss_mb.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+T0 = 1_767_225_600_000
+
+
+def generate(folder: Path, partitions: int, seconds: float, interval_ms: int,
+             batch_events: int, topics: int = 10) -> int:
+    """Steady cluster, sorted by time; split into files of ~batch_events lines."""
+    folder.mkdir(parents=True, exist_ok=True)
+    per_topic = max(1, partitions // topics)
+    names = [(f"topic-{i // per_topic}", i % per_topic) for i in range(partitions)]
+    leaders = [1 + i % 6 for i in range(partitions)]
+    lines: list[str] = []
+    n_file = 0
+    total = 0
+
+    def flush():
+        nonlocal lines, n_file, total
+        if lines:
+            (folder / f"part-{n_file:05d}.jsonl").write_text("\n".join(lines) + "\n")
+            total += len(lines)
+            n_file += 1
+            lines = []
+
+    for i, (topic, p) in enumerate(names):
+        leader = leaders[i]
+        replicas = [leader, 1 + (leader % 6), 1 + ((leader + 1) % 6)]
+        lines.append(json.dumps({"type": "metadata", "ts": T0, "cluster": "bench", "topic": topic,
+                                 "partition": p, "leader": leader, "leader_epoch": 1,
+                                 "replicas": replicas, "isr": replicas, "leader_leo": 0, "hw": 0}))
+    steps = int(seconds * 1000 / interval_ms)
+    for s in range(1, steps + 1):
+        t = T0 + s * interval_ms
+        leo = s * 10
+        lines.append(f'{{"type":"heartbeat","ts":{t},"cluster":"bench"}}')
+        for i, (topic, p) in enumerate(names):
+            leader = leaders[i]
+            f1, f2 = 1 + (leader % 6), 1 + ((leader + 1) % 6)
+            jt = t + i % 97
+            lines.append(f'{{"type":"append","ts":{jt},"cluster":"bench","topic":"{topic}",'
+                         f'"partition":{p},"leader_leo":{leo}}}')
+            lines.append(f'{{"type":"fetch","ts":{jt + 1},"cluster":"bench","topic":"{topic}",'
+                         f'"partition":{p},"replica":{f1},"fetch_offset":{leo},"leader_leo":{leo}}}')
+            lines.append(f'{{"type":"fetch","ts":{jt + 2},"cluster":"bench","topic":"{topic}",'
+                         f'"partition":{p},"replica":{f2},"fetch_offset":{leo - 5},'
+                         f'"leader_leo":{leo}}}')
+            if len(lines) >= batch_events:
+                flush()
+    flush()
+    return total
+
+
+class RssSampler(threading.Thread):
+    """Peak resident memory of this process and all its descendants (JVM, Python workers)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def _tree_rss(self) -> int:
+        pids, total = {os.getpid()}, 0
+        children: dict[int, list[int]] = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open(f"/proc/{d}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                    children.setdefault(ppid, []).append(int(d))
+                except OSError:
+                    continue
+        stack = [os.getpid()]
+        while stack:
+            for c in children.get(stack.pop(), []):
+                pids.add(c)
+                stack.append(c)
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/statm") as f:
+                    total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            except OSError:
+                pass
+        return total
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.peak = max(self.peak, self._tree_rss())
+            time.sleep(0.5)
+
+
+def run_query(spark, df_builder, input_dir: Path, work: Path, name: str, files: int):
+    """Run one availableNow query over `files` files (one per micro-batch); return the batch
+    durations (ms), wall seconds of the batches, and the last progress."""
+    from pyspark.sql import functions as F  # noqa: F401
+
+    counts = {"rows": 0}
+
+    def sink(batch_df, batch_id):
+        counts["rows"] += batch_df.count() if name == "ceiling" else len(batch_df.toArrow())
+
+    q = (df_builder().writeStream.queryName(f"{name}_{uuid.uuid4().hex[:6]}")
+         .option("checkpointLocation", str(work / f"ckpt-{name}"))
+         .foreachBatch(sink).trigger(availableNow=True).start())
+    q.awaitTermination()
+    progress = [p for p in q.recentProgress if p.get("numInputRows", 0) > 0]
+    durations = [p["durationMs"]["triggerExecution"] for p in progress]
+    rows = sum(p["numInputRows"] for p in progress)
+    return durations, rows, progress[-1] if progress else {}, counts["rows"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", type=int, default=10_000)
+    ap.add_argument("--seconds", type=float, default=8.0, help="event time to simulate")
+    ap.add_argument("--interval-ms", type=int, default=500, help="fetch/append period per partition")
+    ap.add_argument("--batch-events", type=int, default=1_000_000)
+    ap.add_argument("--buckets", type=int, default=64)
+    ap.add_argument("--driver-memory", default="8g")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+
+    from pyspark.sql import functions as F
+
+    from streaming.parse import parse_events
+    from streaming.query import monitor_outputs
+    from streaming.session import build_session
+    from streaming.settings import Settings, SparkConf
+    from streaming.sources import file_source
+
+    work = Path(tempfile.mkdtemp(prefix="replmon-bench-"))
+    t = time.time()
+    total = generate(work / "in", args.partitions, args.seconds, args.interval_ms, args.batch_events)
+    files = len(list((work / "in").glob("*.jsonl")))
+    print(f"generated {total:,} events in {files} files for {args.partitions:,} partitions "
+          f"(RF 3) in {time.time() - t:.1f} s")
+
+    rss = RssSampler()
+    rss.start()
+    spark = build_session(SparkConf(driver_memory=args.driver_memory), app_name="replmon-bench")
+    settings = Settings(input_path=str(work / "in"), output_dir=str(work / "out"),
+                        stream={"buckets": args.buckets, "status_interval_ms": 10_000},
+                        spark={"max_files_per_trigger": 1})
+
+    def ceiling_df():
+        src = file_source(spark, str(work / "in"), 1)
+        parsed = parse_events(src, seq=F.col("seq"))
+        return parsed.where(~F.col("malformed")).select("ts")
+
+    def monitor_df():
+        return monitor_outputs(file_source(spark, str(work / "in"), 1), settings)
+
+    c_dur, c_rows, _, _ = run_query(spark, ceiling_df, work / "in", work, "ceiling", files)
+    ceiling = c_rows / (sum(c_dur) / 1000)
+    print(f"ceiling (stateless parse + count): {c_rows:,} rows, {ceiling:,.0f} events/s")
+
+    m_dur, m_rows, last, out_rows = run_query(spark, monitor_df, work / "in", work, "monitor", files)
+    if os.environ.get("BENCH_DEBUG"):
+        print(json.dumps(last, indent=1, default=str)[:8000])
+    rss.stop.set()
+    rate = m_rows / (sum(m_dur) / 1000)
+    ops = (last.get("stateOperators") or [{}])[0]
+    state_bytes = ops.get("memoryUsedBytes", 0)
+    replicas = args.partitions * 3
+    durs = sorted(m_dur)
+    p50 = statistics.median(durs)
+    p99 = durs[min(len(durs) - 1, int(round(0.99 * (len(durs) - 1))))]
+    print(f"monitor: {m_rows:,} events in {len(m_dur)} micro-batches, {rate:,.0f} events/s "
+          f"({100 * rate / ceiling:.0f}% of the ceiling); batch ms p50 {p50:.0f} p99 {p99:.0f}; "
+          f"{out_rows:,} output records")
+    print(f"state: {state_bytes / 1e6:.1f} MB in the state store for {replicas:,} replicas "
+          f"({state_bytes / replicas:.0f} B per replica); peak RSS (JVM + Python) "
+          f"{rss.peak / 2**20:,.0f} MB")
+    print(json.dumps({"partitions": args.partitions, "events": m_rows,
+                      "events_per_s": round(rate), "ceiling_events_per_s": round(ceiling),
+                      "batch_ms_p50": round(p50), "batch_ms_p99": round(p99),
+                      "state_bytes_per_replica": round(state_bytes / replicas),
+                      "peak_rss_mb": round(rss.peak / 2**20)}))
+    spark.stop()
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

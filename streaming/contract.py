@@ -1,0 +1,58 @@
+"""The event contract (docs/events.md) as data, shared by the Spark parser and the Python side.
+
+No Spark here: the stateful step imports it on the workers.
+"""
+from __future__ import annotations
+
+import json
+
+# field -> kind ("int", "str", "ints")
+FIELDS = {
+    "type": "str", "ts": "int", "cluster": "str", "topic": "str", "partition": "int",
+    "replica": "int", "fetch_offset": "int", "leader_leo": "int", "leader_epoch": "int",
+    "broker_epoch": "int", "log_start_offset": "int", "leader_hw": "int", "error": "str",
+    "diverging_epoch": "int", "leader": "int", "replicas": "ints", "isr": "ints",
+    "adding_replicas": "ints", "hw": "int", "min_insync_replicas": "int",
+    "replica_lag_time_max_ms": "int", "broker": "int", "state": "str",
+}
+REQUIRED = {
+    "fetch": ("topic", "partition", "replica", "fetch_offset", "leader_leo"),
+    "append": ("topic", "partition", "leader_leo"),
+    "metadata": ("topic", "partition", "leader", "leader_epoch", "replicas", "isr"),
+    "broker": ("broker", "state"),
+    "heartbeat": (),
+}
+NON_NEGATIVE = ("partition", "replica", "fetch_offset", "leader_leo", "leader_epoch",
+                "log_start_offset", "hw", "broker")
+AT_LEAST_ONE = ("min_insync_replicas", "replica_lag_time_max_ms")
+BROKER_STATES = ("running", "fenced", "shutting_down")
+PARTITIONED = ("fetch", "append", "metadata")
+BROADCAST = ("broker", "heartbeat")  # cluster-wide: delivered to every bucket
+MALFORMED = "malformed"  # the parser's mark; malformed_reason() says what exactly
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and _INT64[0] <= v <= _INT64[1]
+
+
+def malformed_reason(raw: str | None) -> str:
+    """Why a record the JSON parser flagged is malformed: not a JSON object, or which field
+    has the wrong JSON type."""
+    try:
+        obj = json.loads(raw) if raw is not None else None
+    except (ValueError, RecursionError):
+        return "not a JSON object"
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    for name, kind in FIELDS.items():
+        if name not in obj or obj[name] is None:
+            continue
+        v = obj[name]
+        if kind == "int" and not _is_int(v):
+            return f"mistyped field: {name} is not an integer"
+        if kind == "ints" and not (isinstance(v, list) and all(_is_int(x) for x in v)):
+            return f"mistyped field: {name} is not an array of integers"
+        if kind == "str" and not isinstance(v, str):
+            return f"mistyped field: {name} is not a string"
+    return "mistyped field: a value has the wrong JSON type"

@@ -1,0 +1,66 @@
+"""The contract checks (docs/events.md), vectorised over one pandas frame of parsed events.
+
+Runs inside the stateful step (no Spark here). Each check is a numpy mask; the first failing
+check of a row is its quarantine reason.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from streaming.contract import (AT_LEAST_ONE, BROKER_STATES, MALFORMED, NON_NEGATIVE,
+                                REQUIRED, malformed_reason)
+
+
+def _num(pdf: pd.DataFrame, name: str) -> np.ndarray:
+    return pd.to_numeric(pdf[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+
+
+def invalid_reasons(pdf: pd.DataFrame, now_ms: int, max_future_ms: int) -> np.ndarray:
+    """An object array: None for a valid event, else why it is not."""
+    n = len(pdf)
+    kind = pdf["type"].to_numpy(dtype=object)
+    missing = {name: pdf[name].isna().to_numpy() for name in
+               {"type", "ts", "cluster", *(f for fs in REQUIRED.values() for f in fs)}}
+    checks: list[tuple[np.ndarray, object]] = [
+        (pdf["malformed"].to_numpy(dtype=bool), MALFORMED),
+        (missing["type"], "missing field: type"),
+    ]
+    known = np.isin(kind, list(REQUIRED))
+    unknown = ~known & ~missing["type"]
+    if unknown.any():
+        checks.append((unknown, np.array([f"unknown type: {k}" for k in kind], dtype=object)))
+    cluster = pdf["cluster"].to_numpy(dtype=object)
+    checks += [(missing["ts"], "missing field: ts"),
+               (missing["cluster"] | (cluster == ""), "missing field: cluster")]
+    for event_type, names in REQUIRED.items():
+        is_type = kind == event_type
+        if not is_type.any():
+            continue
+        for name in names:
+            checks.append((is_type & missing[name], f"missing field for {event_type}: {name}"))
+    for name in NON_NEGATIVE:
+        checks.append((_num(pdf, name) < 0, f"negative {name}"))
+    for name in AT_LEAST_ONE:
+        checks.append((_num(pdf, name) < 1, f"{name} must be at least 1"))
+    is_broker = kind == "broker"
+    if is_broker.any():
+        state = pdf["state"].to_numpy(dtype=object)
+        bad = is_broker & ~np.isin(state, list(BROKER_STATES)) & ~pdf["state"].isna().to_numpy()
+        checks.append((bad, np.array([f"unknown broker state: {s}" for s in state], dtype=object)))
+    future = _num(pdf, "ts") > now_ms + max_future_ms
+    if future.any():
+        ts = pdf["ts"].to_numpy()
+        checks.append((future, np.array(
+            [f"event time {t:.0f} is more than {max_future_ms} ms ahead of the wall clock"
+             for t in ts], dtype=object)))
+    reasons = np.full(n, None, dtype=object)
+    for mask, reason in reversed(checks):
+        if mask.any():
+            reasons[mask] = reason[mask] if isinstance(reason, np.ndarray) else reason
+    return reasons
+
+
+def describe(reason: str, raw: str) -> str:
+    """The final reason text: a malformed record is examined to name what is wrong."""
+    return malformed_reason(raw) if reason == MALFORMED else reason
