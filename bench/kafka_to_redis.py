@@ -81,6 +81,19 @@ def batch_printer():
     return Printer()
 
 
+def offsets_read(progress: dict) -> int:
+    """Records one micro-batch read from Kafka: its end offsets less its start offsets.
+    (numInputRows counts a record once per scan of the source in the plan.)"""
+    total = 0
+    for source in progress["sources"]:
+        end = json.loads(source["endOffset"])
+        start = json.loads(source.get("startOffset") or "null") or {}   # "null": from earliest
+        for topic, partitions in end.items():
+            for partition, offset in partitions.items():
+                total += offset - start.get(topic, {}).get(partition, 0)
+    return total
+
+
 def produce(bootstrap: str, topic: str, kafka_partitions: int, partitions: int,
             seconds: int) -> tuple[int, float]:
     from streaming.simulator import writers
@@ -175,12 +188,14 @@ def main() -> int:
             query.stop()
         wall = time.perf_counter() - start
         progress = [p for p in query.recentProgress if p.get("numInputRows", 0) > 0]
-        read = sum(p["numInputRows"] for p in progress)
+        read = sum(offsets_read(p) for p in progress)
+        scanned = sum(p["numInputRows"] for p in progress)
         durations = sorted(p["durationMs"]["triggerExecution"] for p in progress)
         keys = Keys(prefix)
         redis_keys = sum(1 for _ in client.scan_iter(match=f"{prefix}:*", count=5000))
         figures = {
-            "events": events, "events_read": read, "partitions": args.partitions,
+            "events": events, "events_read": read, "rows_scanned": scanned,
+            "partitions": args.partitions,
             "seconds": args.seconds, "kafka_partitions": args.kafka_partitions,
             "max_offsets_per_trigger": args.max_offsets, "buckets": args.buckets,
             "produce_events_per_s": round(events / produce_s) if produce_s else None,
@@ -197,7 +212,8 @@ def main() -> int:
             "redis_keys": redis_keys,
             "redis_alerts_stream": client.xlen(keys.alerts_stream()),
         }
-        print(f"query: {read:,} events in {len(durations)} micro-batches, {wall:.1f} s wall: "
+        print(f"query: {read:,} events ({scanned:,} rows scanned) in {len(durations)} "
+              f"micro-batches, {wall:.1f} s wall: "
               f"{figures['events_per_s']:,} events/s end to end; batch ms p50 "
               f"{figures['batch_ms_p50']} max {figures['batch_ms_max']}")
         print(f"outputs: {dict(router.totals)}")
