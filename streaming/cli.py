@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+LOCAL_JARS = PROJECT_ROOT / "deploy" / "local" / "jars"   # where deploy/local/fetch-jars.sh puts them
 
 
 def _run_parser(sub) -> None:
@@ -94,22 +98,61 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     if settings.redis.url is not None:
         from streaming.redis_out import build_redis_sink
         redis_sink = build_redis_sink(settings.redis)
-    spark = build_session(settings.spark)
+    spark_conf = settings.spark
+    if not settings.input_path and not spark_conf.jars:
+        spark_conf = spark_conf.model_copy(update={"jars": local_kafka_jars()})
+    spark = build_session(spark_conf)
     if settings.input_path:
         source = file_source(spark, settings.input_path, settings.spark.max_files_per_trigger)
     else:
         source = kafka_source(spark, settings.kafka)
     router = OutputRouter(settings.output_dir if settings.write_files else None, redis_sink)
     query = start_query(spark, source, settings, router, once=once)
-    try:
-        query.awaitTermination()
-    except KeyboardInterrupt:
+    with stop_on_signals() as stop:
+        # awaitTermination returns True once the query has ended, and raises if it failed.
+        while not query.awaitTermination(1) and not stop.is_set():
+            pass
+    if query.isActive:
+        log.info("signal received: stopping the query (the checkpoint keeps its progress)")
         query.stop()
     print(f"replmon: outputs in {settings.output_dir}: " +
           ", ".join(f"{k} {v}" for k, v in sorted(router.totals.items())))
     if not quiet:
         print_timeline(Path(settings.output_dir) / "alerts")
     return 0
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """SIGINT and SIGTERM set the yielded event, so that a running query is stopped cleanly.
+    pyspark's own SIGINT handler calls into the JVM from inside the py4j call the main thread
+    is blocked in (awaitTermination), which breaks that py4j connection."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in signals}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def local_kafka_jars() -> list[str]:
+    """spark.jars for a Kafka input when none are set: pyspark ships no Kafka source, and jars
+    must be on the session before it starts. Uses what deploy/local/fetch-jars.sh fetched."""
+    from streaming.settings import SettingsError
+
+    jars = sorted(str(p) for p in LOCAL_JARS.glob("*.jar"))
+    if not jars:
+        raise SettingsError(
+            "replmon: reading Kafka needs Spark's Kafka connector jars: set spark.jars (e.g. "
+            "REPLMON_SPARK__JARS='[\"/path/spark-sql-kafka-0-10_2.13-X.jar\", ...]'), or run "
+            f"deploy/local/fetch-jars.sh to put them in {LOCAL_JARS}")
+    log.info("spark.jars not set: using the Kafka connector jars in %s", LOCAL_JARS)
+    return jars
 
 
 def print_timeline(alerts_dir: Path, out=None) -> None:
