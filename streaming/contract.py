@@ -15,6 +15,7 @@ FIELDS = {
     "adding_replicas": "ints", "hw": "int", "min_insync_replicas": "int",
     "replica_lag_time_max_ms": "int", "broker": "int", "state": "str",
 }
+ARRAY_FIELDS = tuple(name for name, kind in FIELDS.items() if kind == "ints")
 REQUIRED = {
     "fetch": ("topic", "partition", "replica", "fetch_offset", "leader_leo"),
     "append": ("topic", "partition", "leader_leo"),

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from state.bucket import EVENT_FIELDS, Bucket, owner_bucket
-from streaming.contract import BROADCAST
+from streaming.contract import ARRAY_FIELDS, BROADCAST
 from streaming.validate import describe, invalid_reasons
 from state.monitor import MonitorConfig
 
@@ -23,7 +23,6 @@ OUTPUT_SCHEMA = "kind string, payload string"
 STATE_SCHEMA = "blob binary"
 INPUT_COLUMNS = [f for f in EVENT_FIELDS] + ["seq", "malformed"]
 _TYPE_RANK = {"metadata": 0, "broker": 1, "fetch": 2, "append": 3, "heartbeat": 4}
-_ARRAYS = ("replicas", "isr", "adding_replicas")
 _INTS = ("ts", "partition", "replica", "fetch_offset", "leader_leo", "leader_epoch",
          "broker_epoch", "log_start_offset", "diverging_epoch", "leader", "hw",
          "min_insync_replicas", "replica_lag_time_max_ms", "broker")
@@ -40,8 +39,9 @@ def _column(pdf: pd.DataFrame, name: str) -> list:
             out[mask] = None
             return out.tolist()
         return values.astype(np.int64).tolist()
-    if name in _ARRAYS:
-        return [None if v is None else tuple(int(x) for x in v) for v in col.tolist()]
+    if name in ARRAY_FIELDS:  # "1,2,3" (see parse.monitor_input); "" is an empty array
+        return [None if v is None else tuple(int(x) for x in v.split(",") if x)
+                for v in col.tolist()]
     return [None if v is None or v is np.nan else v for v in col.tolist()]
 
 
