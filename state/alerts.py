@@ -45,10 +45,11 @@ class AlertBook:
         return (name, subject) in self.open
 
     def update(self, out: list, name: str, subject: str, active: bool, now_ms: int,
-               labels: tuple, reason) -> None:
+               labels: tuple, reason, resolved: str | None = None) -> None:
         """Fire or resolve `name` for `subject` so that its state matches `active`.
 
-        `reason` is a string or a zero-argument callable (built only on a transition).
+        `reason` is a string or a zero-argument callable (built only on a transition);
+        `resolved`, when given, is the text of the resolving transition.
         """
         key = (name, subject)
         current = self.open.get(key)
@@ -59,9 +60,9 @@ class AlertBook:
                                reason() if callable(reason) else reason))
         elif not active and current is not None:
             del self.open[key]
+            text = resolved if resolved is not None else (reason() if callable(reason) else reason)
             out.append(_record(current.alert_id, name, "resolved", subject, labels,
-                               current.started_ms, now_ms,
-                               reason() if callable(reason) else reason))
+                               current.started_ms, now_ms, text))
 
     def resolve_all(self, out: list, now_ms: int, reason: str, prefix: str = "") -> None:
         """Resolve every open episode whose subject starts with `prefix`."""

@@ -177,12 +177,14 @@ class PartitionWatch:
                             in_isr and behind and since > imminent_after and r not in out_of_sync,
                             now, rlabels,
                             lambda r=r, st=st: self._lag_reason(r, st, now, lag_limit, cfg,
-                                                                "may leave the ISR soon"))
+                                                                "may leave the ISR soon"),
+                            f"replica {r} of {self.name} caught up again or left the ISR")
                 book.update(out, "ReplicaOutOfSync", rsub,
                             (in_isr and r in out_of_sync) or (not in_isr and r in self.ever_in_isr),
                             now, rlabels,
                             lambda r=r, st=st: self._lag_reason(r, st, now, lag_limit, cfg,
-                                                                "is out of sync"))
+                                                                "is out of sync"),
+                            f"replica {r} of {self.name} is in sync and in the ISR again")
                 exits = self.exits.get(r)
                 if exits:
                     cutoff = now - cfg.flap_window_ms

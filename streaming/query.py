@@ -20,7 +20,7 @@ def monitor_outputs(source: DataFrame, settings: Settings) -> DataFrame:
     stream = settings.stream
     parsed = parse_events(source, seq=F.col("seq"))
     rows = (monitor_input(parsed, stream.buckets, stream.max_future_ms)
-            .withWatermark("event_time", f"{stream.lateness_ms} milliseconds")
+            .withWatermark("event_time", f"{stream.watermark_delay_ms} milliseconds")
             .select("bucket", "event_time", *INPUT_COLUMNS))
     func = make_state_func(settings.monitor_config(), stream.buckets, stream.max_future_ms)
     return rows.groupBy("bucket").applyInPandasWithState(

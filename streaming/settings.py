@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import SettingsError as PydanticSettingsError
 from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict,
                                TomlConfigSettingsSource)
 
@@ -88,7 +89,11 @@ class Alerts(_Section):
 
 class Stream(_Section):
     buckets: int = Field(default=64, ge=1, le=4096)
-    lateness_ms: int = Field(default=10000, ge=0)      # also the Spark watermark delay
+    lateness_ms: int = Field(default=10000, ge=0)      # per partition, behind its cluster's clock
+    # Spark's watermark is one for all clusters: rows further behind the newest event of ANY
+    # cluster are dropped before replmon sees them. It only drives event-time timeouts here
+    # (replmon keeps time per cluster itself), so it is set far back by default.
+    watermark_delay_ms: int = Field(default=86_400_000, ge=0)
     reorder_tolerance_ms: int = Field(default=1000, ge=0)
     max_future_ms: int = Field(default=3_600_000, ge=0)
     status_interval_ms: int = Field(default=1000, ge=0)
@@ -151,6 +156,8 @@ def load_settings(config_file: str | None = None, **overrides) -> Settings:
     token = _toml_file.set(config_file)
     try:
         return Settings(**overrides)
+    except PydanticSettingsError as exc:  # e.g. a list setting that is not JSON
+        raise SettingsError(f"replmon: invalid settings\n  {exc}") from None
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
