@@ -193,7 +193,8 @@ class PartitionWatch:
                     n = len(exits)
                     book.update(out, "IsrFlapping", rsub, n >= cfg.flap_count, now, rlabels,
                                 lambda r=r, n=n: f"replica {r} of {self.name} left the ISR {n} times "
-                                                 f"in {cfg.flap_window_ms / 1000:.0f} s")
+                                                 f"in {cfg.flap_window_ms / 1000:.0f} s",
+                                f"replica {r} of {self.name} has stopped leaving the ISR")
                     if exits:
                         deadline = min(deadline, exits[0] + cfg.flap_window_ms)
                 if in_isr and (behind or not exemption):
@@ -206,24 +207,29 @@ class PartitionWatch:
             self._resolve_former_followers(now, out)
         book.update(out, "UnderReplicated", subject, p.under_replicated, now, labels,
                     lambda: f"{self.name} has {len(isr)} of {len(p.replicas)} replicas in sync "
-                            f"(ISR {list(isr)})")
+                            f"(ISR {list(isr)})",
+                    f"{self.name} has all its replicas in sync again (ISR {list(isr)})")
         book.update(out, "UnderMinIsr", subject, p.under_min_isr, now, labels,
                     lambda: f"{self.name} ISR {list(isr)} is below min.insync.replicas "
-                            f"{p.effective_min_isr}: acks=all produce fails and the HW is frozen")
+                            f"{p.effective_min_isr}: acks=all produce fails and the HW is frozen",
+                    f"{self.name} ISR {list(isr)} is back at min.insync.replicas or above")
         book.update(out, "AtMinIsr", subject,
                     p.at_min_isr and len(p.replicas) > p.effective_min_isr, now, labels,
                     lambda: f"{self.name} ISR {list(isr)} is at min.insync.replicas "
-                            f"{p.effective_min_isr}: one more loss stops acks=all produce")
+                            f"{p.effective_min_isr}: one more loss stops acks=all produce",
+                    f"{self.name} ISR {list(isr)} is no longer at min.insync.replicas")
         waiting = self.hw_waiting_since_ms
         stalled = waiting is not None and now - waiting > cfg.hw_stall_ms
         book.update(out, "HighWatermarkStalled", subject, stalled, now, labels,
-                    lambda: self._stall_reason(now))
+                    lambda: self._stall_reason(now),
+                    f"high watermark of {self.name} is moving again ({p.hw})")
         if waiting is not None and now < waiting + cfg.hw_stall_ms + 1 < deadline:
             deadline = waiting + cfg.hw_stall_ms + 1
         book.update(out, "TelemetryMissing", subject,
                     now - self.last_event_ms > cfg.telemetry_gap_ms, now, labels,
                     lambda: f"no events for {self.name} since {fmt_clock(self.last_event_ms)} "
-                            f"({(now - self.last_event_ms) / 1000:.1f} s)")
+                            f"({(now - self.last_event_ms) / 1000:.1f} s)",
+                    f"events for {self.name} again")
         t_gap = self.last_event_ms + cfg.telemetry_gap_ms + 1
         if now < t_gap < deadline:
             deadline = t_gap
@@ -258,10 +264,13 @@ class PartitionWatch:
         view = explain_replica(self.leader, r, now, ever_in_isr=r in self.ever_in_isr,
                                stuck_after_ms=cfg.stuck_after_ms,
                                caught_up_grace_ms=cfg.caught_up_grace_ms)
-        since = (now - st.last_caught_up_ms) / 1000
         fetch = (f"no fetch since {fmt_clock(st.last_fetch_ms)}" if st.last_fetch_ms
                  else "no fetch since the election")
-        return (f"replica {r} of {self.name} {what}: not caught up for {since:.1f} s "
+        if st.last_caught_up_ms:  # 0 means never (Kafka's reset for a non-ISR follower)
+            lag = f"not caught up for {(now - st.last_caught_up_ms) / 1000:.1f} s"
+        else:
+            lag = "never caught up since the election"
+        return (f"replica {r} of {self.name} {what}: {lag} "
                 f"(limit {lag_limit / 1000:g} s), {view.lag_messages} messages behind: "
                 f"{view.state}, {fetch}")
 

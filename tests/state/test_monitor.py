@@ -185,3 +185,17 @@ def test_alerts_of_a_follower_that_becomes_leader_or_leaves_are_resolved():
     _, alerts, _ = run(events)
     mine = transitions(alerts, "IsrExitImminent")
     assert mine == [("firing", 9903, "c1/t-0/3"), ("resolved", 12000, "c1/t-0/3")]
+
+
+def test_reason_of_a_follower_that_never_caught_up_has_no_epoch_sized_lag():
+    # Broker 2 becomes leader (epoch 2) with ISR {1, 2}: replica 3 was in the ISR before, and
+    # the new leader sets its lcu to 0 ("never", RULES §1.4). Its ReplicaOutOfSync reason must
+    # say so, not report a lag measured from 1970.
+    events = [meta(T0)] + steady(T0 + 100, T0 + 2000)
+    events.append(ev("metadata", T0 + 2000, leader=2, leader_epoch=2, replicas=(1, 2, 3),
+                     isr=(1, 2), leader_leo=200, hw=200, replica_lag_time_max_ms=L))
+    _, alerts, _ = run(events)
+    fired = [a for a in alerts if a["subject"] == "c1/t-0/3" and a["status"] == "firing"]
+    assert [a["name"] for a in fired] == ["ReplicaOutOfSync"]
+    assert "never caught up since the election" in fired[0]["reason"]
+    assert "1767" not in fired[0]["reason"]
