@@ -15,20 +15,22 @@ log = logging.getLogger(__name__)
 KINDS = ("alerts", "partition_status", "replica_status", "quarantine")
 
 
-def split_batch(rows) -> dict[str, list[str]]:
-    """(kind, payload) rows -> payloads per kind, in a deterministic order."""
-    out: dict[str, list[str]] = {k: [] for k in KINDS}
+def split_batch(rows) -> dict[str, list[tuple[str, dict]]]:
+    """(kind, payload) rows -> (payload, decoded record) per kind, in a deterministic order
+    (event time, then the text). Each payload is decoded once, for both outputs."""
+    out: dict[str, list[tuple[str, dict]]] = {k: [] for k in KINDS}
     for kind, payload in rows:
-        out[kind].append(payload)
-    for kind, payloads in out.items():
-        payloads.sort(key=lambda p: (json.loads(p).get("ts") or 0, p))
+        out[kind].append((payload, json.loads(payload)))
+    for records in out.values():
+        records.sort(key=lambda pr: (pr[1].get("ts") or 0, pr[0]))
     return out
 
 
-def write_files(output_dir: str, batch_id: int, payloads: dict[str, list[str]]) -> None:
-    for kind, lines in payloads.items():
-        if not lines:
+def write_files(output_dir: str, batch_id: int, records: dict[str, list[tuple[str, dict]]]) -> None:
+    for kind, pairs in records.items():
+        if not pairs:
             continue
+        lines = [payload for payload, _ in pairs]
         folder = Path(output_dir) / kind
         folder.mkdir(parents=True, exist_ok=True)
         final = folder / f"part-{batch_id:08d}.jsonl"
@@ -48,13 +50,13 @@ class OutputRouter:
     def __call__(self, batch_df, batch_id: int) -> None:
         table = batch_df.toArrow()
         rows = zip(table.column("kind").to_pylist(), table.column("payload").to_pylist())
-        payloads = split_batch(rows)
-        counts = {k: len(v) for k, v in payloads.items()}
+        records = split_batch(rows)
+        counts = {k: len(v) for k, v in records.items()}
         self.totals.update(counts)
         if self.output_dir:
-            write_files(self.output_dir, batch_id, payloads)
+            write_files(self.output_dir, batch_id, records)
         if self.redis_sink is not None and any(counts.values()):
-            decoded = {k: [json.loads(p) for p in v] for k, v in payloads.items()}
+            decoded = {k: [record for _, record in v] for k, v in records.items()}
             self.redis_sink.write_batch(batch_id, decoded["alerts"], decoded["partition_status"],
                                         decoded["replica_status"], decoded["quarantine"])
         if counts["quarantine"]:
