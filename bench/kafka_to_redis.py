@@ -25,7 +25,6 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 ENV_FILE = ROOT / "deploy" / "local" / ".run" / "env"
 
 
@@ -96,8 +95,8 @@ def offsets_read(progress: dict) -> int:
 
 def produce(bootstrap: str, topic: str, kafka_partitions: int, partitions: int,
             seconds: int) -> tuple[int, float]:
-    from streaming.simulator import writers
-    from streaming.simulator.scale import scale
+    from replmon.streaming.simulator import writers
+    from replmon.streaming.simulator.scale import scale
 
     writers.create_topic(bootstrap, topic, kafka_partitions)
     producer = writers.kafka_producer(bootstrap)
@@ -141,13 +140,13 @@ def main() -> int:
 
     import redis
 
-    from sinks.keys import Keys
-    from streaming.bridge import OutputRouter
-    from streaming.query import start_query
-    from streaming.redis_out import build_redis_sink
-    from streaming.session import build_session
-    from streaming.settings import Settings, SparkConf
-    from streaming.sources import kafka_source
+    from replmon.sinks.keys import Keys
+    from replmon.streaming.bridge import OutputRouter
+    from replmon.streaming.query import start_query
+    from replmon.streaming.redis_out import build_redis_sink
+    from replmon.streaming.session import build_session
+    from replmon.streaming.settings import Settings, SparkConf
+    from replmon.streaming.sources import kafka_source
 
     tag = uuid.uuid4().hex[:8]
     topic, prefix = args.topic or f"bench-k2r-{tag}", f"benchk2r{tag}"

@@ -24,7 +24,6 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 T0 = 1_767_225_600_000
 
@@ -150,11 +149,11 @@ def main() -> int:
 
     from pyspark.sql import functions as F
 
-    from streaming.parse import parse_events
-    from streaming.query import monitor_outputs
-    from streaming.session import build_session
-    from streaming.settings import Settings, SparkConf
-    from streaming.sources import file_source
+    from replmon.streaming.parse import parse_events
+    from replmon.streaming.query import monitor_outputs
+    from replmon.streaming.session import build_session
+    from replmon.streaming.settings import Settings, SparkConf
+    from replmon.streaming.sources import file_source
 
     work = Path(tempfile.mkdtemp(prefix="replmon-bench-"))
     t = time.time()

@@ -1,6 +1,6 @@
 """Build the Grafana dashboards as JSON.
 
-    python -m dashboards.build [--out DIR] [--prefix PREFIX] [--print]
+    python -m replmon.dashboards.build [--out DIR] [--prefix PREFIX] [--print]
 
 writes DIR/replmon-overview.json and DIR/replmon-replica.json (DIR defaults to
 dashboards/json, which is committed and provisioned by deploy/grafana). The output depends on
@@ -14,8 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from dashboards import panels as p
-from sinks.keys import DEFAULT_PREFIX, Keys
+from replmon.dashboards import panels as p
+from replmon.sinks.keys import DEFAULT_PREFIX, Keys
 
 OUT_DIR = Path(__file__).resolve().parent / "json"
 SCHEMA_VERSION = 39
@@ -112,7 +112,7 @@ def write(out_dir: Path, prefix: str = DEFAULT_PREFIX) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dashboards.build", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m replmon.dashboards.build", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=OUT_DIR, help=f"output folder (default {OUT_DIR})")
     parser.add_argument("--prefix", default=DEFAULT_PREFIX, help="Redis key prefix the sink writes under")
     parser.add_argument("--print", action="store_true", help="print the JSON instead of writing files")

@@ -9,7 +9,7 @@ Panels carry no id or gridPos: dashboards.build lays them out.
 
 from __future__ import annotations
 
-from sinks.keys import Keys
+from replmon.sinks.keys import Keys
 
 DATASOURCE_UID = "replmon-redis"
 DATASOURCE = {"type": "redis-datasource", "uid": DATASOURCE_UID}

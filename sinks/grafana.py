@@ -1,6 +1,6 @@
 """Publish the dashboards to a running Grafana: folder, Redis data source, dashboards.
 
-    python -m sinks.grafana [--dir dashboards/json]
+    python -m replmon.sinks.grafana [--dir dashboards/json]
 
 reads REPLMON_GRAFANA_* settings from the environment (see GrafanaSettings and
 docs/grafana.md) and is safe to run again: the folder and data source are looked up by uid
@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import sys
+from importlib import resources
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -25,11 +26,11 @@ from grafana_client.client import GrafanaClientError, GrafanaException, GrafanaU
 from pydantic import PositiveFloat, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from dashboards.panels import DATASOURCE_UID
+from replmon.dashboards.panels import DATASOURCE_UID
 
 log = logging.getLogger(__name__)
 
-DASHBOARDS_DIR = Path(__file__).resolve().parents[1] / "dashboards" / "json"
+DASHBOARDS_DIR = Path(str(resources.files("replmon.dashboards") / "json"))   # package data
 PLUGIN_ID = "redis-datasource"
 
 
@@ -115,7 +116,7 @@ def load_dashboards(directory: Path = DASHBOARDS_DIR) -> list[dict]:
             raise GrafanaPublishError(f"{path} has no uid or title: not a dashboard built by dashboards.build")
         boards.append(board)
     if not boards:
-        raise GrafanaPublishError(f"no dashboards in {directory}: run python -m dashboards.build")
+        raise GrafanaPublishError(f"no dashboards in {directory}: run python -m replmon.dashboards.build")
     return boards
 
 
@@ -180,7 +181,7 @@ class GrafanaPublisher:
 
     def upload_dashboard(self, board: dict) -> str:
         payload = {"dashboard": {**board, "id": None}, "folderUid": self._settings.folder_uid,
-                   "overwrite": True, "message": "published by replmon (python -m sinks.grafana)"}
+                   "overwrite": True, "message": "published by replmon (python -m replmon.sinks.grafana)"}
         answer = self._call(f"save dashboard {board['uid']}", self._api.dashboard.update_dashboard, payload)
         log.info("saved dashboard %s (version %s)", board["uid"], answer.get("version"))
         return answer.get("url", "")
@@ -217,7 +218,7 @@ class _Conflict(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sinks.grafana", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m replmon.sinks.grafana", description=__doc__.split("\n")[0])
     parser.add_argument("--dir", type=Path, default=DASHBOARDS_DIR, help="folder of dashboard JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

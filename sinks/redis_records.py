@@ -13,8 +13,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from sinks.errors import SinkWriteError
-from sinks.keys import Keys, part, partition_member, replica_member
+from replmon.sinks.errors import SinkWriteError
+from replmon.sinks.keys import Keys, part, partition_member, replica_member
 
 ALERT_FIELDS = (
     "alert_id", "name", "status", "severity", "cluster", "topic", "partition", "replica",

@@ -24,10 +24,10 @@ from redis.exceptions import (
     ResponseError,
 )
 
-from sinks import lua
-from sinks import redis_records as rec
-from sinks.errors import SinkAuthError, SinkUnavailable, SinkWriteError
-from sinks.keys import DEFAULT_PREFIX, Keys
+from replmon.sinks import lua
+from replmon.sinks import redis_records as rec
+from replmon.sinks.errors import SinkAuthError, SinkUnavailable, SinkWriteError
+from replmon.sinks.keys import DEFAULT_PREFIX, Keys
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import json
 import zlib
 from dataclasses import dataclass, field
 
-from state.alerts import AlertBook
-from state.monitor import MonitorConfig, PartitionWatch, fmt_clock
-from state.partition import PartitionLeader
+from replmon.state.alerts import AlertBook
+from replmon.state.monitor import MonitorConfig, PartitionWatch, fmt_clock
+from replmon.state.partition import PartitionLeader
 
 EVENT_FIELDS = (
     "type", "ts", "cluster", "topic", "partition", "replica", "fetch_offset", "leader_leo",

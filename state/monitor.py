@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from state.alerts import AlertBook
-from state.explain import explain_replica
-from state.partition import PartitionConfig, PartitionLeader
+from replmon.state.alerts import AlertBook
+from replmon.state.explain import explain_replica
+from replmon.state.partition import PartitionConfig, PartitionLeader
 
 NEVER = 1 << 62
 

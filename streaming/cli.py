@@ -13,8 +13,10 @@ import threading
 from pathlib import Path
 
 log = logging.getLogger(__name__)
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-LOCAL_JARS = PROJECT_ROOT / "deploy" / "local" / "jars"   # where deploy/local/fetch-jars.sh puts them
+# Development conveniences that only exist in a replmon checkout, found from the working
+# directory (installed code never guesses where its source lives).
+CHECKOUT_SERVICES = Path("deploy") / "local" / "services.sh"
+CHECKOUT_JARS = Path("deploy") / "local" / "jars"   # where deploy/local/fetch-jars.sh puts them
 
 
 def _run_parser(sub) -> None:
@@ -41,21 +43,25 @@ def main(argv: list[str] | None = None) -> int:
     svc.add_argument("action", choices=["up", "down", "status"])
     svc.add_argument("--brokers", type=int, default=1, choices=[1, 3])
     if argv and argv[0] == "simulate":
-        from streaming.simulator.cli import main as simulate_main
+        from replmon.streaming.simulator.cli import main as simulate_main
         return simulate_main(argv[1:])
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "conformance":
-        from streaming.conformance_cmd import run
+        from replmon.streaming.conformance_cmd import run
         return run(args.paths)
     if args.command == "services":
-        script = PROJECT_ROOT / "deploy" / "local" / "services.sh"
-        return subprocess.call(["bash", str(script), args.action, "--brokers", str(args.brokers)])
+        if not CHECKOUT_SERVICES.is_file():
+            print(f"replmon services: run it from a replmon checkout ({CHECKOUT_SERVICES} not found "
+                  "in the current directory)", file=sys.stderr)
+            return 2
+        return subprocess.call(["bash", str(CHECKOUT_SERVICES), args.action,
+                                "--brokers", str(args.brokers)])
     return run_command(args)
 
 
 def run_command(args) -> int:
-    from streaming.settings import load_settings
+    from replmon.streaming.settings import load_settings
 
     overrides = {}
     if args.output:
@@ -77,7 +83,7 @@ def run_command(args) -> int:
 
 def run_embedded(settings, args) -> int:
     """No input configured: simulate a cluster with faults and monitor it, all in-process."""
-    from streaming.simulator.cli import main as simulate_main
+    from replmon.streaming.simulator.cli import main as simulate_main
 
     sim_dir = Path(tempfile.mkdtemp(prefix="replmon-sim-"))
     print(f"replmon: no input configured; simulating scenario '{args.scenario}' into {sim_dir}")
@@ -89,14 +95,14 @@ def run_embedded(settings, args) -> int:
 
 
 def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None = None) -> int:
-    from streaming.bridge import OutputRouter
-    from streaming.session import build_session
-    from streaming.sources import file_source, kafka_source
-    from streaming.query import start_query
+    from replmon.streaming.bridge import OutputRouter
+    from replmon.streaming.session import build_session
+    from replmon.streaming.sources import file_source, kafka_source
+    from replmon.streaming.query import start_query
 
     redis_sink = None
     if settings.redis.url is not None:
-        from streaming.redis_out import build_redis_sink
+        from replmon.streaming.redis_out import build_redis_sink
         redis_sink = build_redis_sink(settings.redis)
     spark_conf = settings.spark
     if not settings.input_path and not spark_conf.jars:
@@ -142,16 +148,17 @@ def stop_on_signals():
 
 def local_kafka_jars() -> list[str]:
     """spark.jars for a Kafka input when none are set: pyspark ships no Kafka source, and jars
-    must be on the session before it starts. Uses what deploy/local/fetch-jars.sh fetched."""
-    from streaming.settings import SettingsError
+    must be on the session before it starts. Uses what deploy/local/fetch-jars.sh fetched, when
+    run from a checkout."""
+    from replmon.streaming.settings import SettingsError
 
-    jars = sorted(str(p) for p in LOCAL_JARS.glob("*.jar"))
+    jars = sorted(str(p.resolve()) for p in CHECKOUT_JARS.glob("*.jar"))
     if not jars:
         raise SettingsError(
             "replmon: reading Kafka needs Spark's Kafka connector jars: set spark.jars (e.g. "
             "REPLMON_SPARK__JARS='[\"/path/spark-sql-kafka-0-10_2.13-X.jar\", ...]'), or run "
-            f"deploy/local/fetch-jars.sh to put them in {LOCAL_JARS}")
-    log.info("spark.jars not set: using the Kafka connector jars in %s", LOCAL_JARS)
+            f"deploy/local/fetch-jars.sh in a checkout and run replmon from there ({CHECKOUT_JARS})")
+    log.info("spark.jars not set: using the Kafka connector jars in %s", CHECKOUT_JARS.resolve())
     return jars
 
 

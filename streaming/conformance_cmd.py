@@ -8,7 +8,7 @@ import json
 import sys
 from typing import TextIO
 
-from state.conformance import format_failure, run_scenario, validate_scenario
+from replmon.state.conformance import format_failure, run_scenario, validate_scenario
 
 
 class _Malformed(Exception):

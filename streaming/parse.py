@@ -12,7 +12,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from streaming.contract import ARRAY_FIELDS, BROADCAST, FIELDS, PARTITIONED
+from replmon.streaming.contract import ARRAY_FIELDS, BROADCAST, FIELDS, PARTITIONED
 
 _SQL_TYPE = {"int": "bigint", "str": "string", "ints": "array<bigint>"}
 _TYPED_SCHEMA = ", ".join(f"`{n}` {_SQL_TYPE[k]}" for n, k in FIELDS.items()) + \

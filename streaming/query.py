@@ -7,9 +7,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from streaming.parse import monitor_input, parse_events
-from streaming.settings import Settings
-from streaming.stateful import INPUT_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, make_state_func
+from replmon.streaming.parse import monitor_input, parse_events
+from replmon.streaming.settings import Settings
+from replmon.streaming.stateful import INPUT_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, make_state_func
 
 log = logging.getLogger(__name__)
 

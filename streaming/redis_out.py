@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import logging
 
-from sinks.redis_client import RedisConnectionSettings, build_client
-from sinks.redis_sink import RedisSink, RedisSinkSettings
-from streaming.settings import RedisOut
+from replmon.sinks.redis_client import RedisConnectionSettings, build_client
+from replmon.sinks.redis_sink import RedisSink, RedisSinkSettings
+from replmon.streaming.settings import RedisOut
 
 log = logging.getLogger(__name__)
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from streaming.settings import SparkConf
+from replmon.streaming.settings import SparkConf
 
 log = logging.getLogger(__name__)
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def build_session(conf: SparkConf, app_name: str = "replmon") -> SparkSession:
@@ -19,10 +17,7 @@ def build_session(conf: SparkConf, app_name: str = "replmon") -> SparkSession:
     starts the JVM, so call it before anything else touches Spark."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    # Python workers must import the project's packages even when it is not pip-installed.
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if str(PROJECT_ROOT) not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *paths])
+    # Python workers run this same interpreter, where replmon is installed: no path edits.
     builder = (SparkSession.builder.master(conf.master).appName(app_name)
                .config("spark.driver.memory", conf.driver_memory)
                .config("spark.sql.shuffle.partitions", str(conf.shuffle_partitions))

@@ -15,7 +15,7 @@ from pydantic_settings import SettingsError as PydanticSettingsError
 from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict,
                                TomlConfigSettingsSource)
 
-from state.monitor import MonitorConfig
+from replmon.state.monitor import MonitorConfig
 
 
 _toml_file: ContextVar[str | None] = ContextVar("replmon_toml_file", default=None)

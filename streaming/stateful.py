@@ -14,10 +14,10 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from state.bucket import EVENT_FIELDS, Bucket, owner_bucket
-from streaming.contract import ARRAY_FIELDS, BROADCAST
-from streaming.validate import describe, invalid_reasons
-from state.monitor import MonitorConfig
+from replmon.state.bucket import EVENT_FIELDS, Bucket, owner_bucket
+from replmon.streaming.contract import ARRAY_FIELDS, BROADCAST
+from replmon.streaming.validate import describe, invalid_reasons
+from replmon.state.monitor import MonitorConfig
 
 OUTPUT_SCHEMA = "kind string, payload string"
 STATE_SCHEMA = "blob binary"

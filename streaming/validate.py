@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from streaming.contract import (AT_LEAST_ONE, BROKER_STATES, MALFORMED, NON_NEGATIVE,
+from replmon.streaming.contract import (AT_LEAST_ONE, BROKER_STATES, MALFORMED, NON_NEGATIVE,
                                 REQUIRED, malformed_reason)
 
 

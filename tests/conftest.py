@@ -21,8 +21,8 @@ def _kafka_jars() -> list[str]:
 
 @pytest.fixture(scope="session")
 def spark():
-    from streaming.session import build_session
-    from streaming.settings import SparkConf
+    from replmon.streaming.session import build_session
+    from replmon.streaming.settings import SparkConf
 
     session = build_session(SparkConf(master="local[2]", shuffle_partitions=2,
                                       driver_memory="3g", jars=_kafka_jars()),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.settings import Settings, SettingsError, load_settings
+from replmon.streaming.settings import Settings, SettingsError, load_settings
 
 
 def test_defaults_need_no_configuration(monkeypatch):
@@ -46,7 +46,7 @@ def test_missing_settings_file_is_a_clear_error():
 
 
 def test_kafka_options_reach_spark_prefixed_and_secret_values_only_there():
-    from streaming.sources import kafka_options
+    from replmon.streaming.sources import kafka_options
     s = Settings(kafka={"bootstrap_servers": "b:9092", "options": {
         "security.protocol": "SASL_SSL", "kafka.sasl.jaas.config": "pw"}})
     opts = kafka_options(s.kafka)

@@ -24,6 +24,8 @@
 #                             is one, else python3
 #   REPLMON_SERVICES_TIMEOUT  seconds to wait for Kafka to answer (default 120)
 #   REPLMON_KAFKA_HEAP        JVM heap flags per node (default -Xms128m -Xmx512m)
+#   REPLMON_PORT_OFFSET       added to every port above (default 0), so that two checkouts
+#                             (e.g. git worktrees) can run their own services side by side
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,9 +42,10 @@ export REPLMON_PYTHON="$PY"  # fetch-jars.sh uses the same one
 TIMEOUT="${REPLMON_SERVICES_TIMEOUT:-120}"
 HEAP="${REPLMON_KAFKA_HEAP:--Xms128m -Xmx512m}"
 HOST=127.0.0.1
-BROKER_BASE_PORT=19092
-CONTROLLER_BASE_PORT=19192
-REDIS_PORT=16379
+PORT_OFFSET="${REPLMON_PORT_OFFSET:-0}"
+BROKER_BASE_PORT=$((19092 + PORT_OFFSET))
+CONTROLLER_BASE_PORT=$((19192 + PORT_OFFSET))
+REDIS_PORT=$((16379 + PORT_OFFSET))
 KRUN="$RUN/kafka"
 RRUN="$RUN/redis"
 

@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _main() -> None:     # `python -m streaming.simulator.cli ...`
+def _main() -> None:     # `python -m replmon.streaming.simulator.cli ...`
     raise SystemExit(main(sys.argv[1:]))
 
 

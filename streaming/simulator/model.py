@@ -23,7 +23,7 @@ import itertools
 import random
 from typing import Any, Callable, Iterator
 
-from state.partition import PartitionConfig
+from replmon.state.partition import PartitionConfig
 
 from . import events as ev
 from .cluster import ClusterSpec, Fetcher, PartitionSim, assignment

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from state.partition import FetchOutcome, PartitionConfig, PartitionLeader
+from replmon.state.partition import FetchOutcome, PartitionConfig, PartitionLeader
 
 Record = dict[str, Any]
 

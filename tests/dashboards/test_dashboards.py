@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from dashboards import build, panels
-from sinks.keys import Keys, part
-from sinks.redis_sink import RedisSink
+from replmon.dashboards import build, panels
+from replmon.sinks.keys import Keys, part
+from replmon.sinks.redis_sink import RedisSink
 from tests.sinks import records as r
 
 BOARDS = build.build_all()
@@ -54,7 +54,7 @@ def test_building_twice_gives_identical_json(tmp_path):
 def test_committed_json_is_what_the_build_writes():
     for name, board in BOARDS.items():
         committed = (build.OUT_DIR / name).read_text(encoding="utf-8")
-        assert committed == build.render(board), f"{name} is stale: run python -m dashboards.build"
+        assert committed == build.render(board), f"{name} is stale: run python -m replmon.dashboards.build"
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))

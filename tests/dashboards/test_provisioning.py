@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dashboards import build, panels
-from sinks.grafana import GrafanaSettings
+from replmon.dashboards import build, panels
+from replmon.sinks.grafana import GrafanaSettings
 
 yaml = pytest.importorskip("yaml")
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "grafana"

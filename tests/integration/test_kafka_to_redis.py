@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from sinks.keys import Keys
-from streaming.bridge import OutputRouter
-from streaming.query import start_query
-from streaming.redis_out import build_redis_sink
-from streaming.settings import Settings
-from streaming.simulator.cli import main as simulate
-from streaming.simulator.model import DEFAULT_START_MS
-from streaming.sources import kafka_source
+from replmon.sinks.keys import Keys
+from replmon.streaming.bridge import OutputRouter
+from replmon.streaming.query import start_query
+from replmon.streaming.redis_out import build_redis_sink
+from replmon.streaming.settings import Settings
+from replmon.streaming.simulator.cli import main as simulate
+from replmon.streaming.simulator.model import DEFAULT_START_MS
+from replmon.streaming.sources import kafka_source
 
 pytestmark = [pytest.mark.services, pytest.mark.spark]
 
@@ -408,7 +408,7 @@ def test_bad_records_land_in_quarantine_and_the_query_keeps_running(
         spark, kafka_bootstrap, redis_url, redis_client, tmp_path):
     """A running query (not availableNow): bad records go to the quarantine stream with their
     reason, and a good record produced after them is still processed."""
-    from streaming.simulator.writers import create_topic
+    from replmon.streaming.simulator.writers import create_topic
 
     tag = uuid.uuid4().hex[:10]
     topic, prefix = f"it-k2r-bad-{tag}", f"itk2rbad{tag}"
@@ -456,7 +456,7 @@ def test_replmon_run_reads_kafka_and_writes_redis_from_settings_alone(
         first_run, redis_client, kafka_bootstrap, redis_url, tmp_path, monkeypatch):
     """`replmon run --once` with the addresses as flags and the rest as REPLMON_* variables;
     the same alert transitions as the first run land under the new prefix."""
-    from streaming import cli
+    from replmon.streaming import cli
 
     prefix = f"{first_run.keys.prefix}cli"
     monkeypatch.setenv("REPLMON_KAFKA__SUBSCRIBE", first_run.topic)

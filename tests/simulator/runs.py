@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from streaming.simulator import scenarios
-from streaming.simulator.model import simulate
+from replmon.streaming.simulator import scenarios
+from replmon.streaming.simulator.model import simulate
 
 
 @lru_cache(maxsize=None)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from streaming.simulator import cli, writers
+from replmon.streaming.simulator import cli, writers
 
 from .runs import run
 

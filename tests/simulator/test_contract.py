@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from streaming.simulator import scenarios
-from streaming.simulator.scale import scale
+from replmon.streaming.simulator import scenarios
+from replmon.streaming.simulator.scale import scale
 
 from .contract import problems
 from .runs import run

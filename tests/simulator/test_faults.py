@@ -5,8 +5,8 @@ import dataclasses
 
 import pytest
 
-from streaming.simulator import scenarios
-from streaming.simulator.model import simulate
+from replmon.streaming.simulator import scenarios
+from replmon.streaming.simulator.model import simulate
 
 from .runs import run
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from streaming.simulator import scenarios
-from streaming.simulator.cluster import ClusterSpec, TopicSpec
-from streaming.simulator.model import DEFAULT_START_MS, simulate
+from replmon.streaming.simulator import scenarios
+from replmon.streaming.simulator.cluster import ClusterSpec, TopicSpec
+from replmon.streaming.simulator.model import DEFAULT_START_MS, simulate
 
 from .runs import run
 

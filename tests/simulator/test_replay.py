@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from state.partition import PartitionConfig, PartitionLeader
-from streaming.simulator.scale import scale
+from replmon.state.partition import PartitionConfig, PartitionLeader
+from replmon.streaming.simulator.scale import scale
 
 from .runs import run
 

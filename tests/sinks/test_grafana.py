@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from dashboards import build
-from sinks.grafana import (
+from replmon.dashboards import build
+from replmon.sinks.grafana import (
     GrafanaAuthError, GrafanaPublishError, GrafanaPublisher, GrafanaSettings, connect, load_dashboards, main,
 )
 from tests.redis_server import free_port

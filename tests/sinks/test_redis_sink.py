@@ -9,11 +9,11 @@ import pytest
 import redis
 from pydantic import SecretStr, ValidationError
 
-from sinks.errors import SinkAuthError, SinkUnavailable
-from sinks.keys import Keys
-from sinks.redis_client import RedisConnectionSettings, build_client
-from sinks.redis_records import RecordError, encode
-from sinks.redis_sink import RedisSink, RedisSinkSettings
+from replmon.sinks.errors import SinkAuthError, SinkUnavailable
+from replmon.sinks.keys import Keys
+from replmon.sinks.redis_client import RedisConnectionSettings, build_client
+from replmon.sinks.redis_records import RecordError, encode
+from replmon.sinks.redis_sink import RedisSink, RedisSinkSettings
 from tests.redis_server import RedisServer, free_port
 from tests.sinks import records as r
 

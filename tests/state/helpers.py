@@ -1,5 +1,5 @@
 """Small builders shared by the state/ tests (times are offsets from T)."""
-from state.partition import PartitionConfig, PartitionLeader
+from replmon.state.partition import PartitionConfig, PartitionLeader
 
 T = 1_000_000
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-import state.legacy
-import state.partition
-import state.replica
-from state.conformance import Failure, format_failure, run_scenario, validate_scenario
-from streaming.conformance_cmd import run
+import replmon.state.legacy
+import replmon.state.partition
+import replmon.state.replica
+from replmon.state.conformance import Failure, format_failure, run_scenario, validate_scenario
+from replmon.streaming.conformance_cmd import run
 
 SHARED = Path(__file__).parents[2] / ".." / "shared" / "conformance"
 SCENARIO_FILE = SHARED / "kafka_rules.jsonl"
@@ -98,13 +98,13 @@ def test_command_prints_failures_and_exits_1(tmp_path):
 ])
 def test_rule_mistakes_fail_the_published_scenarios(monkeypatch, broken):
     # RULES §10.5: each of these mistakes makes specific scenarios fail.
-    for module in (state.partition, state.legacy):
+    for module in (replmon.state.partition, replmon.state.legacy):
         monkeypatch.setattr(module, "is_caught_up", broken)
     assert any(run_scenario(s) for s in _scenarios())
 
 
 def test_missing_previous_fetch_credit_fails_the_published_scenarios(monkeypatch):
-    real = state.replica.update_fetch_state
+    real = replmon.state.replica.update_fetch_state
 
     def without_credit(st, **kw):
         lcu = st.last_caught_up_ms
@@ -112,7 +112,7 @@ def test_missing_previous_fetch_credit_fails_the_published_scenarios(monkeypatch
         if kw["fetch_offset"] < kw["leader_leo"]:
             st.last_caught_up_ms = lcu
 
-    monkeypatch.setattr(state.partition, "update_fetch_state", without_credit)
+    monkeypatch.setattr(replmon.state.partition, "update_fetch_state", without_credit)
     assert any(run_scenario(s) for s in _scenarios())
 
 
@@ -209,6 +209,6 @@ def test_engine_error_is_a_reported_failure_not_a_crash(monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("engine bug")
 
-    monkeypatch.setattr(state.partition.PartitionLeader, "append", boom)
+    monkeypatch.setattr(replmon.state.partition.PartitionLeader, "append", boom)
     failures = run_scenario(_scenario("single_replica_partition"))
     assert failures == [Failure("single_replica_partition", 0, "error", None, "RuntimeError: engine bug")]

@@ -1,7 +1,7 @@
 """Per-follower explanations behind replica_status (docs/outputs.md)."""
 import pytest
 
-from state.explain import explain_partition, explain_replica, hw_holders
+from replmon.state.explain import explain_partition, explain_replica, hw_holders
 
 from .helpers import T, make, play
 

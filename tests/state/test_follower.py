@@ -1,7 +1,7 @@
 """The follower's own HW and ConsumerLag (RULES §5.2, §6.4)."""
 import pytest
 
-from state.follower import FollowerView, consumer_lag, follower_high_watermark, process_fetch_response
+from replmon.state.follower import FollowerView, consumer_lag, follower_high_watermark, process_fetch_response
 
 
 @pytest.mark.parametrize("leader_hw, leo, log_start, hw", [

@@ -1,7 +1,7 @@
 """ISR shrink, the AlterPartition pending states and their answers, and leader changes (RULES §1.4, §3, §10.3)."""
 import pytest
 
-from state.partition import NON_RETRIABLE_ALTER_PARTITION_ERRORS
+from replmon.state.partition import NON_RETRIABLE_ALTER_PARTITION_ERRORS
 
 from .helpers import T, make, play
 

@@ -1,13 +1,13 @@
 """Out-of-sync rules of older Kafka versions (RULES §3.2, §9, §10.4 `legacy`)."""
 import pytest
 
-from state.legacy import (
+from replmon.state.legacy import (
     is_out_of_sync,
     is_out_of_sync_v0_8,
     is_out_of_sync_v0_9_to_0_10_1,
     is_out_of_sync_v0_10_2_to_2_0,
 )
-from state.replica import ReplicaState
+from replmon.state.replica import ReplicaState
 
 from .helpers import T, make, play
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from state.bucket import EVENT_FIELDS, Bucket
-from state.monitor import MonitorConfig
+from replmon.state.bucket import EVENT_FIELDS, Bucket
+from replmon.state.monitor import MonitorConfig
 
 T0 = 1_767_225_600_000
 L = 10_000

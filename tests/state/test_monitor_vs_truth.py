@@ -28,10 +28,10 @@ from functools import lru_cache
 
 import pytest
 
-from state.bucket import EVENT_FIELDS, Bucket
-from state.monitor import MonitorConfig
-from streaming.simulator import scenarios
-from streaming.simulator.model import simulate
+from replmon.state.bucket import EVENT_FIELDS, Bucket
+from replmon.state.monitor import MonitorConfig
+from replmon.streaming.simulator import scenarios
+from replmon.streaming.simulator.model import simulate
 
 SCENARIOS = ("demo", "paused_and_slow", "bursty", "steady")
 SEEDS = (0, 1, 2)

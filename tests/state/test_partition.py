@@ -3,7 +3,7 @@ import copy
 
 import pytest
 
-from state.partition import NON_RETRIABLE_ALTER_PARTITION_ERRORS, PartitionConfig
+from replmon.state.partition import NON_RETRIABLE_ALTER_PARTITION_ERRORS, PartitionConfig
 
 from .helpers import T, make, play
 

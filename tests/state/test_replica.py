@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from state.replica import (
+from replmon.state.replica import (
     ReplicaState,
     is_broker_epoch_isr_eligible,
     is_caught_up,

@@ -5,10 +5,10 @@ import json
 import uuid
 from pathlib import Path
 
-from streaming.bridge import OutputRouter
-from streaming.query import start_query
-from streaming.settings import Settings
-from streaming.sources import file_source
+from replmon.streaming.bridge import OutputRouter
+from replmon.streaming.query import start_query
+from replmon.streaming.settings import Settings
+from replmon.streaming.sources import file_source
 
 
 def write_events(folder: Path, events: list[dict], name: str = "part-00000.jsonl",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.simulator import cli as simulate_cli
+from replmon.streaming.simulator import cli as simulate_cli
 from tests.streaming.helpers import read_outputs
 
 pytestmark = pytest.mark.spark
@@ -35,7 +35,7 @@ def timeline(stdout: str) -> list[tuple[int, str, str, str]]:
 
 def test_run_over_an_input_folder_once_writes_the_outputs_and_prints_the_timeline(
         spark, tmp_path, capsys, monkeypatch):
-    from streaming import cli   # the `spark` session exists: the command's getOrCreate returns it
+    from replmon.streaming import cli   # the `spark` session exists: the command's getOrCreate returns it
 
     assert simulate_cli.main(["--scenario", "paused_and_slow", "--out", str(tmp_path / "sim")]) == 0
     # print_timeline's default stream is the sys.stdout of the moment streaming.cli was imported;
@@ -68,9 +68,9 @@ def test_embedded_default_simulates_the_demo_and_alerts_on_each_fault(tmp_path):
     # `replmon run` with no input: simulates `demo` into a temporary folder, monitors it once and
     # prints the timeline. Its own process (and JVM), with the temporary folder and the default
     # ./replmon-out kept under tmp_path.
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
     env = {k: v for k, v in env.items() if not k.startswith("REPLMON_")}
-    proc = subprocess.run([sys.executable, "-m", "streaming.cli", "run"], cwd=tmp_path, env=env,
+    proc = subprocess.run([sys.executable, "-m", "replmon.streaming.cli", "run"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "simulating scenario 'demo'" in proc.stdout

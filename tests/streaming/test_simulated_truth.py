@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming.simulator import cli as simulate_cli
-from streaming.simulator import scenarios
+from replmon.streaming.simulator import cli as simulate_cli
+from replmon.streaming.simulator import scenarios
 from tests.state.test_monitor_vs_truth import (check_alert_lifecycle, check_faults_visible, check_final_state,
                                                check_isr_changes, check_out_of_sync_episodes, run_monitor)
 from tests.streaming.helpers import run_once
