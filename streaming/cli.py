@@ -12,6 +12,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from replmon.streaming.console import setup_logging
+
 log = logging.getLogger(__name__)
 # Development conveniences that only exist in a replmon checkout, found from the working
 # directory (installed code never guesses where its source lives).
@@ -19,8 +21,17 @@ CHECKOUT_SERVICES = Path("deploy") / "local" / "services.sh"
 CHECKOUT_JARS = Path("deploy") / "local" / "jars"   # where deploy/local/fetch-jars.sh puts them
 
 
-def _run_parser(sub) -> None:
-    p = sub.add_parser("run", help="run the monitor (no options: a simulated cluster, embedded)")
+def _common() -> argparse.ArgumentParser:
+    """Options every subcommand has."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--verbose", action="store_true",
+                        help="show Spark's, py4j's and replmon's log lines (default: quiet)")
+    return common
+
+
+def _run_parser(sub, common) -> None:
+    p = sub.add_parser("run", parents=[common],
+                       help="run the monitor (no options: a simulated cluster, embedded)")
     p.add_argument("--config", help="TOML settings file (also REPLMON_CONFIG)")
     p.add_argument("--input", help="file or folder of JSON-lines events instead of Kafka")
     p.add_argument("--once", action="store_true", help="process what is there, then stop")
@@ -35,18 +46,23 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="replmon", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    _run_parser(sub)
+    common = _common()
+    _run_parser(sub, common)
     sub.add_parser("simulate", help="simulate a Kafka cluster's fetch metrics", add_help=False)
-    conf = sub.add_parser("conformance", help="check the rules engine against scenario files")
+    conf = sub.add_parser("conformance", parents=[common],
+                          help="check the rules engine against scenario files")
     conf.add_argument("paths", nargs="+")
-    svc = sub.add_parser("services", help="local Kafka broker and Redis for development")
+    svc = sub.add_parser("services", parents=[common],
+                         help="local Kafka broker and Redis for development")
     svc.add_argument("action", choices=["up", "down", "status"])
     svc.add_argument("--brokers", type=int, default=1, choices=[1, 3])
     if argv and argv[0] == "simulate":
         from replmon.streaming.simulator.cli import main as simulate_main
-        return simulate_main(argv[1:])
+        rest = [a for a in argv[1:] if a != "--verbose"]
+        setup_logging(verbose=len(rest) < len(argv) - 1)
+        return simulate_main(rest)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(verbose=args.verbose)
     if args.command == "conformance":
         from replmon.streaming.conformance_cmd import run
         return run(args.paths)

@@ -7,6 +7,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from replmon.streaming import console
 from replmon.streaming.settings import SparkConf
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,10 @@ def build_session(conf: SparkConf, app_name: str = "replmon") -> SparkSession:
                .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000"))
     if conf.jars:
         builder = builder.config("spark.jars", ",".join(conf.jars))
+    java_options = console.spark_java_options()
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel(console.spark_log_level())
     log.info("spark %s session on %s", spark.version, conf.master)
     return spark

@@ -1,0 +1,85 @@
+"""What the terminal shows: replmon's own lines, not py4j's or Spark's, unless --verbose.
+
+Every subcommand calls `setup_logging(verbose)` once, before Spark starts; the session builder
+asks `spark_log_level()` and `spark_java_options()` for the JVM side.
+
+Quiet (the default): warnings and errors only, on stderr, in a short format (replmon's own
+per-batch INFO lines too: what a command has to say it prints); py4j at ERROR (at INFO it logs every
+callback it serves: "Received command c on object id p0"). The JVM logs ERROR and above only,
+from the first line: its log4j2 configuration is replaced before the JVM starts, so even
+"Setting default log level to WARN" and the NativeCodeLoader warning stay off the console. (One
+line is the JVM's own and cannot be configured away: "WARNING: Using incubator modules".)
+Verbose: everything at INFO with timestamps and logger names, and Spark's own log4j defaults
+with WARN.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+_state = {"verbose": False}
+# Libraries that are chatty at INFO and say nothing a replmon user acts on.
+_NOISY = {"py4j": logging.ERROR, "py4j.clientserver": logging.ERROR, "py4j.java_gateway": logging.ERROR,
+          "pyspark": logging.WARNING, "kafka": logging.WARNING, "urllib3": logging.WARNING}
+_QUIET_LOG4J2 = """\
+# replmon's quiet console: Spark and its libraries log errors only (replmon --verbose: Spark's default).
+# Spark prints "Setting default log level to ..." for an interactive (py)spark driver when the
+# root level differs from its shell logger's: that logger is under org.apache, hence the
+# explicit org.apache level equal to the root's.
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+logger.apache.name = org.apache
+logger.apache.level = error
+"""
+
+
+def setup_logging(verbose: bool = False, stream=None) -> None:
+    """Configure the root logger once for a subcommand (idempotent: replaces replmon's handler)."""
+    _state["verbose"] = verbose
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, "_replmon", False):
+            root.removeHandler(h)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler._replmon = True  # type: ignore[attr-defined]
+    if verbose:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.setLevel(logging.INFO)
+        for name in _NOISY:
+            logging.getLogger(name).setLevel(logging.NOTSET)
+    else:
+        handler.setFormatter(logging.Formatter("replmon: %(message)s"))
+        root.setLevel(logging.WARNING)
+        for name, level in _NOISY.items():
+            logging.getLogger(name).setLevel(level)
+    root.addHandler(handler)
+
+
+def is_verbose() -> bool:
+    return _state["verbose"]
+
+
+def spark_log_level() -> str:
+    """For SparkContext.setLogLevel once the session exists."""
+    return "WARN" if _state["verbose"] else "ERROR"
+
+
+def spark_java_options() -> str | None:
+    """-D option for spark.driver.extraJavaOptions that makes the JVM quiet from its first line
+    (None when verbose: Spark's own log4j2 defaults). The file is written to the temp folder:
+    the configuration is data, not a path into replmon's installation."""
+    if _state["verbose"]:
+        return None
+    path = Path(tempfile.gettempdir()) / "replmon-log4j2-quiet.properties"
+    if not path.is_file() or path.read_text() != _QUIET_LOG4J2:
+        tmp = path.with_suffix(f".{id(path)}.tmp")
+        tmp.write_text(_QUIET_LOG4J2)
+        tmp.replace(path)
+    return f"-Dlog4j.configurationFile={path.as_uri()}"
