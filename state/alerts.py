@@ -41,6 +41,20 @@ class AlertBook:
     def __init__(self) -> None:
         self.open: dict[tuple[str, str], OpenAlert] = {}
 
+    def to_rows(self) -> list[tuple]:
+        """The open episodes as plain tuples, for the state format (state/codec.py):
+        (name, subject, alert_id, started_ms, cluster, topic, partition, replica)."""
+        return [(name, subject, a.alert_id, a.started_ms, *a.labels)
+                for (name, subject), a in self.open.items()]
+
+    @classmethod
+    def from_rows(cls, rows) -> "AlertBook":
+        """The book `to_rows` describes."""
+        book = cls()
+        for name, subject, aid, started_ms, *labels in rows:
+            book.open[(name, subject)] = OpenAlert(aid, started_ms, tuple(labels))
+        return book
+
     def is_firing(self, name: str, subject: str) -> bool:
         return (name, subject) in self.open
 

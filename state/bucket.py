@@ -95,6 +95,11 @@ class Bucket:
                 if ev[LEADER_LEO] > watch.leader.leader_leo:
                     watch.leader.append(ts, ev[LEADER_LEO])
             elif kind == "metadata":
+                if not ev[REPLICAS]:   # the cluster no longer lists the partition: deleted
+                    if watch is not None:
+                        self._evict(key, ts, alerts, f"{watch.name} is gone from the cluster "
+                                                     f"metadata (no replicas): no longer monitored")
+                    continue
                 if watch is None:
                     watch = self._start(key, ev, ts, view, cfg, auto=False)
                 else:
@@ -210,10 +215,21 @@ class Bucket:
         each owned cluster for silence against the newest event time seen anywhere."""
         if watermark_ms is not None and watermark_ms > self.global_ms:
             self.global_ms = watermark_ms
-        for (cluster, _, _), watch in self.partitions.items():
-            target = self.clusters[cluster].clock_ms - cfg.lateness_ms
-            if target > watch.time_ms:
+        idle: list = []
+        for key, watch in self.partitions.items():
+            target = self.clusters[key[0]].clock_ms - cfg.lateness_ms
+            if target >= watch.last_event_ms + cfg.evict_after_ms:
+                idle.append(key)
+            elif target > watch.time_ms:
                 watch.advance_to(target, alerts, cfg)
+        for key in idle:
+            watch = self.partitions[key]
+            at = watch.last_event_ms + cfg.evict_after_ms
+            watch.advance_to(at, alerts, cfg)
+            self._evict(key, at, alerts,
+                        f"{watch.name} is no longer reported: no event since "
+                        f"{fmt_clock(watch.last_event_ms)} (stream.evict_after_ms "
+                        f"{cfg.evict_after_ms / 1000:g} s): no longer monitored")
         for cluster, view in self.clusters.items():
             if not self._owns(cluster):
                 continue
@@ -222,6 +238,12 @@ class Bucket:
                              silent_at, (cluster, None, None, None),
                              f"no events from cluster {cluster} since {fmt_clock(view.clock_ms)} "
                              f"(more than {cfg.telemetry_gap_ms / 1000:g} s)")
+
+    def _evict(self, key: tuple, at_ms: int, alerts: list, reason: str) -> None:
+        """Drop a partition from the state (bounded state: a deleted topic does not stay
+        forever): its open alerts resolve at `at_ms` with `reason`."""
+        watch = self.partitions.pop(key)
+        watch.book.resolve_all(alerts, at_ms, reason)
 
     def next_timeout_ms(self, cfg: MonitorConfig) -> int | None:
         """Event time at which this bucket has something to say even if no event arrives."""

@@ -35,6 +35,7 @@ class MonitorConfig:
     stuck_after_ms: int = 3000
     caught_up_grace_ms: int = 2000
     status_interval_ms: int = 1000      # at most one routine status per partition per this much event time
+    evict_after_ms: int = 600000        # a partition with no event for this long leaves the state
 
     def partition_config(self, lag_ms: int | None = None, min_isr: int | None = None) -> PartitionConfig:
         return PartitionConfig(

@@ -5,6 +5,7 @@ import argparse
 import contextlib
 import json
 import logging
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,8 @@ log = logging.getLogger(__name__)
 # directory (installed code never guesses where its source lives).
 CHECKOUT_SERVICES = Path("deploy") / "local" / "services.sh"
 CHECKOUT_JARS = Path("deploy") / "local" / "jars"   # where deploy/local/fetch-jars.sh puts them
+# A checkpoint the state format refuses (state/codec.py), as it appears in a worker's traceback.
+STATE_REFUSAL = re.compile(r"StateFormatError: ([^\n]+)")
 
 
 def _common() -> argparse.ArgumentParser:
@@ -132,8 +135,16 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     query = start_query(spark, source, settings, router, once=once)
     with stop_on_signals() as stop:
         # awaitTermination returns True once the query has ended, and raises if it failed.
-        while not query.awaitTermination(1) and not stop.is_set():
-            pass
+        try:
+            while not query.awaitTermination(1) and not stop.is_set():
+                pass
+        except Exception as exc:  # StreamingQueryException: the message crossed from a worker
+            refusal = STATE_REFUSAL.search(str(exc))
+            if refusal is None:
+                raise
+            print(f"replmon: cannot continue from the checkpoint {settings.checkpoint_dir}: "
+                  f"{refusal.group(1)}", file=sys.stderr)
+            return 2
     if query.isActive:
         log.info("signal received: stopping the query (the checkpoint keeps its progress)")
         query.stop()

@@ -97,6 +97,9 @@ class Stream(_Section):
     reorder_tolerance_ms: int = Field(default=1000, ge=0)
     max_future_ms: int = Field(default=3_600_000, ge=0)
     status_interval_ms: int = Field(default=1000, ge=0)
+    # A partition with no event for this long (event time) is dropped from the state and its
+    # open alerts resolve; above alerts.telemetry_gap_ms, so TelemetryMissing fires first.
+    evict_after_ms: int = Field(default=600_000, ge=1)
 
 
 class Settings(BaseSettings):
@@ -122,6 +125,14 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(toml)))
         return tuple(sources)
 
+    @model_validator(mode="after")
+    def _evict_after_the_telemetry_gap(self) -> "Settings":
+        if self.stream.evict_after_ms <= self.alerts.telemetry_gap_ms:
+            raise ValueError(f"stream.evict_after_ms ({self.stream.evict_after_ms}) must be above "
+                             f"alerts.telemetry_gap_ms ({self.alerts.telemetry_gap_ms}), or a "
+                             f"silent partition would be dropped before TelemetryMissing fires")
+        return self
+
     def monitor_config(self) -> MonitorConfig:
         return MonitorConfig(
             replica_lag_time_max_ms=self.rules.replica_lag_time_max_ms,
@@ -138,6 +149,7 @@ class Settings(BaseSettings):
             stuck_after_ms=self.alerts.stuck_after_ms,
             caught_up_grace_ms=self.alerts.caught_up_grace_ms,
             status_interval_ms=self.stream.status_interval_ms,
+            evict_after_ms=self.stream.evict_after_ms,
         )
 
     @property

@@ -2,12 +2,12 @@
 
 One group is one bucket of many partitions, so one Python call per bucket per micro-batch
 handles thousands of partitions. Columns become plain Python tuples in bulk (numpy, no
-per-row pandas access); the bucket itself is pickled into a single binary state column.
+per-row pandas access); the bucket is stored in one binary state column in the versioned
+state format (state/codec.py), which refuses a checkpoint written with another bucket count.
 """
 from __future__ import annotations
 
 import json
-import pickle
 import time
 from typing import Iterator
 
@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from replmon.state.bucket import EVENT_FIELDS, Bucket, owner_bucket
+from replmon.state.codec import decode, encode
 from replmon.streaming.contract import ARRAY_FIELDS, BROADCAST
 from replmon.streaming.validate import describe, invalid_reasons
 from replmon.state.monitor import MonitorConfig
@@ -82,7 +83,8 @@ def make_state_func(cfg: MonitorConfig, buckets: int, max_future_ms: int):
 
     def func(key, frames, state) -> Iterator[pd.DataFrame]:
         bucket_id = int(key[0])
-        bucket: Bucket = pickle.loads(state.get[0]) if state.exists else Bucket(bucket_id, buckets)
+        bucket = (decode(state.get[0], bucket_id=bucket_id, buckets=buckets, cfg=cfg)
+                  if state.exists else Bucket(bucket_id, buckets))
         alerts: list = []
         quarantine: list = []
         watermark = state.getCurrentWatermarkMs()
@@ -95,7 +97,7 @@ def make_state_func(cfg: MonitorConfig, buckets: int, max_future_ms: int):
         partitions: list = []
         replicas: list = []
         bucket.statuses(cfg, partitions, replicas)
-        state.update((pickle.dumps(bucket, protocol=pickle.HIGHEST_PROTOCOL),))
+        state.update((encode(bucket),))
         timeout = bucket.next_timeout_ms(cfg)
         if timeout is not None:
             state.setTimeoutTimestamp(max(timeout, watermark + 1, 1))

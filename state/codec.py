@@ -1,0 +1,205 @@
+"""The state format: one bucket of the streaming job as explicit, versioned fields.
+
+A checkpoint outlives the code that wrote it, so the state is a format, not an object graph:
+named fields of builtin values (ints, strings, tuples, dicts), a format version and the bucket
+count it was written with. Renaming a class in `state/` does not break a checkpoint, and a
+checkpoint written with another `stream.buckets` (its partitions would hash to other buckets and
+silently lose their state) or by an unknown format is refused with a message saying what to do.
+
+    blob = MAGIC + version (2 bytes, big endian) + zlib(pickle of builtins only)
+
+The container is pickle restricted to builtin types (the loader refuses any class), which is
+the fastest builtin-only serialiser in the standard library; the schema is the field lists
+below, stored in every blob, so a decoder matches fields by name: a field added later gets its
+default when an older blob lacks it, and a stored field this code does not know is ignored.
+
+Format 0 is the unversioned pickle of `Bucket` objects written before this module existed; it
+is migrated when its objects still load, else refused with a message (see `decode`).
+"""
+from __future__ import annotations
+
+import io
+import pickle
+import zlib
+
+from replmon.state.alerts import AlertBook
+from replmon.state.bucket import Bucket, ClusterView
+from replmon.state.monitor import MonitorConfig, PartitionWatch
+from replmon.state.partition import PartitionLeader
+from replmon.state.replica import ReplicaState
+
+FORMAT_VERSION = 1
+MAGIC = b"replmon-state\x00"
+COMPRESSION_LEVEL = 1      # level 1: most of the size win for a fraction of the time of level 6
+
+# Each field an object keeps, by name. `config` (derived from the MonitorConfig and the
+# partition's overrides) and `name` (topic-partition) are rebuilt, not stored; `book` and
+# `followers` are encoded by their own functions. tests/state/test_codec.py fails when a class
+# gains a slot that is neither here nor in DERIVED, so a new field cannot be silently dropped.
+WATCH_FIELDS = ("cluster", "topic", "partition", "time_ms", "next_tick_ms", "deadline_ms",
+                "reported_isr", "ever_in_isr", "last_isr", "exits", "hw_seen",
+                "hw_last_advanced_ms", "hw_waiting_since_ms", "last_event_ms", "dirty",
+                "significant", "last_status_ms", "auto_assign", "lag_override",
+                "min_isr_override", "leo_seen")
+LEADER_FIELDS = ("leader", "leader_epoch", "replicas", "adding_replicas", "isr", "maximal_isr",
+                 "pending", "pending_ids", "pending_retry", "hw", "leader_leo",
+                 "leader_epoch_start_offset", "leader_log_start_offset", "election_ms", "fenced",
+                 "shutting_down", "broker_epochs", "isr_expands", "isr_shrinks",
+                 "failed_isr_updates")
+REPLICA_FIELDS = ("leo", "log_start_offset", "last_caught_up_ms", "last_fetch_leader_leo",
+                  "last_fetch_ms", "broker_epoch", "leo_update_ms", "read_to_log_end_ms")
+DERIVED = {"PartitionWatch": ("name", "leader", "book"), "PartitionLeader": ("config", "followers")}
+SET_FIELDS = frozenset({"ever_in_isr", "fenced", "shutting_down"})   # stored as sorted tuples
+# Defaults for fields a blob of this format may lack (added after the format was written).
+DEFAULTS: dict[str, object] = {}
+
+_WHAT_TO_DO = ("To start over, point spark.checkpoint_dir (default <output_dir>/_checkpoint) at a "
+               "new folder and replay the input from where monitoring should begin")
+
+
+class StateFormatError(ValueError):
+    """A checkpoint this code cannot use; the message says why and what to do."""
+
+
+def encode(bucket: Bucket) -> bytes:
+    """The bucket as a versioned blob."""
+    doc = {
+        "format": FORMAT_VERSION,
+        "buckets": bucket.buckets,
+        "bucket": bucket.bucket_id,
+        "global_ms": bucket.global_ms,
+        "fields": {"watch": WATCH_FIELDS, "leader": LEADER_FIELDS, "replica": REPLICA_FIELDS},
+        "clusters": [(name, v.clock_ms, v.brokers, v.book.to_rows())
+                     for name, v in bucket.clusters.items()],
+        "partitions": [_watch_row(w) for w in bucket.partitions.values()],
+    }
+    body = pickle.dumps(doc, protocol=5)
+    return MAGIC + FORMAT_VERSION.to_bytes(2, "big") + zlib.compress(body, COMPRESSION_LEVEL)
+
+
+def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> Bucket:
+    """The bucket a blob describes, for a run with `buckets` buckets and the settings `cfg`.
+    Raises StateFormatError, with what to do, for a blob this run must not use."""
+    if blob[:len(MAGIC)] != MAGIC:
+        return _migrate_format0(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg)
+    version = int.from_bytes(blob[len(MAGIC):len(MAGIC) + 2], "big")
+    if version != FORMAT_VERSION:
+        raise StateFormatError(
+            f"the checkpoint's state is in format {version}, and this replmon reads formats 0 "
+            f"and {FORMAT_VERSION}: it was written by another (newer?) replmon version. Run the "
+            f"version that wrote it, or start over. {_WHAT_TO_DO}.")
+    try:
+        doc = _BuiltinsOnly(io.BytesIO(zlib.decompress(blob[len(MAGIC) + 2:]))).load()
+    except Exception as exc:
+        raise StateFormatError(f"the checkpoint's state (bucket {bucket_id}) is damaged: {exc}. "
+                               f"{_WHAT_TO_DO}.") from None
+    _check_buckets(doc["buckets"], buckets)
+    bucket = Bucket(bucket_id, buckets)
+    bucket.global_ms = doc["global_ms"]
+    for name, clock_ms, brokers, book in doc["clusters"]:
+        bucket.clusters[name] = ClusterView(clock_ms=clock_ms, brokers=brokers,
+                                            book=AlertBook.from_rows(book))
+    fields = doc["fields"]
+    read_watch = _reader(fields["watch"], WATCH_FIELDS)
+    read_leader = _reader(fields["leader"], LEADER_FIELDS)
+    read_replica = _reader(fields["replica"], REPLICA_FIELDS)
+    configs: dict = {}
+    for watch_values, leader_values, followers, book in doc["partitions"]:
+        watch = _new(PartitionWatch, read_watch(watch_values))
+        watch.name = f"{watch.topic}-{watch.partition}"
+        watch.book = AlertBook.from_rows(book)
+        overrides = (watch.lag_override, watch.min_isr_override)
+        config = configs.get(overrides)
+        if config is None:
+            config = configs[overrides] = cfg.partition_config(*overrides)
+        leader = _new(PartitionLeader, read_leader(leader_values))
+        leader.config = config
+        leader.followers = {r: _new(ReplicaState, read_replica(values)) for r, values in followers}
+        watch.leader = leader
+        bucket.partitions[(watch.cluster, watch.topic, watch.partition)] = watch
+    return bucket
+
+
+def _watch_row(w: PartitionWatch) -> tuple:
+    p = w.leader
+    return (tuple(_stored(name, getattr(w, name)) for name in WATCH_FIELDS),
+            tuple(_stored(name, getattr(p, name)) for name in LEADER_FIELDS),
+            tuple((r, tuple(getattr(st, name) for name in REPLICA_FIELDS))
+                  for r, st in p.followers.items()),
+            w.book.to_rows() if w.book.open else ())
+
+
+def _stored(name: str, value):
+    return tuple(sorted(value)) if name in SET_FIELDS else value
+
+
+def _reader(stored: tuple, wanted: tuple):
+    """A function from a stored row to (name, value) pairs of the fields this code wants."""
+    position = {name: i for i, name in enumerate(stored)}
+    missing = [n for n in wanted if n not in position and n not in DEFAULTS]
+    if missing:
+        raise StateFormatError(f"the checkpoint's state lacks the field(s) {missing}. "
+                               f"{_WHAT_TO_DO}.")
+    plan = [(n, position.get(n), n in SET_FIELDS, DEFAULTS.get(n)) for n in wanted]
+
+    def read(row: tuple) -> list:
+        return [(n, (set(row[i]) if is_set else row[i]) if i is not None else default)
+                for n, i, is_set, default in plan]
+    return read
+
+
+def _new(cls, pairs):
+    obj = object.__new__(cls)
+    for name, value in pairs:
+        setattr(obj, name, value)
+    return obj
+
+
+def _check_buckets(stored: int, buckets: int) -> None:
+    if stored != buckets:
+        raise StateFormatError(
+            f"the checkpoint was written with stream.buckets = {stored}, and this run has "
+            f"stream.buckets = {buckets}: partitions would hash to other buckets and lose their "
+            f"state. Set stream.buckets = {stored} again to continue from this checkpoint, or "
+            f"start over with the new count. {_WHAT_TO_DO}.")
+
+
+class _BuiltinsOnly(pickle.Unpickler):
+    """Loads builtin values only: a blob naming any class is not a format-1 blob."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"the state names a class ({module}.{name})")
+
+
+class _Format0(pickle.Unpickler):
+    """Format 0 named replmon's engine classes (and, before the replmon.* namespace, the bare
+    package names); nothing else may be loaded from a checkpoint."""
+
+    def find_class(self, module, name):
+        if module.startswith("state."):
+            module = "replmon." + module
+        if module.startswith("replmon.state.") or (module == "builtins" and name in ("set", "frozenset")):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"format 0 state may not name {module}.{name}")
+
+
+def _migrate_format0(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> Bucket:
+    """Format 0 (a pickled Bucket, before the state had a format): read it with today's classes
+    and re-read it through format 1, so that any field the old objects lack is caught here."""
+    if blob[:1] != b"\x80":
+        raise StateFormatError(f"the checkpoint's state (bucket {bucket_id}) is not a replmon "
+                               f"state (no format header). {_WHAT_TO_DO}.")
+    try:
+        old = _Format0(io.BytesIO(blob)).load()
+        if not isinstance(old, Bucket):
+            raise TypeError(f"it holds a {type(old).__name__}, not a Bucket")
+        _check_buckets(old.buckets, buckets)
+        return decode(encode(old), bucket_id=bucket_id, buckets=buckets, cfg=cfg)
+    except StateFormatError:
+        raise
+    except Exception as exc:
+        raise StateFormatError(
+            f"the checkpoint's state is in format 0 (pickled engine objects, replmon before "
+            f"state format 1) and can no longer be read ({type(exc).__name__}: {exc}). Run the "
+            f"replmon version that wrote it to finish that stream, or start over. "
+            f"{_WHAT_TO_DO}.") from None

@@ -1,0 +1,198 @@
+"""The state format (state/codec.py): explicit fields, a version, the bucket count.
+
+The round trip is checked by behaviour: a bucket that goes through encode/decode after every
+slice of event time must say exactly what a bucket that never left memory says, on every
+simulator scenario. Format 0 (the pickle written before the format existed) is the real blob
+in tests/state/data/, written by the code on main before this module.
+"""
+from __future__ import annotations
+
+import json
+import pickle
+import zlib
+from pathlib import Path
+
+import pytest
+
+from replmon.state import codec
+from replmon.state.bucket import Bucket
+from replmon.state.codec import StateFormatError, decode, encode
+from replmon.state.monitor import MonitorConfig, PartitionWatch
+from replmon.state.partition import PartitionLeader
+from replmon.state.replica import ReplicaState
+from replmon.streaming.simulator import scenarios
+from replmon.streaming.simulator.model import simulate
+from tests.state.test_monitor_vs_truth import TYPE_RANK, as_tuple
+
+DATA = Path(__file__).parent / "data"
+
+
+def state_of(bucket: Bucket) -> dict:
+    """What the format stores of a bucket, as plain values (equal values, equal state)."""
+    blob = encode(bucket)
+    return pickle.loads(zlib.decompress(blob[len(codec.MAGIC) + 2:]))
+
+
+def feed(events, cfg, *, roundtrip: bool, slice_ms: int = 1000, bucket=None):
+    """Events in slices of event time (as micro-batches); with `roundtrip`, the bucket is
+    encoded and decoded between slices, as the stateful step does between batches."""
+    bucket = bucket or Bucket(0, 1)
+    alerts, quarantine, partitions, replicas = [], [], [], []
+    order = sorted(events, key=lambda e: (e["ts"], TYPE_RANK[e["type"]]))
+    chunks: dict[int, list] = {}
+    for e in order:
+        chunks.setdefault(e["ts"] // slice_ms, []).append(as_tuple(e))
+    for _, chunk in sorted(chunks.items()):
+        bucket.process(chunk, cfg, alerts, quarantine)
+        bucket.advance(cfg, alerts)
+        bucket.statuses(cfg, partitions, replicas)
+        if roundtrip:
+            bucket = decode(encode(bucket), bucket_id=0, buckets=1, cfg=cfg)
+    return bucket, (alerts, quarantine, partitions, replicas)
+
+
+@pytest.mark.parametrize("name", sorted(scenarios.SCENARIOS))
+def test_a_bucket_decoded_between_every_batch_says_what_one_kept_in_memory_says(name):
+    spec = scenarios.get(name)
+    events, _ = simulate(spec, seed=1)
+    cfg = MonitorConfig(replica_lag_time_max_ms=spec.replica_lag_time_max_ms)
+    kept, expected = feed(events, cfg, roundtrip=False)
+    decoded, got = feed(events, cfg, roundtrip=True)
+    assert expected[2] and expected[3], "the scenario reports statuses"
+    assert got == expected
+    assert state_of(decoded) == state_of(kept)
+
+
+@pytest.mark.parametrize("cls, fields", [
+    (PartitionWatch, codec.WATCH_FIELDS),
+    (PartitionLeader, codec.LEADER_FIELDS),
+    (ReplicaState, codec.REPLICA_FIELDS),
+])
+def test_every_slot_is_stored_or_declared_derived(cls, fields):
+    # A slot added to an engine class without a place in the format would be lost at every
+    # batch: this fails first. Add it to the field list (and DEFAULTS for older blobs).
+    derived = set(codec.DERIVED.get(cls.__name__, ()))
+    assert set(cls.__slots__) == set(fields) | derived
+
+
+def _bucket_with_alerts(buckets: int = 1) -> tuple[Bucket, MonitorConfig]:
+    spec = scenarios.get("paused_and_slow")
+    events, _ = simulate(spec, seed=0)
+    cfg = MonitorConfig(replica_lag_time_max_ms=spec.replica_lag_time_max_ms)
+    bucket, _ = feed(events[:2600], cfg, roundtrip=False, bucket=Bucket(0, buckets))
+    return bucket, cfg
+
+
+def test_open_alerts_and_cluster_views_survive_the_round_trip():
+    bucket, cfg = _bucket_with_alerts()
+    assert any(w.book.open for w in bucket.partitions.values())
+    back = decode(encode(bucket), bucket_id=0, buckets=1, cfg=cfg)
+    assert {k: w.book.open for k, w in back.partitions.items()} == \
+        {k: w.book.open for k, w in bucket.partitions.items()}
+    assert {c: (v.clock_ms, v.brokers) for c, v in back.clusters.items()} == \
+        {c: (v.clock_ms, v.brokers) for c, v in bucket.clusters.items()}
+
+
+def test_the_partition_config_is_rebuilt_from_the_settings_and_the_partitions_overrides():
+    # metadata overrides (min_insync_replicas 2, replica_lag_time_max_ms 10000) are kept; the
+    # rest follows the run's settings, so a changed default applies to restored partitions.
+    bucket, cfg = _bucket_with_alerts()
+    other = MonitorConfig(replica_lag_time_max_ms=99_000, rule_set="v0_8")
+    back = decode(encode(bucket), bucket_id=0, buckets=1, cfg=other)
+    config = next(iter(back.partitions.values())).leader.config
+    assert (config.replica_lag_time_max_ms, config.min_insync_replicas, config.rule_set) == \
+        (10000, 2, "v0_8")
+
+
+def test_state_per_replica_is_at_most_200_bytes():
+    bucket, _ = _bucket_with_alerts()
+    replicas = sum(len(w.leader.replicas) for w in bucket.partitions.values())
+    assert len(encode(bucket)) / replicas <= 200
+
+
+def test_a_checkpoint_written_with_another_bucket_count_is_refused_with_what_to_do():
+    bucket, cfg = _bucket_with_alerts(buckets=4)
+    with pytest.raises(StateFormatError) as err:
+        decode(encode(bucket), bucket_id=0, buckets=8, cfg=cfg)
+    text = str(err.value)
+    assert "stream.buckets = 4" in text and "stream.buckets = 8" in text
+    assert "Set stream.buckets = 4 again" in text and "spark.checkpoint_dir" in text
+
+
+def test_an_unknown_format_version_is_refused_with_what_to_do():
+    blob = encode(Bucket(0, 1))
+    newer = codec.MAGIC + (codec.FORMAT_VERSION + 1).to_bytes(2, "big") + blob[len(codec.MAGIC) + 2:]
+    with pytest.raises(StateFormatError, match=r"format 2, and this replmon reads formats 0 and 1.*"
+                                               r"spark\.checkpoint_dir"):
+        decode(newer, bucket_id=0, buckets=1, cfg=MonitorConfig())
+
+
+@pytest.mark.parametrize("blob, why", [
+    (codec.MAGIC + b"\x00\x01" + b"not zlib", "damaged"),
+    (codec.MAGIC + b"\x00\x01" + zlib.compress(pickle.dumps(ReplicaState())), "damaged"),  # a class
+    (b"{\"json\": true}", "not a replmon state"),
+])
+def test_a_blob_that_is_not_a_state_is_refused(blob, why):
+    with pytest.raises(StateFormatError, match=why):
+        decode(blob, bucket_id=0, buckets=1, cfg=MonitorConfig())
+
+
+def test_a_stored_field_this_code_does_not_know_is_ignored(monkeypatch):
+    bucket, cfg = _bucket_with_alerts()
+    monkeypatch.setattr(codec, "WATCH_FIELDS", codec.WATCH_FIELDS + ("added_later",))
+    monkeypatch.setattr(PartitionWatch, "added_later", 7, raising=False)
+    newer = encode(bucket)
+    monkeypatch.undo()
+    assert state_of(decode(newer, bucket_id=0, buckets=1, cfg=cfg)) == state_of(bucket)
+
+
+def test_a_field_an_older_blob_lacks_takes_its_default_or_is_refused(monkeypatch):
+    bucket, cfg = _bucket_with_alerts()
+    monkeypatch.setattr(codec, "WATCH_FIELDS", tuple(f for f in codec.WATCH_FIELDS if f != "leo_seen"))
+    older = encode(bucket)
+    monkeypatch.undo()
+    with pytest.raises(StateFormatError, match=r"lacks the field\(s\) \['leo_seen'\]"):
+        decode(older, bucket_id=0, buckets=1, cfg=cfg)
+    monkeypatch.setattr(codec, "DEFAULTS", {"leo_seen": -5})
+    back = decode(older, bucket_id=0, buckets=1, cfg=cfg)
+    assert {w.leo_seen for w in back.partitions.values()} == {-5}
+
+
+# ---- format 0: the pickle written before the state had a format ------------------------------
+
+def test_a_format0_blob_is_migrated_and_continues_like_an_unbroken_run_or_refused_with_what_to_do():
+    """bucket_format0.pickle: the first 2,600 events of paused_and_slow (seed 0) processed by
+    the code before issue 13 (tests/state/data/README.md). Migrated, it must go on over the rest
+    exactly as one bucket that saw all the events. If the engine's classes have since changed
+    so that the old objects no longer load, the blob must be refused with what to do."""
+    spec = scenarios.get("paused_and_slow")
+    events, _ = simulate(spec, seed=0)
+    cfg = MonitorConfig(replica_lag_time_max_ms=10000, min_insync_replicas=2)
+    blob = (DATA / "bucket_format0.pickle").read_bytes()
+    try:
+        migrated = decode(blob, bucket_id=0, buckets=1, cfg=cfg)
+    except StateFormatError as exc:
+        assert "format 0" in str(exc) and "spark.checkpoint_dir" in str(exc)
+        return
+    # the format-0 writer fed the first 2,600 events as one batch, then advanced
+    unbroken = Bucket(0, 1)
+    alerts_before: list = []
+    unbroken.process([as_tuple(e) for e in sorted(events[:2600], key=lambda e: (e["ts"], TYPE_RANK[e["type"]]))],
+                     cfg, alerts_before, [])
+    unbroken.advance(cfg, alerts_before)
+    assert state_of(migrated) == state_of(unbroken)
+    _, after_migrated = feed(events[2600:], cfg, roundtrip=True, bucket=migrated)
+    _, after_unbroken = feed(events[2600:], cfg, roundtrip=False, bucket=unbroken)
+    assert after_migrated[0] and after_migrated == after_unbroken
+
+
+def test_a_format0_blob_written_with_another_bucket_count_is_refused():
+    blob = (DATA / "bucket_format0.pickle").read_bytes()
+    with pytest.raises(StateFormatError, match="stream.buckets = 1, and this run has stream.buckets = 64"):
+        decode(blob, bucket_id=0, buckets=64, cfg=MonitorConfig())
+
+
+def test_a_format0_blob_may_name_only_engine_classes():
+    evil = pickle.dumps(json.JSONEncoder())
+    with pytest.raises(StateFormatError, match="format 0"):
+        decode(evil, bucket_id=0, buckets=1, cfg=MonitorConfig())
