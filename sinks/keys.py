@@ -135,3 +135,12 @@ class Keys:
     def quarantine_seen(self, record_id: str) -> str:
         """String with a TTL: this quarantined record has been written."""
         return self._key("quarantine-seen", record_id)
+
+    # --- Grafana annotations (written by the annotation consumer, not by the sink) ---------
+    def grafana_annotation(self, alert_id: str) -> str:
+        """String with a TTL: JSON of the Grafana annotation of one alert episode."""
+        return self._key("grafana", "annotation", alert_id)
+
+    def grafana_annotation_lock(self, alert_id: str) -> str:
+        """String with a short TTL: one consumer is writing this episode's annotation."""
+        return self._key("grafana", "annotation-lock", alert_id)

@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     common = _common()
     _run_parser(sub, common)
     sub.add_parser("simulate", help="simulate a Kafka cluster's fetch metrics", add_help=False)
+    sub.add_parser("grafana-annotations", help="alerts from Redis as Grafana annotations", add_help=False)
     conf = sub.add_parser("conformance", parents=[common],
                           help="check the rules engine against scenario files")
     conf.add_argument("paths", nargs="+")
@@ -64,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         rest = [a for a in argv[1:] if a != "--verbose"]
         setup_logging(verbose=len(rest) < len(argv) - 1)
         return simulate_main(rest)
+    if argv and argv[0] == "grafana-annotations":
+        from replmon.sinks.grafana_annotation_consumer import main as annotations_main
+        rest = [a for a in argv[1:] if a != "--verbose"]
+        setup_logging(verbose=len(rest) < len(argv) - 1)
+        return annotations_main(rest)
     args = parser.parse_args(argv)
     setup_logging(verbose=args.verbose)
     if args.command == "conformance":

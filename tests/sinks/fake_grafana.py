@@ -1,17 +1,24 @@
 """A contract fake of the Grafana HTTP API endpoints the publisher uses.
 
 Grafana cannot run here, so this server checks requests against the documented contract
-(docs/sources/developers/http_api/{folder,data_source,dashboard}.md in grafana/grafana) and
-answers with the documented bodies and status codes; it records every call for the tests.
+(docs/sources/developers/http_api/{folder,data_source,dashboard,annotations}.md in
+grafana/grafana) and answers with the documented bodies and status codes; it records every call
+for the tests. `unavailable` makes it answer 503 to everything (a Grafana whose database is
+down); `outage()` closes its port and opens it again after (a Grafana that is not running).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+ANNOTATION_CREATE_KEYS = {"dashboardUID", "dashboardId", "panelId", "time", "timeEnd", "tags", "text"}
+ANNOTATION_PATCH_KEYS = {"time", "timeEnd", "tags", "text"}
 
 
 class ContractViolation(AssertionError):
@@ -27,21 +34,42 @@ class FakeGrafana:
         self.folders: dict[str, dict] = {}
         self.datasources: dict[str, dict] = {}
         self.dashboards: dict[str, dict] = {}  # uid -> {"dashboard", "folderUid", "version"}
+        self.annotations: dict[int, dict] = {}  # id -> the stored annotation
+        self.unavailable = False  # answer 503 to every request
+        self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._port = self._server.server_address[1]
+        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://127.0.0.1:{self._port}"
 
     def __enter__(self) -> "FakeGrafana":
-        self._thread.start()
+        self._start()
         return self
 
     def __exit__(self, *exc) -> None:
+        self._stop()
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    def _stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self._thread.join()
+        self._thread.join(timeout=10)
+
+    @contextlib.contextmanager
+    def outage(self):
+        """Grafana is not running: its port refuses connections until the block ends."""
+        self._stop()
+        try:
+            yield
+        finally:
+            self._server = ThreadingHTTPServer(("127.0.0.1", self._port), _handler(self))
+            self._start()
 
     def routes(self) -> list[str]:
         return [f"{method} {path}" for method, path, _ in self.calls]
@@ -133,6 +161,58 @@ class FakeGrafana:
         return 200, {"id": len(self.dashboards), "uid": uid, "url": f"/d/{uid}/{slug}",
                      "status": "success", "version": version, "slug": slug}
 
+    # --- annotations ------------------------------------------------------------------------
+    def create_annotation(self, body: dict):
+        self.expect(isinstance(body, dict) and set(body) <= ANNOTATION_CREATE_KEYS,
+                    f"annotation body keys {sorted(body)}")
+        if not body.get("text"):  # pkg/api/annotations.go: "text field should not be empty"
+            return 400, {"message": "Failed to save annotation"}
+        self.expect(isinstance(body.get("time"), int) and body["time"] > 0, "time is epoch ms")
+        self.expect(isinstance(body.get("timeEnd", body["time"]), int), "timeEnd is epoch ms")
+        self.expect(body.get("timeEnd", body["time"]) >= body["time"], "timeEnd before time")
+        tags = body.get("tags") or []
+        self.expect(isinstance(tags, list) and all(isinstance(t, str) and t for t in tags), "tags are strings")
+        uid = body.get("dashboardUID")
+        if uid is not None and uid not in self.dashboards:
+            return 404, {"message": "Dashboard not found"}
+        with self._lock:
+            annotation_id = len(self.annotations) + 1
+            self.annotations[annotation_id] = {
+                "id": annotation_id, "alertId": 0, "dashboardUID": uid or "", "panelId": body.get("panelId") or 0,
+                "time": body["time"], "timeEnd": body.get("timeEnd", body["time"]), "tags": tags,
+                "text": body["text"], "type": "annotation"}
+        return 200, {"message": "Annotation added", "id": annotation_id}
+
+    def patch_annotation(self, annotation_id: int, body: dict):
+        self.expect(isinstance(body, dict) and set(body) <= ANNOTATION_PATCH_KEYS,
+                    f"annotation patch keys {sorted(body)}")
+        stored = self.annotations.get(annotation_id)
+        if stored is None:
+            return 404, {"message": "Could not find annotation to update"}
+        updated = {**stored, **{k: v for k, v in body.items() if v is not None}}
+        self.expect(updated["timeEnd"] >= updated["time"], "timeEnd before time")
+        self.annotations[annotation_id] = updated
+        return 200, {"message": "Annotation patched"}
+
+    def find_annotations(self, query: dict[str, list[str]]):
+        self.expect(set(query) <= {"from", "to", "limit", "alertId", "dashboardId", "dashboardUID",
+                                   "panelId", "userId", "type", "tags", "matchAny"},
+                    f"annotation query parameters {sorted(query)}")
+        tags = query.get("tags", [])
+        match_any = query.get("matchAny", ["false"])[0] == "true"
+        limit = int(query.get("limit", ["100"])[0])
+        found = [a for a in self.annotations.values()
+                 if not tags or (any if match_any else all)(t in a["tags"] for t in tags)]
+        if "from" in query:
+            found = [a for a in found if a["timeEnd"] >= int(query["from"][0])]
+        if "to" in query:
+            found = [a for a in found if a["time"] <= int(query["to"][0])]
+        found.sort(key=lambda a: a["time"], reverse=True)  # newest first, as Grafana does
+        return 200, found[:limit]
+
+    def annotation_calls(self) -> list[str]:
+        return [f"{m} {p.split('?')[0]}" for m, p, _ in self.calls if p.startswith("/api/annotations")]
+
     def expect(self, condition, message: str) -> None:
         if not condition:
             self.violations.append(message)
@@ -147,6 +227,9 @@ def _handler(grafana: FakeGrafana):
         ("POST", re.compile(r"^/api/datasources$"), lambda m, b: grafana.create_datasource(b)),
         ("PUT", re.compile(r"^/api/datasources/uid/([^/]+)$"), lambda m, b: grafana.update_datasource(m[1], b)),
         ("POST", re.compile(r"^/api/dashboards/db$"), lambda m, b: grafana.save_dashboard(b)),
+        ("POST", re.compile(r"^/api/annotations$"), lambda m, b: grafana.create_annotation(b)),
+        ("PATCH", re.compile(r"^/api/annotations/(\d+)$"), lambda m, b: grafana.patch_annotation(int(m[1]), b)),
+        ("GET", re.compile(r"^/api/annotations$"), lambda m, b: grafana.find_annotations(m.query)),
     ]
 
     class Handler(BaseHTTPRequestHandler):
@@ -158,23 +241,26 @@ def _handler(grafana: FakeGrafana):
             raw = self.rfile.read(length) if length else b""
             body = None
             try:
-                if method in ("POST", "PUT"):
+                if method in ("POST", "PUT", "PATCH"):
                     grafana.expect(self.headers.get("Content-Type", "").startswith("application/json"),
                                    f"{method} {self.path} without a JSON content type")
                     body = json.loads(raw)
                 grafana.calls.append((method, self.path, body))
+                if grafana.unavailable:
+                    return self._answer(503, {"message": "Service unavailable"})
                 if not grafana.authorized(self.headers.get("Authorization")):
                     return self._answer(401, {"message": "Unauthorized"})
                 if grafana.read_only and method != "GET":
                     return self._answer(403, {"message": "You'll need additional permissions to perform this action."})
+                path, query = urlsplit(self.path).path, parse_qs(urlsplit(self.path).query)
                 for verb, pattern, action in routes:
-                    if verb == method and (match := pattern.match(self.path)):
-                        return self._answer(*action(match, body))
+                    if verb == method and (match := pattern.match(path)):
+                        return self._answer(*action(_Match(match, query), body))
                 return self._answer(404, {"message": "Not found"})
             except (ContractViolation, ValueError) as exc:
                 return self._answer(400, {"message": f"bad request: {exc}"})
 
-        def _answer(self, status: int, body: dict) -> None:
+        def _answer(self, status: int, body) -> None:
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=UTF-8")
@@ -191,4 +277,17 @@ def _handler(grafana: FakeGrafana):
         def do_PUT(self):
             self._serve("PUT")
 
+        def do_PATCH(self):
+            self._serve("PATCH")
+
     return Handler
+
+
+class _Match:
+    """A route's regex match plus the request's query parameters."""
+
+    def __init__(self, match: re.Match, query: dict[str, list[str]]) -> None:
+        self._match, self.query = match, query
+
+    def __getitem__(self, group: int) -> str:
+        return self._match[group]

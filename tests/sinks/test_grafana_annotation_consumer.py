@@ -1,0 +1,237 @@
+"""The annotation consumer on a real redis-server and the contract fake of Grafana's HTTP API.
+
+Alerts are written by the real RedisSink, so the consumer reads the stream exactly as the
+streaming query leaves it. Sleeps are recorded, not slept, except where Redis's own idle time
+must pass (XAUTOCLAIM), and those waits are bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from pydantic import SecretStr, ValidationError
+
+from replmon.sinks.grafana import GrafanaAuthError, GrafanaSettings, connect
+from replmon.sinks.grafana_annotation_api import AnnotationApi
+from replmon.sinks.grafana_annotation_consumer import (
+    AnnotationConsumer, AnnotationConsumerSettings, main,
+)
+from replmon.sinks.keys import Keys
+from replmon.sinks.redis_sink import RedisSink
+from tests.sinks import records as r
+from tests.sinks.fake_grafana import FakeGrafana
+
+KEYS = Keys()
+
+
+class Sleeps(list):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def consumer(redis_client, grafana: FakeGrafana, name: str = "m1", token: str = "glsa_test",
+             sleeps: Sleeps | None = None, **overrides) -> AnnotationConsumer:
+    settings = AnnotationConsumerSettings(**{"consumer": name, "block_ms": 50, "retries": 2,
+                                             "backoff_initial_s": 0.01, "backoff_max_s": 0.05, **overrides})
+    g = GrafanaSettings(url=grafana.url, token=SecretStr(token), timeout_s=2)
+    return AnnotationConsumer(redis_client, AnnotationApi(connect(g), g.url), settings,
+                              sleep=sleeps if sleeps is not None else Sleeps())
+
+
+def write_alerts(redis_client, *alerts: dict, batch_id: int = 1) -> None:
+    RedisSink(redis_client).write_batch(batch_id, list(alerts), [], [], [])
+
+
+def drain(c: AnnotationConsumer, polls: int = 10):
+    """Poll until nothing is left to read (bounded), returning the reports."""
+    reports = []
+    for _ in range(polls):
+        reports.append(c.poll_once(block=False))
+        if reports[-1].read == 0:
+            return reports
+    raise AssertionError(f"still reading after {polls} polls: {reports}")
+
+
+def total(reports, field: str) -> int:
+    return sum(getattr(x, field) for x in reports)
+
+
+def the_one_annotation(grafana: FakeGrafana, alert_id: str = "a1") -> dict:
+    found = [a for a in grafana.annotations.values() if f"alert_id:{alert_id}" in a["tags"]]
+    assert len(found) == 1, f"alert {alert_id} has {len(found)} annotations: {found}"
+    return found[0]
+
+
+FIRING = r.alert(ts=10_000, started_ms=10_000)
+RESOLVED = r.alert(status="resolved", ts=45_000, started_ms=10_000, reason="replica 3 caught up again")
+
+
+def test_firing_then_resolve_is_one_region_annotation_once_across_a_restart_and_an_outage(redis_client):
+    """The issue's 'done when': one annotation, once, after a consumer restart and a Grafana outage."""
+    with FakeGrafana() as grafana:
+        write_alerts(redis_client, FIRING)
+        first = consumer(redis_client, grafana)
+        assert total(drain(first), "created") == 1
+        del first  # the process stops; a new one with the same member name starts
+
+        write_alerts(redis_client, RESOLVED, batch_id=2)
+        write_alerts(redis_client, FIRING, RESOLVED, batch_id=1)  # a replayed batch: the sink skips it
+        with grafana.outage():
+            sleeps = Sleeps()
+            restarted = consumer(redis_client, grafana, sleeps=sleeps)
+            report = restarted.poll_once(block=False)
+            assert report.outage and report.read == 1 and report.closed == 0
+            assert len(sleeps) == 2  # bounded retries: 3 attempts, 2 backoffs
+            pending = redis_client.xpending(KEYS.alerts_stream(), "grafana-annotations")
+            assert pending["pending"] == 1  # the resolve waits in Redis, not in memory
+        reports = drain(restarted)
+        assert total(reports, "closed") == 1
+
+        again = consumer(redis_client, grafana)  # another restart, nothing left to do
+        assert total(drain(again), "read") == 0
+
+    annotation = the_one_annotation(grafana)
+    assert (annotation["time"], annotation["timeEnd"]) == (10_000, 45_000)
+    assert annotation["text"].endswith("resolved: replica 3 caught up again")
+    assert set(annotation["tags"]) >= {"replmon", "alert:ReplicaOutOfSync", "cluster:c1", "topic:orders",
+                                       "partition:0", "replica:3", "severity:warning", "alert_id:a1"}
+    assert grafana.annotation_calls().count("POST /api/annotations") == 1
+    assert grafana.violations == []
+
+
+def test_replaying_the_whole_stream_with_the_mapping_lost_finds_the_annotation_by_tag(redis_client):
+    with FakeGrafana() as grafana:
+        write_alerts(redis_client, FIRING, RESOLVED)
+        drain(consumer(redis_client, grafana))
+        for key in redis_client.scan_iter(match="replmon:grafana:annotation:*"):
+            redis_client.delete(key)  # e.g. the mapping expired, or a crash between create and save
+        replay = consumer(redis_client, grafana, group="a-new-group")  # reads the stream from 0
+        reports = drain(replay)
+    assert (total(reports, "created"), total(reports, "unchanged")) == (0, 2)
+    annotation = the_one_annotation(grafana)
+    assert (annotation["time"], annotation["timeEnd"]) == (10_000, 45_000)
+
+
+def test_a_resolve_that_arrives_first_creates_the_region_and_the_late_firing_changes_nothing(redis_client):
+    with FakeGrafana() as grafana:
+        RedisSink(redis_client).write_batch(1, [RESOLVED], [], [], [])
+        redis_client.xadd(KEYS.alerts_stream(), {k: str(v) for k, v in FIRING.items()})  # late, out of order
+        reports = drain(consumer(redis_client, grafana))
+    assert (total(reports, "created"), total(reports, "unchanged")) == (1, 1)
+    annotation = the_one_annotation(grafana)
+    assert (annotation["time"], annotation["timeEnd"]) == (10_000, 45_000)
+
+
+def test_a_crashed_member_s_entries_are_taken_over_after_claim_idle_ms(redis_client):
+    with FakeGrafana() as grafana:
+        write_alerts(redis_client, FIRING)
+        crashed = consumer(redis_client, grafana, name="crashed")
+        crashed._ensure_group()
+        assert len(crashed._read_new(block=False)) == 1  # delivered, then the process dies
+        survivor = consumer(redis_client, grafana, name="survivor", claim_idle_ms=100)
+        assert survivor.poll_once(block=False).read == 0  # not idle long enough yet
+        deadline = time.monotonic() + 5
+        while (report := survivor.poll_once(block=False)).read == 0:
+            assert time.monotonic() < deadline, "never reclaimed"
+            time.sleep(0.05)
+    assert report.created == 1
+    the_one_annotation(grafana)
+    assert redis_client.xpending(KEYS.alerts_stream(), "grafana-annotations")["pending"] == 0
+
+
+def test_several_members_share_the_work_and_each_episode_is_annotated_once(redis_client):
+    alerts = [a for i in range(8) for a in (
+        r.alert(alert_id=f"x{i}", ts=1_000 + i, started_ms=1_000 + i),
+        r.alert(alert_id=f"x{i}", status="resolved", ts=9_000 + i, started_ms=1_000 + i))]
+    with FakeGrafana() as grafana:
+        write_alerts(redis_client, *alerts)
+        members = [consumer(redis_client, grafana, name=f"m{i}", count=3) for i in range(3)]
+        reads = [0, 0, 0]
+        for _ in range(10):
+            for i, m in enumerate(members):
+                reads[i] += m.poll_once(block=False).read
+    assert sum(reads) == 16 and all(reads), reads
+    assert len(grafana.annotations) == 8
+    for i in range(8):
+        annotation = the_one_annotation(grafana, f"x{i}")
+        assert (annotation["time"], annotation["timeEnd"]) == (1_000 + i, 9_000 + i)
+
+
+def test_a_503_is_an_outage_and_nothing_is_acknowledged(redis_client):
+    with FakeGrafana() as grafana:
+        write_alerts(redis_client, FIRING)
+        grafana.unavailable = True
+        c = consumer(redis_client, grafana)
+        report = c.poll_once(block=False)
+        assert report.outage and report.created == 0
+        assert grafana.annotation_calls() == ["GET /api/annotations"] * 3
+        grafana.unavailable = False
+        assert total(drain(c), "created") == 1
+
+
+def test_a_record_grafana_can_never_take_is_quarantined_and_the_stream_goes_on(redis_client):
+    with FakeGrafana() as grafana:
+        redis_client.xadd(KEYS.alerts_stream(), {"alert_id": "bad", "name": "X", "status": "firing", "ts": "?"})
+        write_alerts(redis_client, FIRING)
+        reports = drain(consumer(redis_client, grafana, dashboard_uid="no-such-board"))
+    assert total(reports, "quarantined") == 2  # the unreadable ts, and the 404 for the dashboard
+    reasons = [f[b"reason"].decode() for _, f in redis_client.xrange(KEYS.quarantine_stream())]
+    assert "no integer ts" in reasons[0] and "404" in reasons[1]
+    assert all(f[b"stage"] == b"grafana-annotations" for _, f in redis_client.xrange(KEYS.quarantine_stream()))
+    assert redis_client.get(KEYS.quarantine_count()) == b"2"
+    assert redis_client.xpending(KEYS.alerts_stream(), "grafana-annotations")["pending"] == 0
+
+
+def test_a_wrong_token_stops_the_consumer_with_a_clear_error_and_acknowledges_nothing(redis_client):
+    with FakeGrafana(token="the-right-one") as grafana:
+        write_alerts(redis_client, FIRING)
+        c = consumer(redis_client, grafana, token="glsa_old_value")
+        with pytest.raises(GrafanaAuthError, match="401 Unauthorized") as failure:
+            c.poll_once(block=False)
+    assert "glsa_old_value" not in str(failure.value)
+    assert redis_client.xpending(KEYS.alerts_stream(), "grafana-annotations")["pending"] == 1
+
+
+def test_a_read_only_token_is_a_403_naming_the_permission(redis_client):
+    with FakeGrafana(read_only=True) as grafana:
+        write_alerts(redis_client, FIRING)
+        with pytest.raises(GrafanaAuthError, match="annotations:write"):
+            consumer(redis_client, grafana).poll_once(block=False)
+
+
+def test_the_mapping_in_redis_saves_the_lookup_and_expires(redis_client):
+    with FakeGrafana() as grafana:
+        write_alerts(redis_client, FIRING, RESOLVED)
+        drain(consumer(redis_client, grafana, mapping_ttl_s=3600))
+    key = KEYS.grafana_annotation("a1")
+    stored = json.loads(redis_client.get(key))
+    assert stored["id"] == the_one_annotation(grafana)["id"] and stored["time_end"] == 45_000
+    assert 0 < redis_client.ttl(key) <= 3600
+    # the resolve used the mapping: one search (for the firing), one create, one patch
+    assert grafana.annotation_calls() == ["GET /api/annotations", "POST /api/annotations",
+                                          "PATCH /api/annotations/1"]
+
+
+def test_settings_are_strict():
+    with pytest.raises(ValidationError, match="start_id"):
+        AnnotationConsumerSettings(start_id="latest")
+    with pytest.raises(ValidationError, match="extra"):
+        AnnotationConsumerSettings(batch=10)
+    with pytest.raises(ValidationError, match="key prefix"):
+        AnnotationConsumerSettings(key_prefix="a:b")
+    assert "s3cret" not in repr(AnnotationConsumerSettings(redis_password=SecretStr("s3cret")))
+
+
+def test_the_command_runs_once_and_exits_2_on_a_bad_setting(redis_server, redis_client, monkeypatch, capsys):
+    with FakeGrafana() as grafana:
+        write_alerts(redis_client, FIRING, RESOLVED)
+        monkeypatch.setenv("REPLMON_GRAFANA_URL", grafana.url)
+        monkeypatch.setenv("REPLMON_GRAFANA_TOKEN", "glsa_test")
+        monkeypatch.setenv("REPLMON_ANNOTATIONS_REDIS_URL", redis_server.url)
+        assert main(["--once"]) == 0
+        monkeypatch.setenv("REPLMON_ANNOTATIONS_BLOCK_MS", "-1")
+        assert main(["--once"]) == 2
+    assert "block_ms" in capsys.readouterr().err
+    assert the_one_annotation(grafana)["timeEnd"] == 45_000
