@@ -2,7 +2,7 @@
 
     python -m replmon.dashboards.build [--out DIR] [--prefix PREFIX] [--print]
 
-writes DIR/replmon-overview.json and DIR/replmon-replica.json (DIR defaults to
+writes DIR/replmon-overview.json, DIR/replmon-replica.json and DIR/replmon-broker.json (DIR defaults to
 dashboards/json, which is committed and provisioned by deploy/grafana). The output depends on
 nothing but the arguments, so building twice gives identical files.
 """
@@ -38,13 +38,13 @@ def layout(rows: list[list[tuple[dict, int, int]]]) -> list[dict]:
 
 
 def dashboard(uid: str, title: str, description: str, variables: list[dict], panels: list[dict],
-              links: list[dict]) -> dict:
+              links: list[dict], annotations: list[dict]) -> dict:
     return {
         "id": None, "uid": uid, "title": title, "description": description,
         "tags": ["replmon", "kafka", "replication"], "timezone": "browser", "editable": True,
         "graphTooltip": 1, "schemaVersion": SCHEMA_VERSION, "version": 1, "refresh": "30s",
         "time": {"from": "now-6h", "to": "now"}, "fiscalYearStartMonth": 0, "liveNow": False,
-        "annotations": {"list": []}, "templating": {"list": variables}, "links": links,
+        "annotations": {"list": annotations}, "templating": {"list": variables}, "links": links,
         "panels": panels,
     }
 
@@ -69,7 +69,8 @@ def overview(keys: Keys) -> dict:
             [(p.alert_transitions_table(keys), 24, 10)],
             [(p.quarantine_table(keys), 24, 8)],
         ]),
-        [_link("Partition and followers", "replmon-replica")],
+        [_link("Partition and followers", "replmon-replica"), _link("Broker", "replmon-broker")],
+        [p.annotation_query("replmon alerts", [f"cluster:{p.CLUSTER}"])],
     )
 
 
@@ -87,14 +88,38 @@ def replica(keys: Keys) -> dict:
             [(p.follower_lag_messages(keys), 24, 8)],
             [(p.follower_state_table(keys), 24, 5)],
         ]),
-        [_link("Cluster overview", "replmon-overview")],
+        [_link("Cluster overview", "replmon-overview"), _link("Broker", "replmon-broker")],
+        [p.annotation_query("replmon alerts on this partition",
+                            [f"cluster:{p.CLUSTER}", f"topic:{p.TOPIC}", f"partition:{p.PARTITION}"])],
+    )
+
+
+def broker(keys: Keys) -> dict:
+    return dashboard(
+        "replmon-broker", "replmon / broker",
+        "One broker as the follower side sees it: the followers it hosts, which are out of the ISR, "
+        "its alerts and stalled fetchers, and each follower's lag.",
+        [p.cluster_variable(keys), p.broker_variable(keys), p.hosted_variable(keys)],
+        layout([
+            [(p.broker_followers_count(keys), 6, 4), (p.broker_out_of_sync_count(keys), 6, 4),
+             (p.broker_out_of_sync_table(keys), 12, 4)],
+            [(p.broker_alerts_table(keys), 24, 8)],
+            [(p.stalled_fetchers_table(keys), 24, 6)],
+            [(p.hosted_follower_lag(keys), 24, 8)],
+        ]),
+        [_link("Cluster overview", "replmon-overview"), _link("Partition and followers", "replmon-replica")],
+        [p.annotation_query("replmon alerts on this broker (as follower)",
+                            [f"cluster:{p.CLUSTER}", f"replica:{p.BROKER}"]),
+         p.annotation_query("replmon alerts on this broker", [f"cluster:{p.CLUSTER}", f"broker:{p.BROKER}"],
+                            color="red")],
     )
 
 
 def build_all(prefix: str = DEFAULT_PREFIX) -> dict[str, dict]:
     """File name -> dashboard."""
     keys = Keys(prefix)
-    return {"replmon-overview.json": overview(keys), "replmon-replica.json": replica(keys)}
+    return {"replmon-overview.json": overview(keys), "replmon-replica.json": replica(keys),
+            "replmon-broker.json": broker(keys)}
 
 
 def render(board: dict) -> str:

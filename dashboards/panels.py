@@ -13,9 +13,16 @@ from replmon.sinks.keys import Keys
 
 DATASOURCE_UID = "replmon-redis"
 DATASOURCE = {"type": "redis-datasource", "uid": DATASOURCE_UID}
+GRAFANA = {"type": "grafana", "uid": "-- Grafana --"}  # Grafana's own annotations store
+REPLICA_DASHBOARD = "replmon-replica"
 
 # Grafana variable references, spliced into keys as key parts.
 CLUSTER, TOPIC, PARTITION, REPLICA = "$cluster", "$topic", "$partition", "$replica"
+BROKER, HOSTED = "$broker", "$hosted"  # HOSTED is a 'topic:partition' member, already escaped
+
+# Live panels: the plugin's streaming mode runs the query every STREAM_INTERVAL_MS on Grafana's
+# server and pushes the result to open panels over Grafana Live (docs/grafana.md).
+STREAM_INTERVAL_MS = 2_000
 
 
 # --- targets (the plugin's query model: pkg/types.go queryModel) --------------------------
@@ -25,9 +32,32 @@ def command(name: str, key: str, ref: str = "A", **fields) -> dict:
             "keyName": key, "query": "", **fields}
 
 
-def cli(query: str, ref: str = "A") -> dict:
+def cli(query: str, ref: str = "A", **fields) -> dict:
     """A command line, for commands the query editor lacks (HVALS); one row per reply item."""
-    return {"datasource": DATASOURCE, "refId": ref, "type": "cli", "query": query, "cli": False}
+    return {"datasource": DATASOURCE, "refId": ref, "type": "cli", "query": query, "cli": False, **fields}
+
+
+def live(target: dict, data_type: str = "DataFrame") -> dict:
+    """The target in the plugin's streaming mode: 'DataFrame' replaces the result each time
+    (tables, counts), 'TimeSeries' appends each value at the time it was read."""
+    return {**target, "streaming": True, "streamingInterval": STREAM_INTERVAL_MS,
+            "streamingCapacity": 1_000, "streamingDataType": data_type}
+
+
+# --- annotations (written by `replmon grafana-annotations`, sinks/grafana_annotation_consumer.py)
+def annotation_query(name: str, tags: list[str], color: str = "orange") -> dict:
+    """Grafana's own annotations whose tags include all of `tags` (variables are interpolated)."""
+    return {"name": name, "datasource": GRAFANA, "enable": True, "hide": False, "iconColor": color,
+            "target": {"type": "tags", "tags": ["replmon", *tags], "matchAny": False, "limit": 500}}
+
+
+def partition_link() -> list[dict]:
+    """A data link from an alert row to the partition view of its partition and follower."""
+    return [{"title": "Open partition ${__data.fields.topic}-${__data.fields.partition}",
+             "url": f"/d/{REPLICA_DASHBOARD}?var-cluster=${{__data.fields.cluster}}"
+                    "&var-topic=${__data.fields.topic}&var-partition=${__data.fields.partition}"
+                    "&var-replica=${__data.fields.replica}&${__url_time_range}",
+             "targetBlank": False}]
 
 
 # --- panel skeletons ----------------------------------------------------------------------
@@ -87,9 +117,8 @@ def _hide(*names: str) -> dict:
 # --- variables ----------------------------------------------------------------------------
 def variable(name: str, label: str, key: str, multi: bool = False, numeric: bool = False) -> dict:
     """A query variable fed by an index set (SMEMBERS)."""
-    query = f"smembers {key}"
     return {"name": name, "label": label, "type": "query", "datasource": DATASOURCE,
-            "query": query, "definition": query, "refresh": 1, "sort": 3 if numeric else 1,
+            "query": f"smembers {key}", "refresh": 1, "sort": 3 if numeric else 1,
             "multi": multi, "includeAll": multi, "hide": 0, "regex": "", "skipUrlSync": False,
             "current": {}, "options": []}
 
@@ -111,44 +140,75 @@ def replica_variable(keys: Keys) -> dict:
                     numeric=True)
 
 
+def broker_variable(keys: Keys) -> dict:
+    return variable("broker", "Broker", keys.brokers(CLUSTER), numeric=True)
+
+
+def hosted_variable(keys: Keys) -> dict:
+    return variable("hosted", "Follower of", keys.broker_followers(CLUSTER, BROKER), multi=True)
+
+
 # --- overview panels ----------------------------------------------------------------------
 def firing_alerts_count(keys: Keys) -> dict:
     return _count("Firing alerts", "Alerts of this cluster firing now.",
-                  command("hlen", keys.alerts_firing_in(CLUSTER)))
+                  live(command("hlen", keys.alerts_firing_in(CLUSTER))))
 
 
 def under_replicated_count(keys: Keys) -> dict:
     return _count("Under-replicated partitions", "Partitions whose ISR is smaller than the replica set.",
-                  command("scard", keys.under_replicated(CLUSTER)))
+                  live(command("scard", keys.under_replicated(CLUSTER))))
 
 
 def under_min_isr_count(keys: Keys) -> dict:
     return _count("Under min ISR", "Partitions whose ISR is below min.insync.replicas: acks=all "
-                  "producers get NotEnoughReplicas.", command("scard", keys.under_min_isr(CLUSTER)))
+                  "producers get NotEnoughReplicas.", live(command("scard", keys.under_min_isr(CLUSTER))))
 
 
 def out_of_sync_count(keys: Keys) -> dict:
     return _count("Out-of-sync followers", "Followers outside the ISR.",
-                  command("scard", keys.out_of_sync(CLUSTER)))
+                  live(command("scard", keys.out_of_sync(CLUSTER))))
 
 
 def quarantine_count(keys: Keys) -> dict:
     return _count("Quarantined records", "Input records set aside since the start (all clusters).",
-                  command("get", keys.quarantine_count()), red_from=1)
+                  live(command("get", keys.quarantine_count())), red_from=1)
+
+
+def _alert_rows(*filters: dict) -> list[dict]:
+    """Transformations: the firing hash's JSON values as columns, optionally filtered."""
+    extract = {"id": "extractFields", "options": {"source": "Value", "format": "json", "replace": True}}
+    order = {"id": "organize", "options": {
+        "excludeByName": {"alert_id": True, "ts": True},
+        "indexByName": {"severity": 0, "name": 1, "subject": 2, "started_ms": 3, "reason": 4},
+        "renameByName": {"started_ms": "started"}}}
+    return [extract, *filters, order]
+
+
+def _alert_columns() -> dict:
+    """Started as a date; the subject links to the partition view; the label columns stay in
+    the data (the link reads them) but are hidden."""
+    hidden = [{"matcher": {"id": "byName", "options": name}, "properties": [{"id": "custom.hidden", "value": True}]}
+              for name in ("cluster", "topic", "partition", "replica")]
+    return {"defaults": {}, "overrides": [
+        {"matcher": {"id": "byName", "options": "started"},
+         "properties": [{"id": "unit", "value": "dateTimeAsIso"}]},
+        {"matcher": {"id": "byName", "options": "subject"}, "properties": [{"id": "links", "value": partition_link()}]},
+        *hidden]}
+
+
+def _equal(field: str, value: str) -> dict:
+    return {"fieldName": field, "config": {"id": "equal", "options": {"value": value}}}
+
+
+def _keep_rows(match: str, *conditions: dict) -> dict:
+    """Keep the rows matching all/any of the conditions (variables are interpolated)."""
+    return {"id": "filterByValue", "options": {"type": "include", "match": match, "filters": list(conditions)}}
 
 
 def firing_alerts_table(keys: Keys) -> dict:
-    extract = {"id": "extractFields", "options": {"source": "Value", "format": "json", "replace": True}}
-    order = {"id": "organize", "options": {
-        "excludeByName": {"alert_id": True, "cluster": True, "topic": True, "partition": True,
-                          "replica": True, "ts": True},
-        "indexByName": {"severity": 0, "name": 1, "subject": 2, "started_ms": 3, "reason": 4},
-        "renameByName": {"started_ms": "started"}}}
-    return _table("Firing alerts", "One row per firing alert of this cluster.",
-                  [cli(f"hvals {keys.alerts_firing_in(CLUSTER)}")], [extract, order],
-                  fieldConfig={"defaults": {}, "overrides": [
-                      {"matcher": {"id": "byName", "options": "started"},
-                       "properties": [{"id": "unit", "value": "dateTimeAsIso"}]}]})
+    return _table("Firing alerts", "One row per firing alert of this cluster; the subject opens the "
+                  "partition view.", [live(cli(f"hvals {keys.alerts_firing_in(CLUSTER)}"))], _alert_rows(),
+                  fieldConfig=_alert_columns())
 
 
 def alert_transitions_table(keys: Keys) -> dict:
@@ -168,7 +228,7 @@ def cluster_counts(keys: Keys) -> dict:
 
 def under_replicated_table(keys: Keys) -> dict:
     return _table("Under-replicated partitions", "topic:partition",
-                  [command("smembers", keys.under_replicated(CLUSTER))], [])
+                  [live(command("smembers", keys.under_replicated(CLUSTER)))], [])
 
 
 def quarantine_table(keys: Keys) -> dict:
@@ -216,3 +276,45 @@ def follower_state_table(keys: Keys) -> dict:
     return _table("Follower $replica state", "The latest replica_status.",
                   [command("hgetall", keys.replica(CLUSTER, TOPIC, PARTITION, REPLICA))], [],
                   repeat="replica", repeatDirection="h", maxPerRow=4)
+
+
+# --- broker panels ------------------------------------------------------------------------
+def broker_followers_count(keys: Keys) -> dict:
+    return _count("Followers hosted", "Partitions with a follower on this broker.",
+                  live(command("scard", keys.broker_followers(CLUSTER, BROKER))), red_from=1_000_000_000)
+
+
+def broker_out_of_sync_count(keys: Keys) -> dict:
+    return _count("Out of the ISR", "Followers on this broker that are out of the ISR.",
+                  live(command("scard", keys.broker_out_of_sync(CLUSTER, BROKER))))
+
+
+def broker_out_of_sync_table(keys: Keys) -> dict:
+    return _table("Followers out of the ISR on broker $broker", "topic:partition",
+                  [live(command("smembers", keys.broker_out_of_sync(CLUSTER, BROKER)))], [])
+
+
+def broker_alerts_table(keys: Keys) -> dict:
+    """Firing alerts that name this broker: as the follower (replica) or as the broker."""
+    return _table("Firing alerts on broker $broker", "Alerts of this cluster naming broker $broker as "
+                  "the follower or the broker; the subject opens the partition view.",
+                  [live(cli(f"hvals {keys.alerts_firing_in(CLUSTER)}"))],
+                  _alert_rows(_keep_rows("any", _equal("replica", BROKER), _equal("broker", BROKER))),
+                  fieldConfig=_alert_columns())
+
+
+def stalled_fetchers_table(keys: Keys) -> dict:
+    """ReplicaFetcherStalled: one follower broker stopped fetching from one leader broker."""
+    return _table("Stalled fetchers of broker $broker", "Fetcher threads of this broker (as follower "
+                  "or leader) that stopped fetching all their partitions at once (ReplicaFetcherStalled).",
+                  [live(cli(f"hvals {keys.alerts_firing_in(CLUSTER)}"))],
+                  _alert_rows(_keep_rows("all", _equal("name", "ReplicaFetcherStalled")),
+                              _keep_rows("any", _equal("replica", BROKER), _equal("broker", BROKER),
+                                         _equal("leader", BROKER))),
+                  fieldConfig=_alert_columns())
+
+
+def hosted_follower_lag(keys: Keys) -> dict:
+    return _series("$hosted on broker $broker: time since caught up", "ts − lastCaughtUpTimeMs of the "
+                   "follower of $hosted on this broker.", keys.hosted_replica_series(CLUSTER, HOSTED, BROKER),
+                   {"lag_ms": "lag"}, "ms", repeat="hosted", repeatDirection="h", maxPerRow=3)

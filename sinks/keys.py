@@ -110,10 +110,28 @@ class Keys:
         """Set of 'topic:partition:replica' whose latest status is out of the ISR."""
         return self._key("out-of-sync", cluster)
 
+    # --- per broker (the follower side: the broker a replica_status's `replica` names) ------
+    def brokers(self, cluster: str) -> str:
+        """Set of broker ids of one cluster that host a follower with a replica_status."""
+        return self._key("brokers", cluster)
+
+    def broker_followers(self, cluster: str, broker: int | str) -> str:
+        """Set of 'topic:partition' whose follower on this broker has a replica_status."""
+        return self._key("broker-followers", cluster, broker)
+
+    def broker_out_of_sync(self, cluster: str, broker: int | str) -> str:
+        """Set of 'topic:partition' whose follower on this broker is out of the ISR."""
+        return self._key("broker-out-of-sync", cluster, broker)
+
     # --- metric series (streams with entry id '{ts}-0', event time in ms) ----------------
     def replica_series(self, cluster: str, topic: str, partition: int | str, replica: int | str) -> str:
         """Stream: lag_ms, lag_messages, leo of one follower over event time."""
         return self._key("series", "replica", cluster, topic, partition, replica)
+
+    def hosted_replica_series(self, cluster: str, hosted: str, broker: int | str) -> str:
+        """replica_series named by a 'topic:partition' member (already escaped), as the
+        broker dashboard has it from broker_followers: the same key."""
+        return ":".join([self.prefix, "series", "replica", part(cluster), hosted, part(broker)])
 
     def partition_series(self, cluster: str, topic: str, partition: int | str) -> str:
         """Stream: hw, leader_leo, isr_size, hw_stalled_ms of one partition over event time."""

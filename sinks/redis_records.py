@@ -99,9 +99,11 @@ def replica_status_spec(keys: Keys, record: Mapping[str, Any]) -> StatusSpec:
         flatten(record),
         [a for f in REPLICA_SERIES_FIELDS if f in record for a in (f, encode(record[f]))],
         [(keys.clusters(), part(c)), (keys.topics(c), part(t)), (keys.partitions(c), partition_member(t, p)),
-         (keys.topic_partitions(c, t), part(p)), (keys.replicas(c, t, p), part(r))],
+         (keys.topic_partitions(c, t), part(p)), (keys.replicas(c, t, p), part(r)),
+         (keys.brokers(c), part(r)), (keys.broker_followers(c, r), partition_member(t, p))],
         # Kafka counts a follower outside the ISR as out of sync.
-        [(keys.out_of_sync(c), replica_member(t, p, r), not record.get("in_isr", False))],
+        [(keys.out_of_sync(c), replica_member(t, p, r), not record.get("in_isr", False)),
+         (keys.broker_out_of_sync(c, r), partition_member(t, p), not record.get("in_isr", False))],
     )
 
 

@@ -9,12 +9,22 @@ import re
 import pytest
 
 from replmon.dashboards import build, panels
-from replmon.sinks.keys import Keys, part
+from replmon.sinks.grafana_annotations import tags_of
+from replmon.sinks.keys import Keys, part, partition_member
 from replmon.sinks.redis_sink import RedisSink
+from tests.dashboards.grafana_schema import schema_problems
 from tests.sinks import records as r
 
 BOARDS = build.build_all()
-VARIABLES = {"cluster": "c1", "topic": "orders", "partition": "0", "replica": "3"}
+# Variable values as Grafana splices them into keys: index-set members, already escaped.
+VARIABLES = {"cluster": part("c1"), "topic": part("orders"), "partition": part(0), "replica": part(3),
+             "broker": part(3), "hosted": partition_member("orders", 0)}
+
+
+def substitute(template: str) -> str:
+    for variable in sorted(VARIABLES, key=len, reverse=True):
+        template = template.replace(f"${variable}", VARIABLES[variable])
+    return template
 
 
 def all_panels():
@@ -87,13 +97,14 @@ def test_every_query_uses_the_redis_datasource():
     for board in BOARDS.values():
         for variable in board["templating"]["list"]:
             assert variable["datasource"] == panels.DATASOURCE
-            assert variable["query"] == variable["definition"]
+            assert variable["query"].startswith("smembers ")
 
 
 def test_variables_used_by_a_board_are_defined_on_it():
     for name, board in BOARDS.items():
         defined = {v["name"] for v in board["templating"]["list"]}
-        used = set(re.findall(r"\$(\w+)", json.dumps(board["panels"]) + json.dumps(board["templating"])))
+        used = set(re.findall(r"\$(\w+)", json.dumps(board["panels"]) + json.dumps(board["templating"])
+                              + json.dumps(board["annotations"])))
         assert used - {"time", "streamId"} <= defined, name
 
 
@@ -109,9 +120,7 @@ def test_every_queried_key_is_written_by_the_sink(redis_client):
     sink.write_batch(1, batch["alerts"], batch["partition_status"], batch["replica_status"],
                      batch["quarantine"])
     for where, template in queried_keys():
-        key = template
-        for variable, value in VARIABLES.items():
-            key = key.replace(f"${variable}", part(value))
+        key = substitute(template)
         assert redis_client.exists(key), f"{where} reads {key}, which the sink did not write"
 
 
@@ -124,16 +133,93 @@ def test_series_panels_read_fields_the_sink_writes(redis_client):
         for transformation in panel.get("transformations", []):
             if transformation["id"] != "filterFieldsByName":
                 continue
-            key = panel["targets"][0]["keyName"]
-            for variable, value in VARIABLES.items():
-                key = key.replace(f"${variable}", part(value))
+            key = substitute(panel["targets"][0]["keyName"])
             [(_, fields)] = redis_client.xrange(key)
             wanted = set(transformation["options"]["include"]["names"]) - {"$time"}
             assert wanted <= {f.decode() for f in fields}, f"{panel['title']} wants {wanted}"
 
 
-def test_build_cli_writes_both_files(tmp_path, capsys):
+def test_build_cli_writes_every_board(tmp_path, capsys):
     assert build.main(["--out", str(tmp_path)]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["replmon-overview.json", "replmon-replica.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["replmon-broker.json", "replmon-overview.json",
+                                                          "replmon-replica.json"]
     assert build.main(["--print", "--prefix", "staging"]) == 0
     assert '"smembers staging:clusters"' in capsys.readouterr().out
+
+
+# --- Grafana's own dashboard model (grafana-foundation-sdk) --------------------------------
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_dashboard_passes_grafanas_schema(name):
+    assert schema_problems(json.loads(build.render(BOARDS[name]))) == []
+
+
+def _spoiled(change) -> dict:
+    board = json.loads(build.render(BOARDS["replmon-replica.json"]))
+    change(board)
+    return board
+
+
+@pytest.mark.parametrize("change, expected, why", [
+    (lambda b: b["panels"][0].update(type="timeseriez"), "'timeseriez' is not a Grafana panel type",
+     "a misspelt panel type would render as 'Panel plugin not found'"),
+    (lambda b: b["panels"][0].update(gridPosition=b["panels"][0]["gridPos"]), "panels[0].gridPosition",
+     "a wrong field name on a panel"),
+    (lambda b: b["panels"][0]["options"]["legend"].update(position="bottom"), "options.legend.position",
+     "an option the time series panel does not have (it is 'placement')"),
+    (lambda b: b["panels"][0]["fieldConfig"]["defaults"]["custom"].update(lineInterpolate="linear"),
+     "custom.lineInterpolate", "a misspelt field config of the time series panel"),
+    (lambda b: b["templating"]["list"][0].update(defintion="x"), "templating.list[0].defintion",
+     "a misspelt variable field"),
+    (lambda b: b["annotations"]["list"][0].update(iconColour="red"), "annotations.list[0].iconColour",
+     "a misspelt annotation query field"),
+    (lambda b: b.update(schemaVer=39), "dashboard.schemaVer", "a misspelt top-level field"),
+])
+def test_the_schema_check_fails_on_what_grafana_would_not_know(change, expected, why):
+    problems = schema_problems(_spoiled(change))
+    assert any(expected in p for p in problems), (why, problems)
+
+
+# --- annotations and links --------------------------------------------------------------------
+def test_annotation_queries_match_the_tags_the_annotation_consumer_writes():
+    alert = {k: "" if v is None else str(v) for k, v in r.alert(cluster="c1", topic="orders", partition=0,
+                                                                  replica=3).items()}
+    written = set(tags_of(alert))
+    broker_alert = {**alert, "name": "BrokerUnavailable", "topic": "", "partition": "", "replica": "",
+                    "broker": "3"}
+    for name, board in BOARDS.items():
+        queries = board["annotations"]["list"]
+        assert queries, f"{name} shows no annotations"
+        for query in queries:
+            assert query["datasource"] == panels.GRAFANA and query["target"]["type"] == "tags"
+            wanted = {substitute(t) for t in query["target"]["tags"]}
+            assert wanted <= written or wanted <= set(tags_of(broker_alert)), (name, query["name"], wanted)
+
+
+def test_alert_rows_link_to_the_partition_view_with_its_variables():
+    replica_board = BOARDS["replmon-replica.json"]
+    defined = {v["name"] for v in replica_board["templating"]["list"]}
+    linked = 0
+    for name, panel in all_panels():
+        for override in panel.get("fieldConfig", {}).get("overrides", []):
+            for prop in override["properties"]:
+                if prop["id"] != "links":
+                    continue
+                for link in prop["value"]:
+                    assert link["url"].startswith(f"/d/{replica_board['uid']}?")
+                    assert set(re.findall(r"var-(\w+)=", link["url"])) == defined
+                    fields = set(re.findall(r"__data\.fields\.(\w+)", link["url"]))
+                    assert fields <= set(r.alert()), f"{name}: the link reads a field alerts lack"
+                    linked += 1
+    assert linked >= 3  # overview firing alerts, broker alerts, stalled fetchers
+
+
+def test_overview_counts_and_alert_table_are_live():
+    overview = BOARDS["replmon-overview.json"]
+    live = [p["title"] for p in overview["panels"] if p["type"] in ("stat", "table")
+            and all(t.get("streaming") for t in p["targets"])]
+    assert {"Firing alerts", "Under-replicated partitions", "Under min ISR", "Out-of-sync followers"} <= set(live)
+    for panel in overview["panels"]:
+        for target in panel["targets"]:
+            if target.get("streaming"):
+                assert target["streamingInterval"] <= 5_000 and target["streamingDataType"] in (
+                    "DataFrame", "TimeSeries")

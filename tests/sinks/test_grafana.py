@@ -32,11 +32,12 @@ def test_first_publish_creates_folder_datasource_and_dashboards():
     assert grafana.routes() == [
         "GET /api/folders/replmon", "POST /api/folders",
         "GET /api/datasources/uid/replmon-redis", "POST /api/datasources",
-        "POST /api/dashboards/db", "POST /api/dashboards/db",
+        "POST /api/dashboards/db", "POST /api/dashboards/db", "POST /api/dashboards/db",
     ]
     assert report.folder_created and report.datasource_created
     assert report.dashboards == ["/d/replmon-overview/replmon-cluster-overview",
-                                 "/d/replmon-replica/replmon-partition-and-followers"]
+                                 "/d/replmon-replica/replmon-partition-and-followers",
+                                 "/d/replmon-broker/replmon-broker"]
     assert grafana.folders["replmon"]["title"] == "replmon"
     ds = grafana.datasources["replmon-redis"]
     assert (ds["type"], ds["access"], ds["url"], ds["name"]) == (
@@ -55,6 +56,7 @@ def test_publishing_again_updates_in_place():
     assert grafana.routes()[first:] == [
         "GET /api/folders/replmon", "GET /api/datasources/uid/replmon-redis",
         "PUT /api/datasources/uid/replmon-redis", "POST /api/dashboards/db", "POST /api/dashboards/db",
+        "POST /api/dashboards/db",
     ]
     assert not report.folder_created and not report.datasource_created
     assert grafana.dashboards["replmon-overview"]["version"] == 2
@@ -74,7 +76,7 @@ def test_the_fake_answers_412_without_overwrite_so_the_publisher_needs_it():
 def test_basic_auth_works():
     with FakeGrafana(token=None, basic=("admin", "pw")) as grafana:
         publish(settings(grafana.url, token=None, username="admin", password=SecretStr("pw")))
-    assert len(grafana.dashboards) == 2
+    assert len(grafana.dashboards) == 3
 
 
 def test_a_wrong_token_fails_clearly_with_401():
@@ -142,4 +144,4 @@ def test_the_cli_publishes_the_committed_json(monkeypatch, capsys):
     out, err = capsys.readouterr()
     assert f"{grafana.url}/d/replmon-overview/" in out
     assert "401 Unauthorized" in err and "wrong" not in err.replace("is wrong", "")
-    assert [b["uid"] for b in load_dashboards()] == ["replmon-overview", "replmon-replica"]
+    assert [b["uid"] for b in load_dashboards()] == ["replmon-broker", "replmon-overview", "replmon-replica"]
