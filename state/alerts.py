@@ -9,16 +9,30 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+# The severity policy (docs/alerts.md): `critical` pages, `warning` goes to the team's channel,
+# `info` only shows on dashboards and in the alert stream.
 SEVERITY = {
-    "IsrExitImminent": "warning",
+    "BrokerUnavailable": "critical",
+    "UnderMinIsr": "critical",
+    "OfflinePartition": "critical",
+    "HighWatermarkStalled": "critical",
     "ReplicaOutOfSync": "warning",
     "UnderReplicated": "warning",
-    "UnderMinIsr": "critical",
     "AtMinIsr": "warning",
-    "HighWatermarkStalled": "critical",
     "IsrFlapping": "warning",
     "TelemetryMissing": "warning",
+    "IsrExitImminent": "info",
 }
+NOTIFIED_SEVERITIES = ("critical", "warning")
+# Consequences that still page on their own, root cause or not: data can no longer be written
+# (acks=all) or read.
+ALWAYS_NOTIFIED = ("UnderMinIsr", "OfflinePartition")
+BROKER_ALERTS = ("BrokerUnavailable",)
+
+
+def is_notified(name: str, caused_by: str | None) -> bool:
+    """Whether a transition goes to the on-call channels (before silences are applied)."""
+    return SEVERITY[name] in NOTIFIED_SEVERITIES and (caused_by is None or name in ALWAYS_NOTIFIED)
 
 
 def alert_id(name: str, subject: str, started_ms: int) -> str:
@@ -31,6 +45,8 @@ class OpenAlert:
     alert_id: str
     started_ms: int
     labels: tuple  # (cluster, topic, partition, replica)
+    caused_by: str | None = None
+    cause: str | None = None
 
 
 class AlertBook:
@@ -43,40 +59,51 @@ class AlertBook:
 
     def to_rows(self) -> list[tuple]:
         """The open episodes as plain tuples, for the state format (state/codec.py):
-        (name, subject, alert_id, started_ms, cluster, topic, partition, replica)."""
-        return [(name, subject, a.alert_id, a.started_ms, *a.labels)
+        (name, subject, alert_id, started_ms, cluster, topic, partition, replica, caused_by,
+        cause); rows written before caused_by existed end after replica."""
+        return [(name, subject, a.alert_id, a.started_ms, *a.labels, a.caused_by, a.cause)
                 for (name, subject), a in self.open.items()]
 
     @classmethod
     def from_rows(cls, rows) -> "AlertBook":
         """The book `to_rows` describes."""
         book = cls()
-        for name, subject, aid, started_ms, *labels in rows:
-            book.open[(name, subject)] = OpenAlert(aid, started_ms, tuple(labels))
+        for name, subject, aid, started_ms, *rest in rows:
+            labels, extra = tuple(rest[:4]), rest[4:]
+            book.open[(name, subject)] = OpenAlert(aid, started_ms, labels, *extra)
         return book
 
     def is_firing(self, name: str, subject: str) -> bool:
         return (name, subject) in self.open
 
     def update(self, out: list, name: str, subject: str, active: bool, now_ms: int,
-               labels: tuple, reason, resolved: str | None = None) -> None:
+               labels: tuple, reason, resolved=None, caused_by=None, cause: str | None = None) -> None:
         """Fire or resolve `name` for `subject` so that its state matches `active`.
 
-        `reason` is a string or a zero-argument callable (built only on a transition);
-        `resolved`, when given, is the text of the resolving transition.
+        `reason`, `resolved` and `caused_by` are values or zero-argument callables (built only
+        on a transition); `resolved`, when given, is the text of the resolving transition.
+        `caused_by` is the id of the root-cause alert, `cause` the why (docs/alerts.md); both
+        are decided when the episode fires and repeated when it resolves.
         """
         key = (name, subject)
         current = self.open.get(key)
         if active and current is None:
             aid = alert_id(name, subject, now_ms)
-            self.open[key] = OpenAlert(aid, now_ms, labels)
+            root = caused_by() if callable(caused_by) else caused_by
+            self.open[key] = OpenAlert(aid, now_ms, labels, root, cause)
             out.append(_record(aid, name, "firing", subject, labels, now_ms, now_ms,
-                               reason() if callable(reason) else reason))
+                               reason() if callable(reason) else reason, root, cause))
         elif not active and current is not None:
             del self.open[key]
-            text = resolved if resolved is not None else (reason() if callable(reason) else reason)
+            if resolved is None:
+                resolved = reason
+            text = resolved() if callable(resolved) else resolved
             out.append(_record(current.alert_id, name, "resolved", subject, labels,
-                               current.started_ms, now_ms, text))
+                               current.started_ms, now_ms, text, current.caused_by, current.cause))
+
+    def alert_id_of(self, name: str, subject: str) -> str | None:
+        current = self.open.get((name, subject))
+        return current.alert_id if current is not None else None
 
     def resolve_all(self, out: list, now_ms: int, reason: str, prefix: str = "") -> None:
         """Resolve every open episode whose subject starts with `prefix`."""
@@ -84,11 +111,15 @@ class AlertBook:
             if subject.startswith(prefix):
                 del self.open[(name, subject)]
                 out.append(_record(alert.alert_id, name, "resolved", subject, alert.labels,
-                                   alert.started_ms, now_ms, reason))
+                                   alert.started_ms, now_ms, reason, alert.caused_by, alert.cause))
 
 
-def _record(aid, name, status, subject, labels, started_ms, ts, reason) -> dict:
+def _record(aid, name, status, subject, labels, started_ms, ts, reason, caused_by=None,
+            cause=None) -> dict:
     cluster, topic, partition, replica = labels
+    broker = replica  # a per-replica alert concerns the replica's broker
+    if name in BROKER_ALERTS:  # labels carry the broker in the replica slot
+        replica = None
     return {
         "alert_id": aid,
         "name": name,
@@ -98,8 +129,14 @@ def _record(aid, name, status, subject, labels, started_ms, ts, reason) -> dict:
         "topic": topic,
         "partition": partition,
         "replica": replica,
+        "broker": broker,
         "subject": subject,
         "started_ms": started_ms,
         "ts": ts,
         "reason": reason,
+        "cause": cause,
+        "caused_by": caused_by,
+        "root_cause": caused_by is None,
+        "notify": is_notified(name, caused_by),
+        "silenced_by": [],
     }

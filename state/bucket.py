@@ -13,9 +13,12 @@ import json
 import zlib
 from dataclasses import dataclass, field
 
+from replmon.state import alert_rules
 from replmon.state.alerts import AlertBook
-from replmon.state.monitor import MonitorConfig, PartitionWatch, fmt_clock
+from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionLeader
+from replmon.state.root_cause import BROKER_UNAVAILABLE, broker_root, broker_subject, cause_of
+from replmon.state.texts import fmt_clock
 
 EVENT_FIELDS = (
     "type", "ts", "cluster", "topic", "partition", "replica", "fetch_offset", "leader_leo",
@@ -40,7 +43,9 @@ def owner_bucket(cluster: str, buckets: int) -> int:
 class ClusterView:
     clock_ms: int = 0
     brokers: dict = field(default_factory=dict)  # id -> (state, broker_epoch)
-    book: AlertBook = field(default_factory=AlertBook)
+    book: AlertBook = field(default_factory=AlertBook)       # the cluster's own alerts (owner bucket)
+    roots: dict = field(default_factory=dict)                # unavailable broker -> BrokerRoot
+    root_book: AlertBook = field(default_factory=AlertBook)  # this bucket's share of the root alerts
 
 
 class Bucket:
@@ -83,7 +88,7 @@ class Bucket:
                                                           f"partition's processed time {watch.time_ms}"))
                         continue
                     ts = watch.time_ms
-                watch.advance_to(ts, alerts, cfg)
+                watch.advance_to(ts, alerts, cfg, view.roots)
                 watch.last_event_ms = ts
             if kind == "fetch":
                 if watch is None:
@@ -106,9 +111,9 @@ class Bucket:
                     self._metadata(watch, ev, ts, view, cfg)
                 watch.reported_isr = tuple(sorted(ev[ISR]))
                 watch.significant = True
-                watch.evaluate(ts, alerts, cfg)
+                watch.evaluate(ts, alerts, cfg, view.roots)
                 continue
-            watch.observe(ts, alerts, cfg)
+            watch.observe(ts, alerts, cfg, view.roots)
 
     def _owns(self, cluster: str) -> bool:
         return owner_bucket(cluster, self.buckets) == self.bucket_id
@@ -199,15 +204,35 @@ class Bucket:
         broker, state, epoch = ev[BROKER], ev[STATE], ev[BROKER_EPOCH]
         view.brokers[broker] = (state, epoch)
         ts = ev[TS]
-        for (cluster, _, _), watch in self.partitions.items():
-            if cluster != ev[CLUSTER]:
-                continue
+        watches = [w for (c, _, _), w in self.partitions.items() if c == ev[CLUSTER]]
+        for watch in watches:
+            watch.advance_to(max(ts, watch.time_ms), alerts, cfg, view.roots)
+        self._broker_root(ev[CLUSTER], broker, state, ts, view, watches, alerts)
+        for watch in watches:
             t = max(ts, watch.time_ms)
-            watch.advance_to(t, alerts, cfg)
             watch.leader.set_broker_state(broker, fenced=state == "fenced",
                                           shutting_down=state == "shutting_down",
                                           broker_epoch=epoch)
-            watch.evaluate(t, alerts, cfg)
+            watch.evaluate(t, alerts, cfg, view.roots)
+
+    @staticmethod
+    def _broker_root(cluster: str, broker: int, state: str, ts: int, view: ClusterView,
+                     watches: list, alerts: list) -> None:
+        """Open or close this bucket's share of the broker's BrokerUnavailable alert. Every
+        bucket sees the same broker event, so every bucket derives the same id; the shares are
+        folded into one record by root_cause.merge_root_alerts."""
+        unavailable = alert_rules.is_broker_unavailable(state=state)
+        current = view.roots.get(broker)
+        if unavailable and current is None:
+            root = view.roots[broker] = broker_root(cluster, broker, state, ts)
+            view.root_book.update(alerts, BROKER_UNAVAILABLE, broker_subject(cluster, broker), True,
+                                  ts, (cluster, None, None, broker), "", cause=cause_of(state))
+            alerts[-1]["counts"] = {"leaders_lost": sum(w.leader.leader == broker for w in watches)}
+            assert alerts[-1]["alert_id"] == root.alert_id
+        elif not unavailable and current is not None:
+            del view.roots[broker]
+            view.root_book.update(alerts, BROKER_UNAVAILABLE, broker_subject(cluster, broker), False,
+                                  ts, (cluster, None, None, broker), "")
 
     # -- time without events ------------------------------------------------------------------
     def advance(self, cfg: MonitorConfig, alerts: list, watermark_ms: int | None = None) -> None:
@@ -221,11 +246,11 @@ class Bucket:
             if target >= watch.last_event_ms + cfg.evict_after_ms:
                 idle.append(key)
             elif target > watch.time_ms:
-                watch.advance_to(target, alerts, cfg)
+                watch.advance_to(target, alerts, cfg, self.clusters[key[0]].roots)
         for key in idle:
             watch = self.partitions[key]
             at = watch.last_event_ms + cfg.evict_after_ms
-            watch.advance_to(at, alerts, cfg)
+            watch.advance_to(at, alerts, cfg, self.clusters[key[0]].roots)
             self._evict(key, at, alerts,
                         f"{watch.name} is no longer reported: no event since "
                         f"{fmt_clock(watch.last_event_ms)} (stream.evict_after_ms "

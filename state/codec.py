@@ -27,6 +27,7 @@ from replmon.state.bucket import Bucket, ClusterView
 from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionLeader
 from replmon.state.replica import ReplicaState
+from replmon.state.root_cause import roots_from_book
 
 FORMAT_VERSION = 1
 MAGIC = b"replmon-state\x00"
@@ -69,7 +70,7 @@ def encode(bucket: Bucket) -> bytes:
         "bucket": bucket.bucket_id,
         "global_ms": bucket.global_ms,
         "fields": {"watch": WATCH_FIELDS, "leader": LEADER_FIELDS, "replica": REPLICA_FIELDS},
-        "clusters": [(name, v.clock_ms, v.brokers, v.book.to_rows())
+        "clusters": [(name, v.clock_ms, v.brokers, v.book.to_rows(), v.root_book.to_rows())
                      for name, v in bucket.clusters.items()],
         "partitions": [_watch_row(w) for w in bucket.partitions.values()],
     }
@@ -96,9 +97,12 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
     _check_buckets(doc["buckets"], buckets)
     bucket = Bucket(bucket_id, buckets)
     bucket.global_ms = doc["global_ms"]
-    for name, clock_ms, brokers, book in doc["clusters"]:
-        bucket.clusters[name] = ClusterView(clock_ms=clock_ms, brokers=brokers,
-                                            book=AlertBook.from_rows(book))
+    for name, clock_ms, brokers, book, *root_book in doc["clusters"]:
+        view = bucket.clusters[name] = ClusterView(clock_ms=clock_ms, brokers=brokers,
+                                                   book=AlertBook.from_rows(book))
+        if root_book:  # the open root-cause alerts; the roots are derived from them
+            view.root_book = AlertBook.from_rows(root_book[0])
+            view.roots = roots_from_book(view.root_book)
     fields = doc["fields"]
     read_watch = _reader(fields["watch"], WATCH_FIELDS)
     read_leader = _reader(fields["leader"], LEADER_FIELDS)

@@ -78,7 +78,32 @@ def holds_hw(p: PartitionLeader, replica: int, now_ms: int) -> bool:
 
 
 def hw_holders(p: PartitionLeader, now_ms: int) -> tuple[int, ...]:
+    """The one definition of who holds the HW, for statuses and alert texts alike."""
     return tuple(sorted(r for r in p.followers if holds_hw(p, r, now_ms)))
+
+
+# Why a follower is out of the ISR (or about to be), most specific first. The controller removes
+# fenced and shutting-down brokers from every ISR (KIP-841, RULES §4); a replica being added by a
+# reassignment has not joined yet; otherwise the leader's isr-expiration removed it for lag
+# (now - lcu > L), or the controller did while its broker was registered (an election).
+LAG = "lag"
+BROKER_FENCED = "broker_fenced"
+BROKER_SHUTTING_DOWN = "broker_shutting_down"
+REASSIGNMENT = "reassignment"
+CONTROLLER = "controller"
+OUT_OF_ISR_CAUSES = (LAG, BROKER_FENCED, BROKER_SHUTTING_DOWN, REASSIGNMENT, CONTROLLER)
+
+
+def out_of_isr_cause(p: PartitionLeader, replica: int, now_ms: int, *, ever_in_isr: bool) -> str:
+    if replica in p.fenced:
+        return BROKER_FENCED
+    if replica in p.shutting_down:
+        return BROKER_SHUTTING_DOWN
+    if replica in p.adding_replicas and not ever_in_isr and replica not in p.isr:
+        return REASSIGNMENT
+    if replica in p.isr or not p.is_caught_up(replica, now_ms):
+        return LAG
+    return CONTROLLER
 
 
 def classify_replica(p: PartitionLeader, replica: int, now_ms: int, *, ever_in_isr: bool,

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from replmon.state import alert_rules as rules
+from replmon.state import texts
 from replmon.state.alerts import AlertBook
-from replmon.state.explain import explain_replica
+from replmon.state.explain import (BROKER_FENCED, BROKER_SHUTTING_DOWN, LAG, explain_replica,
+                                   hw_holders, out_of_isr_cause)
 from replmon.state.partition import PartitionConfig, PartitionLeader
+from replmon.state.root_cause import root_id
+from replmon.state.texts import fmt_clock
+
+BROKER_CAUSES = (BROKER_FENCED, BROKER_SHUTTING_DOWN)
 
 NEVER = 1 << 62
 
@@ -45,12 +52,6 @@ class MonitorConfig:
             rule_set=self.rule_set,
             replica_lag_max_messages=self.replica_lag_max_messages,
         )
-
-
-def fmt_clock(ms: int) -> str:
-    """HH:MM:SS (UTC) of an event time, for alert reasons; pure arithmetic, no clock read."""
-    s = (ms // 1000) % 86400
-    return f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 class PartitionWatch:
@@ -96,7 +97,7 @@ class PartitionWatch:
         half = self._half()
         return (t // half + 1) * half
 
-    def advance_to(self, t: int, out: list, cfg: MonitorConfig) -> None:
+    def advance_to(self, t: int, out: list, cfg: MonitorConfig, roots: dict | None = None) -> None:
         """Run every scheduled tick and deadline up to and including event time t."""
         while self.deadline_ms <= t:
             d = self.deadline_ms
@@ -104,12 +105,12 @@ class PartitionWatch:
             if d >= self.next_tick_ms:
                 self.leader.isr_expiration(self.next_tick_ms)
                 self.next_tick_ms = self._tick_after(self.next_tick_ms)
-            self.evaluate(d, out, cfg)
+            self.evaluate(d, out, cfg, roots)
         if t > self.time_ms:
             self.time_ms = t
 
     # -- alerts -------------------------------------------------------------------------------
-    def observe(self, now: int, out: list, cfg: MonitorConfig) -> None:
+    def observe(self, now: int, out: list, cfg: MonitorConfig, roots: dict | None = None) -> None:
         """After a fetch or an append. Alerts only fire when a deadline passes or the ISR
         changes, and only resolve while one is open; otherwise an event can only bring a
         deadline closer (a follower falling behind, the HW falling behind the LEO), which is
@@ -117,7 +118,7 @@ class PartitionWatch:
         self.dirty = True
         p = self.leader
         if self.book.open or now >= self.deadline_ms or p.isr != self.last_isr:
-            self.evaluate(now, out, cfg)
+            self.evaluate(now, out, cfg, roots)
             return
         if p.hw != self.hw_seen or (p.hw < p.leader_leo) != (self.hw_waiting_since_ms is not None):
             self._track_hw(now)
@@ -133,15 +134,19 @@ class PartitionWatch:
                 if st is not None and st.leo != leo:
                     self._bring_forward(st.last_caught_up_ms + soon)
         if now >= self.deadline_ms:
-            self.evaluate(now, out, cfg)
+            self.evaluate(now, out, cfg, roots)
 
     def _bring_forward(self, d: int) -> None:
         if d < self.deadline_ms:
             self.deadline_ms = d
 
-    def evaluate(self, now: int, out: list, cfg: MonitorConfig) -> None:
-        """Bring every alert of this partition in line with its condition at `now`."""
+    def evaluate(self, now: int, out: list, cfg: MonitorConfig, roots: dict | None = None) -> None:
+        """Bring every alert of this partition in line with its condition at `now`.
+
+        `roots` maps each unavailable broker of the cluster to its BrokerUnavailable alert id
+        (state/root_cause.py): alerts it explains carry that id in `caused_by`."""
         p = self.leader
+        roots = roots or {}
         self.leo_seen = p.leader_leo
         emitted = len(out)
         isr = p.isr
@@ -170,35 +175,50 @@ class PartitionWatch:
                 if st is None:
                     continue
                 in_isr = r in isr
-                behind = st.leo != leader_leo
                 rsub = f"{subject}/{r}"
                 rlabels = (self.cluster, self.topic, self.partition, r)
-                since = now - st.last_caught_up_ms
+                ever = r in self.ever_in_isr
+                oos = r in out_of_sync
                 book.update(out, "IsrExitImminent", rsub,
-                            in_isr and behind and since > imminent_after and r not in out_of_sync,
+                            rules.is_isr_exit_imminent(
+                                in_isr=in_isr, behind=st.leo != leader_leo,
+                                ms_since_caught_up=now - st.last_caught_up_ms,
+                                imminent_after_ms=imminent_after, out_of_sync=oos),
                             now, rlabels,
-                            lambda r=r, st=st: self._lag_reason(r, st, now, lag_limit, cfg,
-                                                                "may leave the ISR soon"),
-                            f"replica {r} of {self.name} caught up again or left the ISR")
-                book.update(out, "ReplicaOutOfSync", rsub,
-                            (in_isr and r in out_of_sync) or (not in_isr and r in self.ever_in_isr),
-                            now, rlabels,
-                            lambda r=r, st=st: self._lag_reason(r, st, now, lag_limit, cfg,
-                                                                "is out of sync"),
-                            f"replica {r} of {self.name} is in sync and in the ISR again")
+                            lambda r=r: self._replica_text("IsrExitImminent", self._lag_cause(now, cfg),
+                                                           r, now, cfg),
+                            lambda r=r, oos=oos, in_isr=in_isr: self._replica_close(
+                                "IsrExitImminent",
+                                "left_isr" if not in_isr else "out_of_sync" if oos
+                                else "new_leader" if p.election_ms == now else "caught_up", r),
+                            caused_by=root_id(roots, r), cause=LAG)
+                if rules.is_replica_out_of_sync(in_isr=in_isr, out_of_sync=oos, ever_in_isr=ever):
+                    cause = out_of_isr_cause(p, r, now, ever_in_isr=ever)
+                    book.update(out, "ReplicaOutOfSync", rsub, True, now, rlabels,
+                                lambda r=r, cause=cause: self._replica_text(
+                                    "ReplicaOutOfSync", cause, r, now, cfg, roots),
+                                caused_by=root_id(roots, r) if cause in BROKER_CAUSES else None,
+                                cause=cause)
+                else:
+                    book.update(out, "ReplicaOutOfSync", rsub, False, now, rlabels, None,
+                                lambda r=r: self._replica_close("ReplicaOutOfSync", "rejoined", r))
                 exits = self.exits.get(r)
                 if exits:
                     cutoff = now - cfg.flap_window_ms
                     while exits and exits[0] <= cutoff:
                         exits.pop(0)
                     n = len(exits)
-                    book.update(out, "IsrFlapping", rsub, n >= cfg.flap_count, now, rlabels,
-                                lambda r=r, n=n: f"replica {r} of {self.name} left the ISR {n} times "
-                                                 f"in {cfg.flap_window_ms / 1000:.0f} s",
-                                f"replica {r} of {self.name} has stopped leaving the ISR")
+                    book.update(out, "IsrFlapping", rsub,
+                                rules.is_isr_flapping(exits_in_window=n, flap_count=cfg.flap_count),
+                                now, rlabels,
+                                lambda r=r, n=n: texts.open_text(
+                                    "IsrFlapping", "exits", replica=r, partition=self.name, exits=n,
+                                    window=f"{cfg.flap_window_ms / 1000:g} s"),
+                                lambda r=r: self._replica_close("IsrFlapping", "exits", r),
+                                caused_by=root_id(roots, r), cause="exits")
                     if exits:
                         deadline = min(deadline, exits[0] + cfg.flap_window_ms)
-                if in_isr and (behind or not exemption):
+                if in_isr and (st.leo != leader_leo or not exemption):
                     for d in (st.last_caught_up_ms + imminent_after + 1,
                               st.last_caught_up_ms + lag_limit + 1,
                               st.last_fetch_ms + lag_limit + 1):
@@ -206,31 +226,56 @@ class PartitionWatch:
                             deadline = d
         if book.open:
             self._resolve_former_followers(now, out)
-        book.update(out, "UnderReplicated", subject, p.under_replicated, now, labels,
-                    lambda: f"{self.name} has {len(isr)} of {len(p.replicas)} replicas in sync "
-                            f"(ISR {list(isr)})",
-                    f"{self.name} has all its replicas in sync again (ISR {list(isr)})")
-        book.update(out, "UnderMinIsr", subject, p.under_min_isr, now, labels,
-                    lambda: f"{self.name} ISR {list(isr)} is below min.insync.replicas "
-                            f"{p.effective_min_isr}: acks=all produce fails and the HW is frozen",
-                    f"{self.name} ISR {list(isr)} is back at min.insync.replicas or above")
+        facts = self._partition_facts
+        min_isr = p.effective_min_isr
+        n_replicas = len(p.replicas)
+        partition_root = lambda: self._partition_root(roots)  # noqa: E731 (only built on a transition)
+        book.update(out, "UnderReplicated", subject,
+                    rules.is_under_replicated(isr_size=len(isr), replica_count=n_replicas,
+                                              adding_count=len(p.adding_replicas)),
+                    now, labels, lambda: texts.open_text("UnderReplicated", "replicas", **facts()),
+                    lambda: texts.close_text("UnderReplicated", "replicas", **facts()),
+                    caused_by=partition_root, cause="replicas")
+        under_min = rules.is_under_min_isr(isr_size=len(isr), effective_min_isr=min_isr)
+        book.update(out, "UnderMinIsr", subject, under_min, now, labels,
+                    lambda: texts.open_text("UnderMinIsr", "min_isr", **facts()),
+                    lambda: texts.close_text("UnderMinIsr", "min_isr", **facts()),
+                    caused_by=partition_root, cause="min_isr")
         book.update(out, "AtMinIsr", subject,
-                    p.at_min_isr and len(p.replicas) > p.effective_min_isr, now, labels,
-                    lambda: f"{self.name} ISR {list(isr)} is at min.insync.replicas "
-                            f"{p.effective_min_isr}: one more loss stops acks=all produce",
-                    f"{self.name} ISR {list(isr)} is no longer at min.insync.replicas")
+                    rules.is_at_min_isr(isr_size=len(isr), effective_min_isr=min_isr,
+                                        replica_count=n_replicas),
+                    now, labels, lambda: texts.open_text("AtMinIsr", "min_isr", **facts()),
+                    lambda: texts.close_text("AtMinIsr", "below" if under_min else "above", **facts()),
+                    caused_by=partition_root, cause="min_isr")
+        book.update(out, "OfflinePartition", subject,
+                    rules.is_offline(leader=p.leader, has_metadata=self.reported_isr is not None),
+                    now, labels, lambda: texts.open_text("OfflinePartition", "no_leader", **facts()),
+                    lambda: texts.close_text("OfflinePartition", "no_leader", **facts()),
+                    caused_by=lambda: self._single_root(roots, p.replicas), cause="no_leader")
         waiting = self.hw_waiting_since_ms
-        stalled = waiting is not None and now - waiting > cfg.hw_stall_ms
-        book.update(out, "HighWatermarkStalled", subject, stalled, now, labels,
-                    lambda: self._stall_reason(now),
-                    f"high watermark of {self.name} is moving again ({p.hw})")
+        holders = hw_holders(p, now)
+        book.update(out, "HighWatermarkStalled", subject,
+                    rules.is_hw_stalled(waiting_since_ms=waiting, now_ms=now, stall_ms=cfg.hw_stall_ms,
+                                        under_min_isr=under_min),
+                    now, labels,
+                    lambda: texts.open_text("HighWatermarkStalled", "holders" if holders else "isr",
+                                            **facts(), holders=list(holders),
+                                            stalled=texts.fmt_seconds(now - (waiting or now))),
+                    lambda: texts.close_text("HighWatermarkStalled", "min_isr" if under_min else "moving",
+                                             **facts()),
+                    caused_by=lambda: self._single_root(roots, holders, every=True),
+                    cause="holders" if holders else "isr")
         if waiting is not None and now < waiting + cfg.hw_stall_ms + 1 < deadline:
             deadline = waiting + cfg.hw_stall_ms + 1
         book.update(out, "TelemetryMissing", subject,
-                    now - self.last_event_ms > cfg.telemetry_gap_ms, now, labels,
-                    lambda: f"no events for {self.name} since {fmt_clock(self.last_event_ms)} "
-                            f"({(now - self.last_event_ms) / 1000:.1f} s)",
-                    f"events for {self.name} again")
+                    rules.is_telemetry_missing(last_event_ms=self.last_event_ms, now_ms=now,
+                                               gap_ms=cfg.telemetry_gap_ms),
+                    now, labels,
+                    lambda: texts.open_text("TelemetryMissing", "partition", partition=self.name,
+                                            since=fmt_clock(self.last_event_ms),
+                                            silent=texts.fmt_seconds(now - self.last_event_ms)),
+                    texts.close_text("TelemetryMissing", "partition", partition=self.name),
+                    cause="partition")
         t_gap = self.last_event_ms + cfg.telemetry_gap_ms + 1
         if now < t_gap < deadline:
             deadline = t_gap
@@ -239,6 +284,38 @@ class PartitionWatch:
         if len(out) > emitted:
             self.significant = True
 
+    def _partition_facts(self) -> dict:
+        p = self.leader
+        return {"partition": self.name, "isr": list(p.isr), "replicas": list(p.replicas),
+                "isr_size": len(p.isr), "replica_count": len(p.replicas), "hw": p.hw,
+                "leader": p.leader, "leader_leo": p.leader_leo, "min_isr": p.effective_min_isr,
+                "out": [r for r in p.replicas if r not in p.isr]}
+
+    def _partition_root(self, roots: dict) -> str | None:
+        """The one alert that explains every replica missing from the ISR: a broker's
+        BrokerUnavailable, or the single out-of-sync replica's ReplicaOutOfSync. None when the
+        missing replicas have different causes (then the partition alert stands on its own)."""
+        p = self.leader
+        ids = set()
+        for r in p.replicas:
+            if r in p.isr or r in p.adding_replicas:
+                continue
+            rid = root_id(roots, r) or self.book.alert_id_of("ReplicaOutOfSync",
+                                                       f"{self.cluster}/{self.name}/{r}")
+            if rid is None:
+                return None
+            ids.add(rid)
+        return ids.pop() if len(ids) == 1 else None
+
+    @staticmethod
+    def _single_root(roots: dict, brokers, every: bool = False) -> str | None:
+        """The root alert when the given brokers point at exactly one (with `every`, only if
+        all of them are unavailable)."""
+        ids = {roots[b].alert_id for b in brokers if b in roots}
+        if every and any(b not in roots for b in brokers):
+            return None
+        return ids.pop() if len(ids) == 1 else None
+
     def _resolve_former_followers(self, now: int, out: list) -> None:
         """Per-replica alerts only concern followers: a replica that became the leader or left
         the assignment closes its episodes (RULES §1.4: a leader is not a follower)."""
@@ -246,9 +323,9 @@ class PartitionWatch:
         for (name, subject), alert in list(self.book.open.items()):
             r = alert.labels[3]
             if r is not None and (r == p.leader or r not in p.replicas):
-                role = "became the leader" if r == p.leader else "left the assignment"
+                role = "became_leader" if r == p.leader else "left_assignment"
                 self.book.update(out, name, subject, False, now, alert.labels,
-                                 f"replica {r} {role} of {self.name}")
+                                 self._replica_close(name, role, r))
 
     def _track_hw(self, now: int) -> None:
         p = self.leader
@@ -261,36 +338,40 @@ class PartitionWatch:
         elif self.hw_waiting_since_ms is None:
             self.hw_waiting_since_ms = now
 
-    def _lag_reason(self, r, st, now, lag_limit, cfg, what) -> str:
-        view = explain_replica(self.leader, r, now, ever_in_isr=r in self.ever_in_isr,
+    def _lag_cause(self, now: int, cfg: MonitorConfig) -> str:
+        """`leader_silent` when nothing at all came from this partition's leader for longer than
+        a follower may go without fetching: the followers are not seen, not necessarily late."""
+        return "leader_silent" if now - self.last_event_ms > cfg.stuck_after_ms else LAG
+
+    def _replica_close(self, name: str, cause: str, r: int) -> str:
+        return texts.close_text(name, cause, replica=r, partition=self.name, leader=self.leader.leader)
+
+    def _replica_text(self, name: str, cause: str, r: int, now: int, cfg: MonitorConfig,
+                      roots: dict | None = None) -> str:
+        p = self.leader
+        st = p.followers[r]
+        view = explain_replica(p, r, now, ever_in_isr=r in self.ever_in_isr,
                                stuck_after_ms=cfg.stuck_after_ms,
                                caught_up_grace_ms=cfg.caught_up_grace_ms)
         fetch = (f"no fetch since {fmt_clock(st.last_fetch_ms)}" if st.last_fetch_ms
                  else "no fetch since the election")
+        limit = p.config.replica_lag_time_max_ms
         if st.last_caught_up_ms:  # 0 means never (Kafka's reset for a non-ISR follower)
-            lag = f"not caught up for {(now - st.last_caught_up_ms) / 1000:.1f} s"
+            lag = f"not caught up for {texts.fmt_against_limit(now - st.last_caught_up_ms, limit)}"
         else:
-            lag = "never caught up since the election"
-        return (f"replica {r} of {self.name} {what}: {lag} "
-                f"(limit {lag_limit / 1000:g} s), {view.lag_messages} messages behind: "
-                f"{view.state}, {fetch}")
-
-    def _stall_reason(self, now: int) -> str:
-        p = self.leader
-        holders = [r for r in p.maximal_isr if r != p.leader and r in p.followers
-                   and p.followers[r].leo == p.hw]
-        waiting = self.hw_waiting_since_ms or now
-        who = f"waiting on replica(s) {holders}" if holders else "waiting on the ISR"
-        return (f"high watermark of {self.name} stuck at {p.hw} for {(now - waiting) / 1000:.1f} s "
-                f"while the leader LEO is {p.leader_leo}: {who}; acks=all producers are waiting")
+            lag = f"never caught up since the election (limit {limit / 1000:g} s)"
+        return texts.open_text(name, cause, replica=r, partition=self.name, lag=lag,
+                               lag_messages=view.lag_messages, state=view.state, fetch=fetch,
+                               leader=p.leader, leader_epoch=p.leader_epoch,
+                               silent_since=fmt_clock(self.last_event_ms),
+                               since=fmt_clock(roots[r].since_ms if roots and r in roots else now))
 
     # -- status -------------------------------------------------------------------------------
     def partition_status(self) -> dict:
         p = self.leader
         now = self.time_ms
         waiting = self.hw_waiting_since_ms
-        holders = [r for r in p.maximal_isr if r != p.leader and r in p.followers
-                   and p.followers[r].leo == p.hw] if p.hw < p.leader_leo else []
+        holders = list(hw_holders(p, now))
         return {
             "cluster": self.cluster, "topic": self.topic, "partition": self.partition, "ts": now,
             "leader": p.leader, "leader_epoch": p.leader_epoch, "replicas": list(p.replicas),

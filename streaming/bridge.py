@@ -11,6 +11,8 @@ import os
 from collections import Counter
 from pathlib import Path
 
+from replmon.state.root_cause import ROOT_ALERTS, merge_root_alerts
+
 log = logging.getLogger(__name__)
 KINDS = ("alerts", "partition_status", "replica_status", "quarantine")
 
@@ -24,6 +26,17 @@ def split_batch(rows) -> dict[str, list[tuple[str, dict]]]:
     for records in out.values():
         records.sort(key=lambda pr: (pr[1].get("ts") or 0, pr[0]))
     return out
+
+
+def merge_roots(records: dict[str, list[tuple[str, dict]]]) -> None:
+    """Fold the buckets' shares of each root-cause alert into one record (state/root_cause.py),
+    re-encoding only what changed."""
+    alerts = records["alerts"]
+    if not any(r["name"] in ROOT_ALERTS for _, r in alerts):
+        return
+    merged = merge_root_alerts([r for _, r in alerts])
+    by_id = {id(r): payload for payload, r in alerts}
+    records["alerts"] = [(by_id.get(id(r)) or json.dumps(r, separators=(",", ":")), r) for r in merged]
 
 
 def write_files(output_dir: str, batch_id: int, records: dict[str, list[tuple[str, dict]]]) -> None:
@@ -51,6 +64,7 @@ class OutputRouter:
         table = batch_df.toArrow()
         rows = zip(table.column("kind").to_pylist(), table.column("payload").to_pylist())
         records = split_batch(rows)
+        merge_roots(records)
         counts = {k: len(v) for k, v in records.items()}
         self.totals.update(counts)
         if self.output_dir:

@@ -23,7 +23,10 @@ from replmon.state.monitor import MonitorConfig
 OUTPUT_SCHEMA = "kind string, payload string"
 STATE_SCHEMA = "blob binary"
 INPUT_COLUMNS = [f for f in EVENT_FIELDS] + ["seq", "malformed"]
-_TYPE_RANK = {"metadata": 0, "broker": 1, "fetch": 2, "append": 3, "heartbeat": 4}
+# Ties in event time: a broker's state first, then the partition changes the controller made
+# because of it at the same instant (fencing removes the broker from every ISR), so that the
+# ISR exit is explained by the fence (state/root_cause.py).
+_TYPE_RANK = {"broker": 0, "metadata": 1, "fetch": 2, "append": 3, "heartbeat": 4}
 _INTS = ("ts", "partition", "replica", "fetch_offset", "leader_leo", "leader_epoch",
          "broker_epoch", "log_start_offset", "diverging_epoch", "leader", "hw",
          "min_insync_replicas", "replica_lag_time_max_ms", "broker")

@@ -37,7 +37,7 @@ SCENARIOS = ("demo", "paused_and_slow", "bursty", "steady")
 SEEDS = (0, 1, 2)
 LAG_ALERTS = ("ReplicaOutOfSync", "IsrExitImminent", "UnderReplicated")
 # Ties in event time, as the streaming adapter breaks them (streaming/stateful.py _TYPE_RANK).
-TYPE_RANK = {"metadata": 0, "broker": 1, "fetch": 2, "append": 3, "heartbeat": 4}
+TYPE_RANK = {"broker": 0, "metadata": 1, "fetch": 2, "append": 3, "heartbeat": 4}
 CONTROLLER_REASONS = ("fenced", "election", "reassignment")
 
 

@@ -1,0 +1,101 @@
+"""Root causes: one `BrokerUnavailable` alert per broker outage, decided without any
+cross-bucket communication, and the deterministic post-step that makes it one record.
+
+How (docs/alerts.md, "Root causes across buckets"):
+
+* `broker` events reach every bucket in the same micro-batch. Each bucket therefore decides the
+  same outage at the same event time and derives the same alert id from it
+  (`alert_id("BrokerUnavailable", "<cluster>/broker/<id>", <event time it became unavailable>)`),
+  so the partition and replica alerts of every bucket can name it in `caused_by` on their own.
+* Every bucket emits its *share* of the root alert (same id, `counts.leaders_lost` = the
+  partitions of that bucket the broker led). `merge_root_alerts` (run on each micro-batch's
+  alerts before any output: the bridge, and the pure test harnesses) folds the shares into one
+  record and counts the partition alerts in the batch that name it (under-replicated, under min
+  ISR, offline). The result depends only on the batch, so a replay gives the same record.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from replmon.state import texts
+from replmon.state.alerts import alert_id
+
+BROKER_UNAVAILABLE = "BrokerUnavailable"
+ROOT_ALERTS = (BROKER_UNAVAILABLE,)
+# which partition alert, naming a root in caused_by, counts as what
+COUNTED = {"UnderReplicated": "under_replicated", "UnderMinIsr": "under_min_isr",
+           "OfflinePartition": "offline"}
+COUNT_KEYS = ("under_replicated", "under_min_isr", "offline", "leaders_lost")
+
+
+class BrokerRoot(NamedTuple):
+    """An ongoing broker outage: the id of its alert, the broker state, since when."""
+    alert_id: str
+    state: str        # "fenced" or "shutting_down"
+    since_ms: int
+
+
+def broker_subject(cluster: str, broker: int) -> str:
+    return f"{cluster}/broker/{broker}"
+
+
+def broker_root(cluster: str, broker: int, state: str, since_ms: int) -> BrokerRoot:
+    return BrokerRoot(alert_id(BROKER_UNAVAILABLE, broker_subject(cluster, broker), since_ms),
+                      state, since_ms)
+
+
+def roots_from_book(book) -> dict:
+    """The ongoing broker outages that a bucket's open root alerts describe (broker -> root)."""
+    return {a.labels[3]: BrokerRoot(a.alert_id, "fenced" if a.cause == "broker_fenced" else "shutting_down",
+                                    a.started_ms)
+            for (name, _), a in book.open.items() if name == BROKER_UNAVAILABLE}
+
+
+def root_id(roots: dict, broker: int) -> str | None:
+    """The id of the alert for `broker`'s outage, if it is unavailable."""
+    root = roots.get(broker)
+    return root.alert_id if root is not None else None
+
+
+def cause_of(state: str) -> str:
+    return "broker_fenced" if state == "fenced" else "broker_shutting_down"
+
+
+def root_text(record: dict, counts: dict) -> str:
+    if record["status"] == "resolved":
+        return texts.close_text(BROKER_UNAVAILABLE, "running", broker=record["broker"],
+                                cluster=record["cluster"])
+    return texts.open_text(BROKER_UNAVAILABLE, record["cause"], broker=record["broker"],
+                           cluster=record["cluster"], since=texts.fmt_clock(record["started_ms"]),
+                           counts=texts.fmt_counts(counts))
+
+
+def merge_root_alerts(alerts: list[dict]) -> list[dict]:
+    """One record per root alert transition (the buckets' shares folded, counts filled in),
+    every other record unchanged and in place. Pure; the input records are not modified."""
+    caused: dict[str, dict[str, set]] = {}
+    for a in alerts:
+        kind = COUNTED.get(a["name"])
+        if kind and a["status"] == "firing" and a.get("caused_by"):
+            caused.setdefault(a["caused_by"], {}).setdefault(kind, set()).add(a["subject"])
+    merged: dict[tuple, dict] = {}
+    out: list[dict] = []
+    for a in alerts:
+        if a["name"] not in ROOT_ALERTS:
+            out.append(a)
+            continue
+        key = (a["alert_id"], a["status"])
+        first = merged.get(key)
+        if first is None:
+            first = merged[key] = dict(a, counts=dict(a.get("counts") or {}))
+            out.append(first)
+        else:
+            first["counts"]["leaders_lost"] = (first["counts"].get("leaders_lost", 0)
+                                               + (a.get("counts") or {}).get("leaders_lost", 0))
+    for (aid, _), record in merged.items():
+        counts = record["counts"]
+        for kind in COUNT_KEYS[:3]:
+            counts[kind] = len(caused.get(aid, {}).get(kind, ()))
+        counts.setdefault("leaders_lost", 0)
+        record["reason"] = root_text(record, counts)
+    return out
