@@ -64,6 +64,26 @@ class Keys:
         """Hash alert_id -> alert JSON, the firing alerts of one cluster."""
         return self._key("alerts", "firing", cluster)
 
+    def alerts_notify_stream(self) -> str:
+        """Stream: the on-call channel, one entry per *notified* alert transition (root causes
+        and the alerts that always page; not consequences, not silenced ones; docs/alerts.md)."""
+        return f"{self.prefix}:alerts:notify"
+
+    def alerts_notify_firing(self) -> str:
+        """Hash alert_id -> alert JSON of every notified alert that is firing."""
+        return f"{self.prefix}:alerts:notify:firing"
+
+    def alerts_notify_firing_in(self, cluster: str) -> str:
+        return self._key("alerts", "notify", "firing", cluster)
+
+    def alerts_notify_channel(self) -> str:
+        """Pub/sub channel: the alert JSON of every notified transition."""
+        return f"{self.prefix}:alerts:notify:changes"
+
+    def silences(self) -> str:
+        """Hash silence_id -> silence JSON (sinks/silences.py)."""
+        return f"{self.prefix}:silences"
+
     def alerts_channel(self) -> str:
         """Pub/sub channel: the alert JSON of every transition written (not of replays)."""
         return f"{self.prefix}:alerts:changes"

@@ -170,6 +170,18 @@ def alert_call(keys: Keys, alert: Mapping[str, Any], seen_ttl_s: int, maxlen: in
     )
 
 
+def notify_call(keys: Keys, alert: Mapping[str, Any], seen_ttl_s: int, maxlen: int) -> ScriptCall:
+    """The same alert transition on the on-call stream (only for records with `notify`)."""
+    call = alert_call(keys, alert, seen_ttl_s, maxlen)
+    alert_id, status, cluster = str(alert["alert_id"]), alert["status"], alert["cluster"]
+    return ScriptCall(
+        "write_alert",
+        (keys.alert_seen(alert_id, f"notify-{status}"), keys.alert_seen(alert_id, "notify-resolved"),
+         keys.alerts_notify_stream(), keys.alerts_notify_firing(), keys.alerts_notify_firing_in(cluster)),
+        call.args[:5] + (keys.alerts_notify_channel(),) + call.args[6:],
+        "notified")
+
+
 def alert_order(alert: Mapping[str, Any]) -> tuple:
     """Write order within a batch: by event time, a firing before its resolve."""
     return (alert.get("ts") or 0, alert.get("status") == "resolved")

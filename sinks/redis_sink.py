@@ -82,6 +82,7 @@ class WriteReport:
     replica_status_skipped: int = 0
     quarantine_written: int = 0
     quarantine_skipped: int = 0
+    alerts_notified: int = 0
     series_points_written: int = 0
     cluster_points_written: int = 0
     round_trips: int = 0
@@ -107,6 +108,10 @@ class RedisSink:
         self._keys = Keys(self._settings.prefix)
         self._sleep = sleep
         self._scripts = {name: client.register_script(src) for name, src in SCRIPTS.items()}
+
+    @property
+    def client(self) -> redis.Redis:
+        return self._client
 
     @property
     def keys(self) -> Keys:
@@ -138,6 +143,8 @@ class RedisSink:
                 yield rec.status_call(kind, [spec(keys, record) for record in group], s.series_maxlen)
         for alert in sorted(alerts, key=rec.alert_order):
             yield rec.alert_call(keys, alert, s.seen_ttl_s, s.alerts_maxlen)
+            if alert.get("notify"):
+                yield rec.notify_call(keys, alert, s.seen_ttl_s, s.alerts_maxlen)
         ids = rec.quarantine_record_ids(batch_id, quarantine)
         for record, record_id in zip(quarantine, ids):
             yield rec.quarantine_call(keys, record, record_id, s.seen_ttl_s, s.quarantine_maxlen)
@@ -194,6 +201,8 @@ def _count(counts: Counter[str], call: rec.ScriptCall, result: Any) -> None:
         for applied, appended in result:
             counts[f"{call.kind}_{'written' if applied else 'skipped'}"] += 1
             counts["series_points_written"] += appended
+    elif call.kind == "notified":
+        counts["alerts_notified"] += int(bool(result))
     elif call.script in ("write_alert", "write_quarantine"):
         counts[f"{call.kind}_{'written' if result else 'skipped'}"] += 1
     elif call.script == "cluster_point":

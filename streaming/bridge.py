@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections import Counter
 from pathlib import Path
 
+from replmon.sinks.silences import apply_silences
 from replmon.state.root_cause import ROOT_ALERTS, merge_root_alerts
 
 log = logging.getLogger(__name__)
@@ -52,12 +54,30 @@ def write_files(output_dir: str, batch_id: int, records: dict[str, list[tuple[st
         os.replace(tmp, final)
 
 
-class OutputRouter:
-    """Callable handed to foreachBatch."""
+def silence(records: dict[str, list[tuple[str, dict]]], store, now_ms: int) -> int:
+    """Mark the alerts the active silences match (sinks/silences.py), re-encoding them."""
+    alerts = records["alerts"]
+    if not alerts:
+        return 0
+    active = store.active(now_ms)
+    if not active:
+        return 0
+    held = apply_silences([r for _, r in alerts], active, now_ms)
+    records["alerts"] = [(json.dumps(r, separators=(",", ":")) if r.get("silenced_by") else p, r)
+                         for p, r in alerts]
+    return held
 
-    def __init__(self, output_dir: str | None = None, redis_sink=None) -> None:
+
+class OutputRouter:
+    """Callable handed to foreachBatch: files, Redis, Alertmanager, in that order."""
+
+    def __init__(self, output_dir: str | None = None, redis_sink=None, alertmanager=None,
+                 silences=None, clock=time.time) -> None:
         self.output_dir = output_dir
         self.redis_sink = redis_sink
+        self.alertmanager = alertmanager
+        self.silences = silences
+        self.clock = clock
         self.totals: Counter = Counter()
 
     def __call__(self, batch_df, batch_id: int) -> None:
@@ -65,6 +85,10 @@ class OutputRouter:
         rows = zip(table.column("kind").to_pylist(), table.column("payload").to_pylist())
         records = split_batch(rows)
         merge_roots(records)
+        if self.silences is not None:
+            held = silence(records, self.silences, int(self.clock() * 1000))
+            if held:
+                log.info("batch %d: %d notifications held back by silences", batch_id, held)
         counts = {k: len(v) for k, v in records.items()}
         self.totals.update(counts)
         if self.output_dir:
@@ -73,6 +97,8 @@ class OutputRouter:
             decoded = {k: [record for _, record in v] for k, v in records.items()}
             self.redis_sink.write_batch(batch_id, decoded["alerts"], decoded["partition_status"],
                                         decoded["replica_status"], decoded["quarantine"])
+        if self.alertmanager is not None:
+            self.alertmanager.send([record for _, record in records["alerts"]])
         if counts["quarantine"]:
             log.warning("batch %d: %d records quarantined", batch_id, counts["quarantine"])
         log.info("batch %d: %s", batch_id, counts)

@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     conf = sub.add_parser("conformance", parents=[common],
                           help="check the rules engine against scenario files")
     conf.add_argument("paths", nargs="+")
+    from replmon.streaming.silence_cmd import add_parser as add_silence_parser
+    add_silence_parser(sub, parents=[common])
     svc = sub.add_parser("services", parents=[common],
                          help="local Kafka broker and Redis for development")
     svc.add_argument("action", choices=["up", "down", "status"])
@@ -75,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "conformance":
         from replmon.streaming.conformance_cmd import run
         return run(args.paths)
+    if args.command == "silence":
+        from replmon.streaming.silence_cmd import run as run_silence
+        return run_silence(args)
     if args.command == "services":
         if not CHECKOUT_SERVICES.is_file():
             print(f"replmon services: run it from a replmon checkout ({CHECKOUT_SERVICES} not found "
@@ -125,10 +130,15 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     from replmon.streaming.sources import file_source, kafka_source
     from replmon.streaming.query import start_query
 
-    redis_sink = None
+    redis_sink = silences = alertmanager = None
     if settings.redis.url is not None:
+        from replmon.sinks.silences import SilenceStore
         from replmon.streaming.redis_out import build_redis_sink
         redis_sink = build_redis_sink(settings.redis)
+        silences = SilenceStore(redis_sink.client, settings.redis.prefix)
+    if settings.alertmanager.url is not None:
+        from replmon.streaming.alertmanager_out import build_alertmanager_sink
+        alertmanager = build_alertmanager_sink(settings.alertmanager)
     spark_conf = settings.spark
     if not settings.input_path and not spark_conf.jars:
         spark_conf = spark_conf.model_copy(update={"jars": local_kafka_jars()})
@@ -137,23 +147,30 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
         source = file_source(spark, settings.input_path, settings.spark.max_files_per_trigger)
     else:
         source = kafka_source(spark, settings.kafka)
-    router = OutputRouter(settings.output_dir if settings.write_files else None, redis_sink)
+    router = OutputRouter(settings.output_dir if settings.write_files else None, redis_sink,
+                          alertmanager=alertmanager, silences=silences)
     query = start_query(spark, source, settings, router, once=once)
-    with stop_on_signals() as stop:
-        # awaitTermination returns True once the query has ended, and raises if it failed.
-        try:
-            while not query.awaitTermination(1) and not stop.is_set():
-                pass
-        except Exception as exc:  # StreamingQueryException: the message crossed from a worker
-            refusal = STATE_REFUSAL.search(str(exc))
-            if refusal is None:
-                raise
-            print(f"replmon: cannot continue from the checkpoint {settings.checkpoint_dir}: "
-                  f"{refusal.group(1)}", file=sys.stderr)
-            return 2
-    if query.isActive:
-        log.info("signal received: stopping the query (the checkpoint keeps its progress)")
-        query.stop()
+    if alertmanager is not None:
+        alertmanager.start()
+    try:
+        with stop_on_signals() as stop:
+            # awaitTermination returns True once the query has ended, and raises if it failed.
+            try:
+                while not query.awaitTermination(1) and not stop.is_set():
+                    pass
+            except Exception as exc:  # StreamingQueryException: the message crossed from a worker
+                refusal = STATE_REFUSAL.search(str(exc))
+                if refusal is None:
+                    raise
+                print(f"replmon: cannot continue from the checkpoint {settings.checkpoint_dir}: "
+                      f"{refusal.group(1)}", file=sys.stderr)
+                return 2
+        if query.isActive:
+            log.info("signal received: stopping the query (the checkpoint keeps its progress)")
+            query.stop()
+    finally:
+        if alertmanager is not None:
+            alertmanager.close()
     print(f"replmon: outputs in {settings.output_dir}: " +
           ", ".join(f"{k} {v}" for k, v in sorted(router.totals.items())))
     if not quiet:

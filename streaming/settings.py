@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import SettingsError as PydanticSettingsError
 from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict,
                                TomlConfigSettingsSource)
@@ -58,6 +58,20 @@ class RedisOut(_Section):
     series_maxlen: int = Field(default=4_096, ge=10)
     quarantine_maxlen: int = Field(default=10_000, ge=100)
     retries: int = Field(default=3, ge=0)
+
+
+class AlertmanagerOut(_Section):
+    """Where notified alerts are posted (sinks/alertmanager.py); off unless url is set."""
+    url: str | None = None                # http://host:9093
+    resend_interval_s: float = Field(default=60.0, gt=0)  # keep well below its resolve_timeout
+    generator_url: str = ""
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return url
 
 
 class SparkConf(_Section):
@@ -111,6 +125,7 @@ class Settings(BaseSettings):
     write_files: bool = True
     kafka: KafkaSource = KafkaSource()
     redis: RedisOut = RedisOut()
+    alertmanager: AlertmanagerOut = AlertmanagerOut()
     spark: SparkConf = SparkConf()
     rules: Rules = Rules()
     alerts: Alerts = Alerts()

@@ -3,7 +3,7 @@
 # an Apache Kafka cluster in KRaft mode and a Redis server, both on loopback,
 # started from jars and Debian packages (no Docker).
 #
-# Usage: deploy/local/services.sh up [--brokers 1|3]
+# Usage: deploy/local/services.sh up [--brokers 1|3] [--alertmanager]
 #        deploy/local/services.sh down
 #        deploy/local/services.sh status
 #        deploy/local/services.sh clean      (down, then delete .run/: data and logs)
@@ -328,6 +328,7 @@ cmd_up() {
     case "$1" in
       --brokers) [ $# -ge 2 ] || die "--brokers needs a value (1 or 3)"; n="$2"; shift 2 ;;
       --brokers=*) n="${1#*=}"; shift ;;
+      --alertmanager) REPLMON_ALERTMANAGER=1; shift ;;  # opt-in: deploy/local/alertmanager.sh
       *) die "unknown argument to up: $1" ;;
     esac
   done
@@ -341,9 +342,11 @@ cmd_up() {
   start_redis
   write_env "$n"
   log "up: Kafka $(bootstrap_for "$n"), Redis $HOST:$REDIS_PORT; env in $RUN/env"
+  if [ "${REPLMON_ALERTMANAGER:-0}" = 1 ]; then "$HERE/alertmanager.sh" up 9>&- >>"$RUN/env"; fi
 }
 
 cmd_down() {
+  "$HERE/alertmanager.sh" down 9>&-
   stop_kafka
   stop_redis
   rm -f "$RUN/env"
