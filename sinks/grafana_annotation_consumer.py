@@ -111,10 +111,18 @@ class AnnotationConsumer:
 
     # --- the loop -----------------------------------------------------------------------
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
-        """Poll until should_stop(); back off (bounded) while Grafana is out. Auth errors raise."""
+        """Poll until should_stop(); back off (bounded) while Grafana or Redis is out. Auth errors raise."""
         delay = self._s.backoff_initial_s
         while not should_stop():
-            report = self.poll_once()
+            try:
+                report = self.poll_once()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if isinstance(exc, redis.AuthenticationError):
+                    raise
+                log.warning("Redis unreachable (%s); next try in %.1fs", exc, delay)
+                self._sleep(delay)
+                delay = min(self._s.backoff_max_s, delay * 2)
+                continue
             if report.outage:
                 log.warning("Grafana unreachable: %d entries stay pending; next try in %.1fs",
                             report.read, delay)

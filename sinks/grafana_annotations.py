@@ -6,7 +6,7 @@ tags carry everything a dashboard filters on ("key:value", Grafana's own convent
 `replmon` on every annotation so one query finds them all:
 
     replmon  alert:UnderReplicated  cluster:c1  topic:orders  partition:0  replica:3
-    severity:warning  alert_id:1f2e...  cause:lag  caused_by:9a8b...  root-cause
+    severity:warning  alert_id:1f2e...  cause:lag  caused_by:9a8b...  root-cause  silenced
 
 Records come from the Redis alert stream, whose fields are strings ('' for null), so every
 function here accepts strings and numbers alike. See docs/grafana.md.
@@ -75,6 +75,8 @@ def tags_of(record: Mapping[str, str]) -> tuple[str, ...]:
     tags += [tag(f, record[f]) for f in TAG_FIELDS if record.get(f, "") != ""]
     if _is_true(record.get("root_cause", "")) and record.get("caused_by", "") == "":
         tags.append("root-cause")
+    if record.get("silenced_by", "") not in ("", "[]", "null"):
+        tags.append("silenced")  # recorded and drawn, not notified (docs/outputs.md)
     return tuple(tags)
 
 

@@ -145,3 +145,14 @@ def test_the_cli_publishes_the_committed_json(monkeypatch, capsys):
     assert f"{grafana.url}/d/replmon-overview/" in out
     assert "401 Unauthorized" in err and "wrong" not in err.replace("is wrong", "")
     assert [b["uid"] for b in load_dashboards()] == ["replmon-broker", "replmon-overview", "replmon-replica"]
+
+
+def test_a_grafana_answering_503_fails_the_publish_clearly_and_a_rerun_completes_it():
+    with FakeGrafana() as grafana:
+        grafana.unavailable = True
+        with pytest.raises(GrafanaPublishError, match="cannot complete 'GET folder replmon'.*Server Error 503"):
+            publish(settings(grafana.url))
+        grafana.unavailable = False
+        report = publish(settings(grafana.url))
+    assert report.folder_created and len(grafana.dashboards) == 3
+    assert grafana.violations == []

@@ -20,6 +20,8 @@ from replmon.sinks.grafana_annotation_consumer import (
 )
 from replmon.sinks.keys import Keys
 from replmon.sinks.redis_sink import RedisSink
+from replmon.streaming import cli
+from tests.redis_server import RedisServer
 from tests.sinks import records as r
 from tests.sinks.fake_grafana import FakeGrafana
 
@@ -230,8 +232,26 @@ def test_the_command_runs_once_and_exits_2_on_a_bad_setting(redis_server, redis_
         monkeypatch.setenv("REPLMON_GRAFANA_URL", grafana.url)
         monkeypatch.setenv("REPLMON_GRAFANA_TOKEN", "glsa_test")
         monkeypatch.setenv("REPLMON_ANNOTATIONS_REDIS_URL", redis_server.url)
-        assert main(["--once"]) == 0
+        assert cli.main(["grafana-annotations", "--once"]) == 0  # as `replmon grafana-annotations --once`
         monkeypatch.setenv("REPLMON_ANNOTATIONS_BLOCK_MS", "-1")
         assert main(["--once"]) == 2
     assert "block_ms" in capsys.readouterr().err
     assert the_one_annotation(grafana)["timeEnd"] == 45_000
+
+
+def test_the_consumer_outlives_a_redis_outage():
+    """Its own Redis going away is waited out with bounded backoff, then work resumes."""
+    server = RedisServer()
+    polls = []
+    try:
+        with FakeGrafana() as grafana:
+            client = server.client()
+            write_alerts(client, FIRING)
+            sleeps = Sleeps()
+            c = consumer(client, grafana, sleeps=sleeps, backoff_max_s=0.04)
+            server.stop()  # Redis goes away before the first read
+            c.run(should_stop=lambda: polls.append(1) or len(polls) > 4)
+            assert len(sleeps) == 4 and max(sleeps) <= 0.04  # backed off, bounded, never raised
+            assert grafana.annotations == {}
+    finally:
+        server.stop()
