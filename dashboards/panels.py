@@ -89,13 +89,15 @@ def _series(title: str, description: str, key: str, fields: dict[str, str], unit
     )
 
 
-def _count(title: str, description: str, target: dict, red_from: int = 1) -> dict:
-    """A stat panel: one count, red from `red_from`."""
+def _count(title: str, description: str, target: dict, red_from: int | None = 1) -> dict:
+    """A stat panel: one count, red from `red_from` (None: a plain count, never red)."""
+    steps = [{"color": "green", "value": None}]
+    if red_from is not None:
+        steps.append({"color": "red", "value": red_from})
     return _panel(
         "stat", title, description, [target],
         fieldConfig={"defaults": {"unit": "none", "decimals": 0, "noValue": "0", "thresholds": {
-            "mode": "absolute",
-            "steps": [{"color": "green", "value": None}, {"color": "red", "value": red_from}]}},
+            "mode": "absolute", "steps": steps}},
             "overrides": []},
         options={"colorMode": "background", "graphMode": "none", "justifyMode": "center",
                  "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
@@ -281,7 +283,7 @@ def follower_state_table(keys: Keys) -> dict:
 # --- broker panels ------------------------------------------------------------------------
 def broker_followers_count(keys: Keys) -> dict:
     return _count("Followers hosted", "Partitions with a follower on this broker.",
-                  live(command("scard", keys.broker_followers(CLUSTER, BROKER))), red_from=1_000_000_000)
+                  live(command("scard", keys.broker_followers(CLUSTER, BROKER))), red_from=None)
 
 
 def broker_out_of_sync_count(keys: Keys) -> dict:

@@ -17,10 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from replmon.sinks.keys import part
+
 TAG = "replmon"
 # The record fields that become "field:value" tags, in this order (the alert's name as "alert").
 TAG_FIELDS = ("cluster", "topic", "partition", "replica", "broker", "severity", "alert_id", "cause",
               "caused_by")
+# Escaped as key parts (sinks/keys.py), so that a dashboard variable fed by an index set matches.
+KEY_PART_FIELDS = {"cluster", "topic", "partition", "replica", "broker"}
 STATUSES = ("firing", "resolved")
 MAX_TAG_CHARS = 100  # Grafana's annotation_tag.term is a varchar(100)... keep well-formed tags short
 
@@ -72,7 +76,8 @@ def alert_id_tag(alert_id: str) -> str:
 
 def tags_of(record: Mapping[str, str]) -> tuple[str, ...]:
     tags = [TAG, tag("alert", record["name"])]
-    tags += [tag(f, record[f]) for f in TAG_FIELDS if record.get(f, "") != ""]
+    tags += [tag(f, part(record[f]) if f in KEY_PART_FIELDS else record[f])
+             for f in TAG_FIELDS if record.get(f, "") != ""]
     if _is_true(record.get("root_cause", "")) and record.get("caused_by", "") == "":
         tags.append("root-cause")
     if record.get("silenced_by", "") not in ("", "[]", "null"):
