@@ -27,8 +27,9 @@ class ContractViolation(AssertionError):
 
 class FakeGrafana:
     def __init__(self, token: str | None = "glsa_test", basic: tuple[str, str] | None = None,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, max_body_bytes: int | None = None) -> None:
         self.token, self.basic, self.read_only = token, basic, read_only
+        self.max_body_bytes = max_body_bytes  # a reverse proxy's limit (nginx client_max_body_size): 413
         self.calls: list[tuple[str, str, dict | None]] = []
         self.violations: list[str] = []
         self.folders: dict[str, dict] = {}
@@ -174,7 +175,7 @@ class FakeGrafana:
         self.expect(isinstance(tags, list) and all(isinstance(t, str) and t for t in tags), "tags are strings")
         uid = body.get("dashboardUID")
         if uid is not None and uid not in self.dashboards:
-            return 404, {"message": "Dashboard not found"}
+            uid = None  # PostAnnotation ignores a uid it cannot resolve: an organization annotation
         with self._lock:
             annotation_id = len(self.annotations) + 1
             self.annotations[annotation_id] = {
@@ -240,6 +241,9 @@ def _handler(grafana: FakeGrafana):
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = None
+            if grafana.max_body_bytes is not None and length > grafana.max_body_bytes:
+                grafana.calls.append((method, self.path, None))
+                return self._answer(413, {"message": "Request Entity Too Large"})
             try:
                 if method in ("POST", "PUT", "PATCH"):
                     grafana.expect(self.headers.get("Content-Type", "").startswith("application/json"),

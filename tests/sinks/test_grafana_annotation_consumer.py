@@ -174,16 +174,27 @@ def test_a_503_is_an_outage_and_nothing_is_acknowledged(redis_client):
 
 
 def test_a_record_grafana_can_never_take_is_quarantined_and_the_stream_goes_on(redis_client):
-    with FakeGrafana() as grafana:
+    huge = r.alert(alert_id="huge", reason="x" * 5_000)
+    with FakeGrafana(max_body_bytes=2_000) as grafana:
         redis_client.xadd(KEYS.alerts_stream(), {"alert_id": "bad", "name": "X", "status": "firing", "ts": "?"})
-        write_alerts(redis_client, FIRING)
-        reports = drain(consumer(redis_client, grafana, dashboard_uid="no-such-board"))
-    assert total(reports, "quarantined") == 2  # the unreadable ts, and the 404 for the dashboard
+        write_alerts(redis_client, huge, FIRING)
+        reports = drain(consumer(redis_client, grafana))
+    assert total(reports, "quarantined") == 2  # the unreadable ts, and the 413 for the huge text
+    assert total(reports, "created") == 1
+    the_one_annotation(grafana, "a1")
     reasons = [f[b"reason"].decode() for _, f in redis_client.xrange(KEYS.quarantine_stream())]
-    assert "no integer ts" in reasons[0] and "404" in reasons[1]
+    assert "no integer ts" in reasons[0] and "(413)" in reasons[1]
     assert all(f[b"stage"] == b"grafana-annotations" for _, f in redis_client.xrange(KEYS.quarantine_stream()))
     assert redis_client.get(KEYS.quarantine_count()) == b"2"
     assert redis_client.xpending(KEYS.alerts_stream(), "grafana-annotations")["pending"] == 0
+
+
+def test_annotations_can_belong_to_one_dashboard(redis_client):
+    with FakeGrafana() as grafana:
+        grafana.dashboards["replmon-overview"] = {"dashboard": {}, "folderUid": None, "version": 1}
+        write_alerts(redis_client, FIRING)
+        drain(consumer(redis_client, grafana, dashboard_uid="replmon-overview"))
+    assert the_one_annotation(grafana)["dashboardUID"] == "replmon-overview"
 
 
 def test_a_wrong_token_stops_the_consumer_with_a_clear_error_and_acknowledges_nothing(redis_client):
