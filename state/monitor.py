@@ -292,29 +292,33 @@ class PartitionWatch:
                 "out": [r for r in p.replicas if r not in p.isr]}
 
     def _partition_root(self, roots: dict) -> str | None:
-        """The one alert that explains every replica missing from the ISR: a broker's
-        BrokerUnavailable, or the single out-of-sync replica's ReplicaOutOfSync. None when the
-        missing replicas have different causes (then the partition alert stands on its own)."""
+        """The alert that explains every replica missing from the ISR: a broker's
+        BrokerUnavailable, or a missing replica's own ReplicaOutOfSync; of several, the latest
+        to start (the one that made the partition cross its threshold). None when a missing
+        replica has no such alert (then the partition alert stands on its own)."""
         p = self.leader
-        ids = set()
+        found = []
         for r in p.replicas:
             if r in p.isr or r in p.adding_replicas:
                 continue
-            rid = root_id(roots, r) or self.book.alert_id_of("ReplicaOutOfSync",
-                                                       f"{self.cluster}/{self.name}/{r}")
-            if rid is None:
+            root = roots.get(r)
+            if root is not None:
+                found.append((root.since_ms, root.alert_id))
+                continue
+            own = self.book.open.get(("ReplicaOutOfSync", f"{self.cluster}/{self.name}/{r}"))
+            if own is None:
                 return None
-            ids.add(rid)
-        return ids.pop() if len(ids) == 1 else None
+            found.append((own.started_ms, own.alert_id))
+        return max(found)[1] if found else None
 
     @staticmethod
     def _single_root(roots: dict, brokers, every: bool = False) -> str | None:
-        """The root alert when the given brokers point at exactly one (with `every`, only if
-        all of them are unavailable)."""
-        ids = {roots[b].alert_id for b in brokers if b in roots}
-        if every and any(b not in roots for b in brokers):
+        """The latest outage among the given brokers (with `every`, only if all of them are
+        unavailable)."""
+        found = [(roots[b].since_ms, roots[b].alert_id) for b in brokers if b in roots]
+        if every and len(found) < len(tuple(brokers)):
             return None
-        return ids.pop() if len(ids) == 1 else None
+        return max(found)[1] if found else None
 
     def _resolve_former_followers(self, now: int, out: list) -> None:
         """Per-replica alerts only concern followers: a replica that became the leader or left

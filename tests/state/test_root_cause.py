@@ -150,3 +150,31 @@ def test_an_ongoing_outage_survives_the_state_format():
     assert root.alert_id == next(a["alert_id"] for a in alerts if a["name"] == "BrokerUnavailable")
     assert back.partitions[("c1", "t", 0)].book.open == bucket.partitions[("c1", "t", 0)].book.open, \
         "caused_by and cause of open episodes are kept"
+
+
+def test_shutdown_then_fences_then_offline_each_counted_under_the_outage_that_caused_it():
+    # t-0 on 1,2,3 (leader 1), min ISR 2: broker 3 shuts down (+6 s), broker 2 is fenced (+12 s:
+    # under min ISR), broker 1 is fenced (+15 s: no leader).
+    from .test_monitor import steady
+    cfg = MonitorConfig(replica_lag_time_max_ms=10_000, min_insync_replicas=2)
+    events = [meta(T0)] + steady(T0 + 100, T0 + 20_000, stop=T0 + 5000) + [
+        ev("broker", T0 + 6000, broker=3, state="shutting_down", broker_epoch=5), meta(T0 + 6000, isr=(1, 2)),
+        ev("broker", T0 + 12_000, broker=2, state="fenced", broker_epoch=5), meta(T0 + 12_000, isr=(1,)),
+        ev("broker", T0 + 15_000, broker=1, state="fenced", broker_epoch=5),
+        meta(T0 + 15_000, isr=(1,), epoch=2, leader=-1)]
+    events.sort(key=lambda e: e[1])
+    _, alerts, _ = run(events, cfg)
+    alerts = merge_root_alerts(alerts)
+    roots = {a["broker"]: a for a in alerts if a["name"] == "BrokerUnavailable"}
+    assert {b: (a["cause"], a["counts"]) for b, a in roots.items()} == {
+        3: ("broker_shutting_down", {"under_replicated": 1, "under_min_isr": 0, "offline": 0, "leaders_lost": 0}),
+        2: ("broker_fenced", {"under_replicated": 0, "under_min_isr": 1, "offline": 0, "leaders_lost": 0}),
+        1: ("broker_fenced", {"under_replicated": 0, "under_min_isr": 0, "offline": 1, "leaders_lost": 1}),
+    }
+    by_name = {a["name"]: a for a in alerts if a["status"] == "firing"}
+    assert by_name["UnderMinIsr"]["caused_by"] == roots[2]["alert_id"], "the outage that crossed min ISR"
+    assert by_name["OfflinePartition"]["caused_by"] == roots[1]["alert_id"]
+    assert [a["name"] for a in alerts if a["notify"]] == \
+        ["BrokerUnavailable", "BrokerUnavailable", "UnderMinIsr", "BrokerUnavailable", "OfflinePartition"]
+    out3 = next(a for a in alerts if a["subject"] == "c1/t-0/3")
+    assert "controlled shutdown" in out3["reason"] and out3["cause"] == "broker_shutting_down"
