@@ -113,6 +113,15 @@ class AlertmanagerSink:
             self._post(batch)
         return len(batch)
 
+    def restore(self, alerts: Iterable[Mapping]) -> int:
+        """Take over the firing alerts a previous run notified (the Redis sink's
+        `alerts:notify:firing` hash), so that a restart keeps re-posting them."""
+        with self._lock:
+            for alert in alerts:
+                if alert.get("status") == "firing" and alert["alert_id"] not in self._firing:
+                    self._firing[alert["alert_id"]] = to_postable(alert, self._settings.generator_url)
+            return len(self._firing)
+
     def resend(self) -> int:
         """Re-post every firing alert (Alertmanager resolves alerts it stops hearing about)."""
         with self._lock:

@@ -139,6 +139,9 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     if settings.alertmanager.url is not None:
         from replmon.streaming.alertmanager_out import build_alertmanager_sink
         alertmanager = build_alertmanager_sink(settings.alertmanager)
+        if redis_sink is not None:  # what a previous run notified and is still firing
+            firing = redis_sink.client.hvals(redis_sink.keys.alerts_notify_firing())
+            alertmanager.restore(json.loads(v) for v in firing)
     spark_conf = settings.spark
     if not settings.input_path and not spark_conf.jars:
         spark_conf = spark_conf.model_copy(update={"jars": local_kafka_jars()})

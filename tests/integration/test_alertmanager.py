@@ -143,3 +143,17 @@ def test_firing_alerts_are_resent_before_alertmanager_forgets_them(alertmanager_
     assert later, "the background resend refreshed the alert"
     am.send([dict(alert, status="resolved", ts=int(time.time() * 1000))])
     assert wait_for(lambda: not am_alerts(alertmanager_url, cluster))
+
+
+def test_a_restart_keeps_resending_what_the_last_run_notified(redis_client, alertmanager_url):
+    cluster, prefix = "it-am-restart", "itam3"
+    during, _ = demo_batches(cluster)
+    route, first_run = router(redis_client, prefix, alertmanager_url)
+    route(Batch(during), 0)
+    assert wait_for(lambda: am_alerts(alertmanager_url, cluster))
+    # a new process: it learns the firing notified alerts from Redis, as `replmon run` does
+    second_run = AlertmanagerSink(AlertmanagerSettings(url=alertmanager_url))
+    stored = [json.loads(v) for v in redis_client.hvals(f"{prefix}:alerts:notify:firing")]
+    assert second_run.restore(stored) == 1
+    assert second_run.firing() == first_run.firing()
+    assert second_run.resend() == 1
