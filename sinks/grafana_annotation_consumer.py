@@ -59,7 +59,7 @@ class AnnotationConsumerSettings(BaseSettings):
     count: PositiveInt = 100  # entries per read
     block_ms: PositiveInt = 2_000  # how long a read waits for new entries
     claim_idle_ms: PositiveInt = 60_000  # entries pending this long on another member are taken over
-    lock_ms: PositiveInt = 30_000  # per-alert lock while its annotation is written
+    lock_ms: PositiveInt = 120_000  # per-alert lock while its annotation is written (> a slow Grafana's retries)
     retries: NonNegativeInt = 2  # further attempts of a Grafana call before backing off
     backoff_initial_s: PositiveFloat = 0.5
     backoff_max_s: PositiveFloat = 30.0

@@ -12,7 +12,6 @@ from replmon.dashboards import build, panels
 from replmon.sinks.grafana_annotations import tags_of
 from replmon.sinks.keys import Keys, part, partition_member
 from replmon.sinks.redis_sink import RedisSink
-from tests.dashboards.grafana_schema import schema_problems
 from tests.sinks import records as r
 
 BOARDS = build.build_all()
@@ -148,8 +147,15 @@ def test_build_cli_writes_every_board(tmp_path, capsys):
 
 
 # --- Grafana's own dashboard model (grafana-foundation-sdk) --------------------------------
+@pytest.fixture(scope="module")
+def schema_problems():
+    pytest.importorskip("grafana_foundation_sdk", reason="in the test extra: run bash deploy/dev.sh setup")
+    from tests.dashboards.grafana_schema import schema_problems
+    return schema_problems
+
+
 @pytest.mark.parametrize("name", sorted(BOARDS))
-def test_dashboard_passes_grafanas_schema(name):
+def test_dashboard_passes_grafanas_schema(name, schema_problems):
     assert schema_problems(json.loads(build.render(BOARDS[name]))) == []
 
 
@@ -174,7 +180,7 @@ def _spoiled(change) -> dict:
      "a misspelt annotation query field"),
     (lambda b: b.update(schemaVer=39), "dashboard.schemaVer", "a misspelt top-level field"),
 ])
-def test_the_schema_check_fails_on_what_grafana_would_not_know(change, expected, why):
+def test_the_schema_check_fails_on_what_grafana_would_not_know(change, expected, why, schema_problems):
     problems = schema_problems(_spoiled(change))
     assert any(expected in p for p in problems), (why, problems)
 
