@@ -108,10 +108,8 @@ def broker(keys: Keys) -> dict:
             [(p.hosted_follower_lag(keys), 24, 8)],
         ]),
         [_link("Cluster overview", "replmon-overview"), _link("Partition and followers", "replmon-replica")],
-        [p.annotation_query("replmon alerts on this broker (as follower)",
-                            [f"cluster:{p.CLUSTER}", f"replica:{p.BROKER}"]),
-         p.annotation_query("replmon alerts on this broker", [f"cluster:{p.CLUSTER}", f"broker:{p.BROKER}"],
-                            color="red")],
+        # every alert about a broker or one of its replicas carries `broker` (docs/outputs.md)
+        [p.annotation_query("replmon alerts on this broker", [f"cluster:{p.CLUSTER}", f"broker:{p.BROKER}"])],
     )
 
 
