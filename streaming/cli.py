@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     common = _common()
     _run_parser(sub, common)
+    from replmon.streaming.replay_cmd import add_parser as replay_parser
+    replay_parser(sub, common)
     sub.add_parser("simulate", help="simulate a Kafka cluster's fetch metrics", add_help=False)
     sub.add_parser("grafana-annotations", help="alerts from Redis as Grafana annotations", add_help=False)
     conf = sub.add_parser("conformance", parents=[common],
@@ -74,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         return annotations_main(rest)
     args = parser.parse_args(argv)
     setup_logging(verbose=args.verbose)
+    if args.command == "replay":
+        from replmon.streaming.replay_cmd import run as replay_run
+        return replay_run(args)
     if args.command == "conformance":
         from replmon.streaming.conformance_cmd import run
         return run(args.paths)
@@ -223,11 +228,16 @@ def print_timeline(alerts_dir: Path, out=None) -> None:
         rows += [json.loads(line) for line in f.read_text().splitlines() if line]
     rows.sort(key=lambda r: (r["ts"], r["status"] != "resolved", r["subject"], r["name"]))
     print(f"\nAlert timeline ({len(rows)} transitions)", file=out)
-    from datetime import datetime, timezone
     for r in rows:
-        when = datetime.fromtimestamp(r["ts"] / 1000, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
-        print(f"{when}  {r['status'].upper():8} {r['severity']:8} {r['name']:20} "
-              f"{r['subject']:28} {r['reason']}", file=out)
+        print(timeline_line(r), file=out)
+
+
+def timeline_line(r: dict) -> str:
+    """One alert transition: '00:00:29.975  FIRING   warning  ReplicaOutOfSync  sim/orders-0/2  reason'."""
+    from datetime import datetime, timezone
+    when = datetime.fromtimestamp(r["ts"] / 1000, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+    return (f"{when}  {r['status'].upper():8} {r['severity']:8} {r['name']:20} "
+            f"{r['subject']:28} {r['reason']}")
 
 
 if __name__ == "__main__":

@@ -20,8 +20,17 @@ def file_source(spark: SparkSession, path: str, max_files_per_trigger: int | Non
         reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
     if p.is_dir():
         reader = reader.option("recursiveFileLookup", "true")
-    df = reader.load(str(p.resolve()))
+        df = reader.load(str(p.resolve()))
+    else:
+        # A streaming file source watches a folder ("Option 'basePath' must be a directory"):
+        # watch the file's folder for that one name.
+        df = reader.option("pathGlobFilter", _glob_literal(p.name)).load(str(p.resolve().parent))
     return df.select("value", F.lit(0).cast("long").alias("seq"))
+
+
+def _glob_literal(name: str) -> str:
+    """A file name as a glob that matches only itself."""
+    return "".join(f"[{c}]" if c in "*?[]{}\\" else c for c in name)
 
 
 def kafka_options(conf: KafkaSource) -> dict[str, str]:

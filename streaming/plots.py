@@ -1,0 +1,171 @@
+"""The report's plots, drawn with matplotlib (Agg: no display, no browser) as PNG bytes.
+
+One small function per plot, each taking plain records and returning PNG bytes. Times on the
+x axis are UTC clock times of the window.
+"""
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+from datetime import datetime, timezone
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.dates as mdates  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+
+SEVERITY_COLOR = {"critical": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
+MAX_LINES = 12
+DPI = 100
+
+
+def _t(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _time_axis(ax, window) -> None:
+    ax.set_xlim(_t(window.start_ms), _t(window.end_ms))
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=timezone.utc))
+    ax.grid(True, alpha=0.3)
+
+
+def _empty(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#555")
+
+
+def alert_timeline(episodes: list[dict], window) -> bytes:
+    """One row per (alert, subject): a bar from firing (or the window start) to resolved (or
+    the window end); a hatched bar started before the window."""
+    rows = sorted({(e["subject"], e["name"]) for e in episodes})
+    fig, ax = plt.subplots(figsize=(11, max(2.0, 0.32 * len(rows) + 1.2)))
+    index = {row: i for i, row in enumerate(rows)}
+    for e in episodes:
+        start, end = _t(e["from_ms"]), _t(e["to_ms"])
+        width = max(end - start, (_t(window.end_ms) - _t(window.start_ms)) / 400)
+        ax.barh(index[(e["subject"], e["name"])], width, left=start, height=0.6,
+                color=SEVERITY_COLOR.get(e["severity"], "#888"),
+                hatch="//" if e["started_ms"] < window.start_ms else None,
+                edgecolor="black" if not e["resolved"] else "none", linewidth=0.6)
+    ax.set_yticks(range(len(rows)), [f"{n}  {s}" for s, n in rows], fontsize=8)
+    ax.invert_yaxis()
+    _time_axis(ax, window)
+    ax.set_title("Alerts (bar: firing → resolved; hatched: already firing at the start; "
+                 "outlined: still firing at the end)", fontsize=10)
+    if not rows:
+        _empty(ax, "no alert in the window")
+    return _png(fig)
+
+
+def replica_lag(samples: list[dict], isr_exits: list[dict], window) -> bytes:
+    """Time since each follower was last caught up, with replica.lag.time.max.ms and the moments
+    the leader shrank the ISR."""
+    series = defaultdict(list)
+    for r in samples:
+        series[(r["cluster"], r["topic"], r["partition"], r["replica"])].append(r)
+    worst = sorted(series, key=lambda k: -max((r["lag_ms"] or 0) for r in series[k]))[:MAX_LINES]
+    fig, ax = plt.subplots(figsize=(11, 4))
+    limits = set()
+    for key in sorted(worst):
+        rows = series[key]
+        ax.plot([_t(r["ts"]) for r in rows], [(r["lag_ms"] or 0) / 1000 for r in rows],
+                label=f"{key[1]}-{key[2]} replica {key[3]}", linewidth=1.2)
+        limits.update(r["limit_ms"] for r in rows)
+    for limit in sorted(limits):
+        ax.axhline(limit / 1000, color="#d62728", linestyle="--", linewidth=1)
+        ax.text(_t(window.start_ms), limit / 1000, f" replica.lag.time.max.ms = {limit / 1000:g} s",
+                color="#d62728", va="bottom", fontsize=8)
+    for i, x in enumerate(e for e in isr_exits if window.contains(e["ts"])):
+        ax.axvline(_t(x["ts"]), color="#444", linestyle=":", linewidth=1,
+                   label="ISR shrink" if i == 0 else None)
+    ax.set_ylabel("time since caught up (s)")
+    ax.set_title("Per-replica lag in time", fontsize=10)
+    _time_axis(ax, window)
+    if worst:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    else:
+        _empty(ax, "no follower state sampled in the window")
+    return _png(fig)
+
+
+def isr_and_urp(partitions: list[dict], urp: list[dict], window) -> bytes:
+    """ISR size of each sampled partition, and the number of under-replicated partitions."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 5), sharex=True)
+    series = defaultdict(list)
+    for r in partitions:
+        series[(r["cluster"], r["topic"], r["partition"])].append(r)
+    shrunk = sorted(series, key=lambda k: min(r["isr"] - r["replicas"] for r in series[k]))[:MAX_LINES]
+    for key in sorted(shrunk):
+        rows = series[key]
+        top.step([_t(r["ts"]) for r in rows], [r["isr"] for r in rows], where="post",
+                 label=f"{key[1]}-{key[2]}", linewidth=1.2)
+    top.set_ylabel("ISR size")
+    top.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    top.set_title("ISR size per partition, and under-replicated partitions", fontsize=10)
+    if shrunk:
+        top.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    totals = defaultdict(int)
+    for r in urp:
+        totals[r["ts"]] += r["under_replicated"]
+    times = sorted(totals)
+    bottom.step([_t(t) for t in times], [totals[t] for t in times], where="post", color="#d62728")
+    bottom.fill_between([_t(t) for t in times], [totals[t] for t in times], step="post",
+                        color="#d62728", alpha=0.2)
+    bottom.set_ylabel("under-replicated")
+    for ax in (top, bottom):
+        _time_axis(ax, window)
+    return _png(fig)
+
+
+def hw_stalls(partitions: list[dict], stalled: list[tuple], window) -> bytes:
+    """HW and leader LEO of the partitions whose HW stalled (offsets relative to the HW at the
+    window start, so partitions of different sizes share an axis)."""
+    fig, ax = plt.subplots(figsize=(11, 4))
+    series = defaultdict(list)
+    for r in partitions:
+        series[(r["cluster"], r["topic"], r["partition"])].append(r)
+    shown = [k for k in stalled if k in series][:MAX_LINES // 2]
+    for i, key in enumerate(shown):
+        rows = series[key]
+        base = rows[0]["hw"]
+        color = plt.cm.tab10(i % 10)
+        times = [_t(r["ts"]) for r in rows]
+        ax.step(times, [r["leader_leo"] - base for r in rows], where="post", color=color,
+                linestyle="--", linewidth=1, label=f"{key[1]}-{key[2]} leader LEO")
+        ax.step(times, [r["hw"] - base for r in rows], where="post", color=color, linewidth=1.6,
+                label=f"{key[1]}-{key[2]} HW")
+    ax.set_ylabel("offset − HW at the start")
+    ax.set_title("High watermark and leader LEO where the HW stalled", fontsize=10)
+    _time_axis(ax, window)
+    if shown:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    else:
+        _empty(ax, "no high-watermark stall in the window")
+    return _png(fig)
+
+
+def variant_bars(summaries: list) -> bytes:
+    """Alerts, ISR shrinks, under-replicated minutes and HW stall seconds per variant."""
+    measures = [("alerts", "alerts"), ("isr_shrinks", "ISR shrinks"),
+                ("under_replicated_min", "under-replicated min"), ("hw_stalled_s", "HW stall s")]
+    fig, axes = plt.subplots(1, len(measures), figsize=(11, 2.2 + 0.35 * len(summaries)))
+    names = [s.name for s in summaries]
+    for ax, (attr, title) in zip(axes, measures):
+        values = [getattr(s, attr) for s in summaries]
+        ax.barh(range(len(names)), values, color=["#1f77b4"] + ["#9467bd"] * (len(names) - 1))
+        ax.set_yticks(range(len(names)), names if ax is axes[0] else [""] * len(names), fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(title, fontsize=9)
+        ax.grid(True, axis="x", alpha=0.3)
+        for i, v in enumerate(values):
+            ax.text(v, i, f" {v:g}" if isinstance(v, int) else f" {v:.1f}", va="center", fontsize=8)
+    fig.suptitle("What-if variants against the actual settings (inside the window)", fontsize=10)
+    return _png(fig)
