@@ -33,6 +33,7 @@ case "$cmd" in
   test)
     setup
     bash deploy/local/services.sh up
+    bash deploy/local/chromium.sh      # the replay report is rendered in headless Chromium
     set +e
     "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
     rc=$?

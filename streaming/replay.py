@@ -121,7 +121,7 @@ def replay_rows(events: DataFrame, settings: Settings, window: Window,
 def make_replay_func(variants: list[Variant], window: Window, buckets: int, max_future_ms: int):
     by_id = {v.variant_id: v for v in variants}
 
-    def func(key, pdf: pd.DataFrame) -> pd.DataFrame:
+    def func(key, pdf):  # (no type hints: applyInPandas would try to infer an eval type from them)
         variant = by_id[int(key[0])]
         bucket_id = int(key[1])
         for name in variant.ignore_event_fields:
