@@ -266,3 +266,29 @@ def test_the_consumer_outlives_a_redis_outage():
             assert grafana.annotations == {}
     finally:
         server.stop()
+
+
+def test_the_engine_s_own_alert_records_become_tagged_regions(redis_client):
+    """Records as state/alerts.py makes them (root cause, caused_by, broker), through the real sink."""
+    from replmon.state.alerts import AlertBook
+
+    book, out = AlertBook(), []
+    book.update(out, "BrokerUnavailable", "c1/broker/2", True, 10_000, ("c1", None, None, 2),
+                "broker 2 is fenced", cause="broker_fenced")
+    root_id = book.alert_id_of("BrokerUnavailable", "c1/broker/2")
+    book.update(out, "ReplicaOutOfSync", "c1/orders-0/2", True, 10_000, ("c1", "orders", 0, 2),
+                "replica 2 left the ISR: its broker is fenced", caused_by=root_id, cause="broker_fenced")
+    book.update(out, "ReplicaOutOfSync", "c1/orders-0/2", False, 50_000, ("c1", "orders", 0, 2),
+                "replica 2 is back in the ISR")
+    book.update(out, "BrokerUnavailable", "c1/broker/2", False, 40_000, ("c1", None, None, 2), "running again")
+    with FakeGrafana() as grafana:
+        write_alerts(redis_client, *out)
+        reports = drain(consumer(redis_client, grafana))
+    assert (total(reports, "created"), total(reports, "closed")) == (2, 2)
+    root = the_one_annotation(grafana, root_id)
+    assert {"alert:BrokerUnavailable", "broker:2", "cause:broker_fenced", "root-cause"} <= set(root["tags"])
+    assert not any(t.startswith(("topic:", "replica:", "caused_by:")) for t in root["tags"])
+    assert (root["time"], root["timeEnd"]) == (10_000, 40_000)
+    [caused] = [a for a in grafana.annotations.values() if a["id"] != root["id"]]
+    assert {f"caused_by:{root_id}", "topic:orders", "partition:0", "replica:2", "broker:2"} <= set(caused["tags"])
+    assert "root-cause" not in caused["tags"] and (caused["time"], caused["timeEnd"]) == (10_000, 50_000)
