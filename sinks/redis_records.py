@@ -21,7 +21,7 @@ ALERT_FIELDS = (
     "subject", "started_ms", "ts", "reason",
 )
 ALERT_STATUSES = ("firing", "resolved")
-QUARANTINE_FIELDS = ("stage", "reason", "cluster", "ts", "raw")
+QUARANTINE_FIELDS = ("stage", "reason", "cluster", "ts", "raw", "size", "sha256")
 REPLICA_SERIES_FIELDS = ("lag_ms", "lag_messages", "leo")
 PARTITION_SERIES_FIELDS = ("hw", "leader_leo", "hw_stalled_ms")
 

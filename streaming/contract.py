@@ -4,6 +4,7 @@ No Spark here: the stateful step imports it on the workers.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 
 # field -> kind ("int", "str", "ints")
@@ -30,6 +31,8 @@ BROKER_STATES = ("running", "fenced", "shutting_down")
 PARTITIONED = ("fetch", "append", "metadata")
 BROADCAST = ("broker", "heartbeat")  # cluster-wide: delivered to every bucket
 MALFORMED = "malformed"  # the parser's mark; malformed_reason() says what exactly
+DEFAULT_MAX_RECORD_BYTES = 1 << 20  # stream.max_record_bytes: larger records are quarantined
+RAW_PREFIX_BYTES = 1024  # a quarantine record keeps this much of the raw record, plus size and digest
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -57,3 +60,18 @@ def malformed_reason(raw: str | None) -> str:
         if kind == "str" and not isinstance(v, str):
             return f"mistyped field: {name} is not a string"
     return "mistyped field: a value has the wrong JSON type"
+
+
+def bounded_quarantine(record: dict) -> dict:
+    """A quarantine record with its `raw` text cut to RAW_PREFIX_BYTES (UTF-8, never inside a
+    character), the whole record's `size` in bytes and its `sha256` (kept when the parser set
+    them from the record's bytes), and `raw_truncated`: whether `raw` is less than the record."""
+    out = dict(record)
+    data = (out.get("raw") or "").encode("utf-8", "surrogatepass")
+    if out.get("size") is None or out.get("sha256") is None:
+        out["size"], out["sha256"] = len(data), hashlib.sha256(data).hexdigest()
+    if len(data) > RAW_PREFIX_BYTES:
+        data = data[:RAW_PREFIX_BYTES]
+        out["raw"] = data.decode("utf-8", "ignore")
+    out["raw_truncated"] = out["size"] > len(data)
+    return out

@@ -1,8 +1,11 @@
 """Parse events (docs/events.md) in Spark SQL and route them to buckets.
 
-The JVM side does only what must happen before the shuffle: one typed `from_json` (a record
-that is not JSON, or has a field of the wrong JSON type, comes back flagged in
-`_corrupt_record`), the bucket, and the event time for the watermark. The contract checks
+The JVM side does only what must happen before the shuffle: the byte checks (a record value
+arrives as bytes and becomes a string only once it is known to be valid UTF-8, within the
+maximum record size and free of NUL bytes: any other byte sequence would make a string that
+cannot cross into Python), one typed `from_json` (a record that is not JSON, or has a field of
+the wrong JSON type, comes back flagged in `_corrupt_record`), the bucket, and the event time
+for the watermark. The contract checks
 (required fields, signs, known type and state) run vectorised on the Python side
 (streaming/validate.py): as one large SQL expression referenced by several columns, they made
 the optimiser inline it again and again and run out of memory planning each micro-batch.
@@ -12,7 +15,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from replmon.streaming.contract import ARRAY_FIELDS, BROADCAST, FIELDS, PARTITIONED
+from replmon.streaming.contract import (ARRAY_FIELDS, BROADCAST, DEFAULT_MAX_RECORD_BYTES, FIELDS,
+                                        PARTITIONED, RAW_PREFIX_BYTES)
 
 _SQL_TYPE = {"int": "bigint", "str": "string", "ints": "array<bigint>"}
 _TYPED_SCHEMA = ", ".join(f"`{n}` {_SQL_TYPE[k]}" for n, k in FIELDS.items()) + \
@@ -20,14 +24,41 @@ _TYPED_SCHEMA = ", ".join(f"`{n}` {_SQL_TYPE[k]}" for n, k in FIELDS.items()) + 
 _OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
 
 
-def parse_events(lines: DataFrame, *, seq: Column | None = None) -> DataFrame:
-    """`lines` has a string column `value`. Returns `raw`, `seq`, `malformed` and the typed
-    fields of the contract (null where absent)."""
-    return (lines.select(
-        F.col("value").alias("raw"),
-        (seq if seq is not None else F.lit(0).cast("long")).alias("seq"),
-        F.from_json("value", _TYPED_SCHEMA, _OPTIONS).alias("j"))
-        .select("raw", "seq", F.col("j._corrupt_record").isNotNull().alias("malformed"),
+def byte_problem(value: Column, max_record_bytes: int) -> Column:
+    """Why a record's bytes cannot be read as text (null when they can): the first of
+    no value, too large, not UTF-8, a NUL byte."""
+    size = F.octet_length(value)
+    return (F.when(value.isNull(), F.lit("empty record: no value"))
+            .when(size > max_record_bytes,
+                  F.concat(F.lit("record too large: "), size.cast("string"),
+                           F.lit(f" bytes, more than stream.max_record_bytes ({max_record_bytes})")))
+            .when(~F.is_valid_utf8(value), F.lit("not valid UTF-8"))
+            .when(F.contains(value, F.unhex(F.lit("00"))), F.lit("contains a NUL byte")))
+
+
+def parse_events(lines: DataFrame, *, seq: Column | None = None,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> DataFrame:
+    """`lines` has a binary column `value` (a string column is taken as its UTF-8 bytes).
+    Returns `raw` (the text; for a record whose bytes are bad, a bounded printable prefix),
+    `seq`, `byte_problem`, `size` and `sha256` (both only where `byte_problem` is set),
+    `malformed` and the typed fields of the contract (null where absent)."""
+    value = F.col("value")
+    if dict(lines.dtypes).get("value") != "binary":
+        value = value.cast("binary")
+    seq = seq if seq is not None else F.lit(0).cast("long")
+    checked = lines.select(value.alias("bytes"), seq.alias("seq")).select(
+        "bytes", "seq", byte_problem(F.col("bytes"), max_record_bytes).alias("byte_problem"))
+    bad = F.col("byte_problem").isNotNull()
+    text = F.when(~bad, F.col("bytes").cast("string"))
+    prefix = F.make_valid_utf8(F.substring(F.col("bytes"), 1, RAW_PREFIX_BYTES).cast("string"))
+    return (checked.select(
+        F.when(bad, prefix).otherwise(text).alias("raw"),
+        "seq", "byte_problem",
+        F.when(bad, F.octet_length("bytes")).alias("size"),
+        F.when(bad, F.sha2(F.col("bytes"), 256)).alias("sha256"),
+        F.from_json(text, _TYPED_SCHEMA, _OPTIONS).alias("j"))
+        .select("raw", "seq", "byte_problem", "size", "sha256",
+                (bad | F.col("j._corrupt_record").isNotNull()).alias("malformed"),
                 *[F.col(f"j.{n}").alias(n) for n in FIELDS]))
 
 

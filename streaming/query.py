@@ -18,7 +18,7 @@ def monitor_outputs(source: DataFrame, settings: Settings) -> DataFrame:
     """All outputs as (kind, payload) rows: alerts, statuses, and quarantine from both the
     parse stage and the stateful stage (one pass over the source)."""
     stream = settings.stream
-    parsed = parse_events(source, seq=F.col("seq"))
+    parsed = parse_events(source, seq=F.col("seq"), max_record_bytes=stream.max_record_bytes)
     rows = (monitor_input(parsed, stream.buckets, stream.max_future_ms)
             .withWatermark("event_time", f"{stream.watermark_delay_ms} milliseconds")
             .select("bucket", "event_time", *INPUT_COLUMNS))

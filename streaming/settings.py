@@ -110,6 +110,8 @@ class Stream(_Section):
     watermark_delay_ms: int = Field(default=86_400_000, ge=0)
     reorder_tolerance_ms: int = Field(default=1000, ge=0)
     max_future_ms: int = Field(default=3_600_000, ge=0)
+    # A record (Kafka value or file line) larger than this is quarantined unread.
+    max_record_bytes: int = Field(default=1 << 20, ge=256, le=64 << 20)
     status_interval_ms: int = Field(default=1000, ge=0)
     # A partition with no event for this long (event time) is dropped from the state and its
     # open alerts resolve; above alerts.telemetry_gap_ms, so TelemetryMissing fires first.

@@ -1,4 +1,5 @@
-"""Where events come from: JSON-lines files, or Kafka topics. Both give (value, seq)."""
+"""Where events come from: JSON-lines files, or Kafka topics. Both give (value, seq); the
+value is the record's bytes (Kafka) or the line as Spark read it (files), unchecked."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -64,4 +65,5 @@ def kafka_source(spark: SparkSession, conf: KafkaSource) -> DataFrame:
         reader = reader.option(key, value)
     df = reader.load()
     seq = (F.col("partition").cast("long") * F.lit(1 << 40) + F.col("offset"))
-    return df.select(F.col("value").cast("string").alias("value"), seq.alias("seq"))
+    # The value stays bytes: parse.py turns it into text only once it is known to be valid.
+    return df.select(F.col("value"), seq.alias("seq"))

@@ -16,20 +16,20 @@ import pandas as pd
 
 from replmon.state.bucket import EVENT_FIELDS, Bucket, owner_bucket
 from replmon.state.codec import decode, encode
-from replmon.streaming.contract import ARRAY_FIELDS, BROADCAST
+from replmon.streaming.contract import ARRAY_FIELDS, BROADCAST, bounded_quarantine
 from replmon.streaming.validate import describe, invalid_reasons
 from replmon.state.monitor import MonitorConfig
 
 OUTPUT_SCHEMA = "kind string, payload string"
 STATE_SCHEMA = "blob binary"
-INPUT_COLUMNS = [f for f in EVENT_FIELDS] + ["seq", "malformed"]
+INPUT_COLUMNS = [f for f in EVENT_FIELDS] + ["seq", "malformed", "byte_problem", "size", "sha256"]
 # Ties in event time: a broker's state first, then the partition changes the controller made
 # because of it at the same instant (fencing removes the broker from every ISR), so that the
 # ISR exit is explained by the fence (state/root_cause.py).
 _TYPE_RANK = {"broker": 0, "metadata": 1, "fetch": 2, "append": 3, "heartbeat": 4}
 _INTS = ("ts", "partition", "replica", "fetch_offset", "leader_leo", "leader_epoch",
          "broker_epoch", "log_start_offset", "diverging_epoch", "leader", "hw",
-         "min_insync_replicas", "replica_lag_time_max_ms", "broker")
+         "min_insync_replicas", "replica_lag_time_max_ms", "broker", "size")
 
 
 def _column(pdf: pd.DataFrame, name: str) -> list:
@@ -62,14 +62,18 @@ def events_from_frames(frames: Iterator[pd.DataFrame], quarantine: list, *, buck
     invalid = reasons != None  # noqa: E711 (element-wise)
     if invalid.any():
         bad = pdf[invalid]
-        for raw, reason, kind, cluster, ts, malformed in zip(
+        sizes = _column(bad, "size") if "size" in bad else [None] * len(bad)
+        digests = _column(bad, "sha256") if "sha256" in bad else [None] * len(bad)
+        for raw, reason, kind, cluster, ts, malformed, size, digest in zip(
                 bad["raw"].tolist(), reasons[invalid].tolist(), bad["type"].tolist(),
-                _column(bad, "cluster"), _column(bad, "ts"), bad["malformed"].tolist()):
+                _column(bad, "cluster"), _column(bad, "ts"), bad["malformed"].tolist(),
+                sizes, digests):
             broadcast = kind in BROADCAST and cluster is not None and not malformed
             if broadcast and owner_bucket(cluster, buckets) != bucket_id:
                 continue
-            quarantine.append({"raw": raw, "reason": describe(reason, raw), "stage": "parse",
-                               "cluster": cluster, "ts": ts})
+            quarantine.append(bounded_quarantine(
+                {"raw": raw, "reason": describe(reason, raw), "stage": "parse",
+                 "cluster": cluster, "ts": ts, "size": size, "sha256": digest}))
         pdf = pdf[~invalid]
         if not len(pdf):
             return []
@@ -95,7 +99,9 @@ def make_state_func(cfg: MonitorConfig, buckets: int, max_future_ms: int):
             events = events_from_frames(frames, quarantine, bucket_id=bucket_id, buckets=buckets,
                                         now_ms=int(time.time() * 1000),
                                         max_future_ms=max_future_ms)
+            stage = len(quarantine)
             bucket.process(events, cfg, alerts, quarantine)
+            quarantine[stage:] = [bounded_quarantine(q) for q in quarantine[stage:]]
         bucket.advance(cfg, alerts, watermark_ms=watermark if watermark > 0 else None)
         partitions: list = []
         replicas: list = []

@@ -22,8 +22,12 @@ def invalid_reasons(pdf: pd.DataFrame, now_ms: int, max_future_ms: int) -> np.nd
     kind = pdf["type"].to_numpy(dtype=object)
     missing = {name: pdf[name].isna().to_numpy() for name in
                {"type", "ts", "cluster", *(f for fs in REQUIRED.values() for f in fs)}}
+    byte_problem = pdf["byte_problem"].to_numpy(dtype=object) if "byte_problem" in pdf else \
+        np.full(n, None, dtype=object)
+    bad_bytes = pd.notna(byte_problem)
     checks: list[tuple[np.ndarray, object]] = [
-        (pdf["malformed"].to_numpy(dtype=bool), MALFORMED),
+        (bad_bytes, byte_problem),
+        (pdf["malformed"].to_numpy(dtype=bool) & ~bad_bytes, MALFORMED),
         (missing["type"], "missing field: type"),
     ]
     known = np.isin(kind, list(REQUIRED))
