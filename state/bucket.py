@@ -42,10 +42,35 @@ def owner_bucket(cluster: str, buckets: int) -> int:
 @dataclass(slots=True)
 class ClusterView:
     clock_ms: int = 0
-    brokers: dict = field(default_factory=dict)  # id -> (state, broker_epoch)
+    brokers: dict = field(default_factory=dict)  # id -> (state, broker_epoch), as of the log's start
     book: AlertBook = field(default_factory=AlertBook)       # the cluster's own alerts (owner bucket)
     roots: dict = field(default_factory=dict)                # unavailable broker -> BrokerRoot
     root_book: AlertBook = field(default_factory=AlertBook)  # this bucket's share of the root alerts
+    # Broker events not yet applied by every partition, (ts, broker, state, broker_epoch) in
+    # arrival order, and the roots (unavailable brokers) as of the log's start.
+    broker_log: list = field(default_factory=list)
+    base_roots: dict = field(default_factory=dict)
+    roots_cache: list = field(default_factory=list)  # derived: roots after each log entry
+
+    def settled_ms(self, lateness_ms: int) -> int:
+        """Event time up to which every partition of the cluster may be moved without its own
+        events: the cluster's clock less the allowed lateness."""
+        return self.clock_ms - lateness_ms
+
+    def roots_at(self, cluster: str, pos: int) -> dict:
+        """The unavailable brokers as a partition that has applied the first `pos` entries of
+        the broker log sees them."""
+        cache = self.roots_cache
+        while len(cache) < pos:
+            roots = dict(cache[-1] if cache else self.base_roots)
+            ts, broker, state, _ = self.broker_log[len(cache)]
+            if alert_rules.is_broker_unavailable(state=state):
+                if broker not in roots:
+                    roots[broker] = broker_root(cluster, broker, state, ts)
+            else:
+                roots.pop(broker, None)
+            cache.append(roots)
+        return cache[pos - 1] if pos else self.base_roots
 
 
 class Bucket:
@@ -57,6 +82,8 @@ class Bucket:
         self.partitions: dict[tuple, PartitionWatch] = {}
         self.clusters: dict[str, ClusterView] = {}
         self.global_ms = 0
+        # partition key -> how many entries of its cluster's broker log it has applied (absent: 0)
+        self.broker_pos: dict[tuple, int] = {}
 
     # -- events -------------------------------------------------------------------------------
     def process(self, events, cfg: MonitorConfig, alerts: list, quarantine: list) -> None:
@@ -77,18 +104,20 @@ class Bucket:
             if kind == "heartbeat":
                 continue
             if kind == "broker":
-                self._broker(ev, view, cfg, alerts)
+                self._broker(ev, view, alerts)
                 continue
             key = (cluster, ev[TOPIC], ev[PARTITION])
             watch = self.partitions.get(key)
             if watch is not None:
+                # Broker events come first on equal times (streaming/stateful.py's order).
+                self._apply_broker_log(key, watch, view, ts + 1, cfg, alerts)
                 if ts < watch.time_ms:
                     if ts < watch.time_ms - cfg.reorder_tolerance_ms:
                         quarantine.append(_quarantine(ev, f"late: event time {ts} is before the "
                                                           f"partition's processed time {watch.time_ms}"))
                         continue
                     ts = watch.time_ms
-                watch.advance_to(ts, alerts, cfg, view.roots)
+                watch.advance_to(ts, alerts, cfg, self._roots(key, view))
                 watch.last_event_ms = ts
             if kind == "fetch":
                 if watch is None:
@@ -111,9 +140,12 @@ class Bucket:
                     self._metadata(watch, ev, ts, view, cfg)
                 watch.reported_isr = tuple(sorted(ev[ISR]))
                 watch.significant = True
-                watch.evaluate(ts, alerts, cfg, view.roots)
+                watch.evaluate(ts, alerts, cfg, self._roots(key, view))
                 continue
-            watch.observe(ts, alerts, cfg, view.roots)
+            watch.observe(ts, alerts, cfg, self._roots(key, view))
+
+    def _roots(self, key: tuple, view: ClusterView) -> dict:
+        return view.roots_at(key[0], self.broker_pos.get(key, 0))
 
     def _owns(self, cluster: str) -> bool:
         return owner_bucket(cluster, self.buckets) == self.bucket_id
@@ -133,18 +165,27 @@ class Bucket:
                                      replicas=tuple(ev[REPLICAS]), isr=tuple(ev[ISR]),
                                      adding_replicas=tuple(ev[ADDING] or ()),
                                      leader_leo=leo, hw=min(hw, leo))
-        self._apply_brokers(leader, view)
+        pos = 0
+        for b_ts, *_ in view.broker_log:
+            if b_ts > ts:
+                break
+            pos += 1
+        self._apply_brokers(leader, view, pos)
         watch = PartitionWatch(cluster, topic, partition, leader, ts, auto_assign=auto)
         if not auto:
             watch.lag_override, watch.min_isr_override = _overrides(ev)
         self.partitions[key] = watch
+        if pos:
+            self.broker_pos[key] = pos
         return watch
 
     @staticmethod
-    def _apply_brokers(leader: PartitionLeader, view: ClusterView) -> None:
+    def _apply_brokers(leader: PartitionLeader, view: ClusterView, pos: int) -> None:
+        """The broker states as of the log's start, then the first `pos` entries of the log."""
         for broker, (state, epoch) in view.brokers.items():
-            leader.set_broker_state(broker, fenced=state == "fenced",
-                                    shutting_down=state == "shutting_down", broker_epoch=epoch)
+            _set_broker(leader, broker, state, epoch)
+        for _, broker, state, epoch in view.broker_log[:pos]:
+            _set_broker(leader, broker, state, epoch)
 
     def _fetch(self, watch: PartitionWatch, ev, ts: int, quarantine: list) -> None:
         p = watch.leader
@@ -181,7 +222,8 @@ class Bucket:
             new = PartitionLeader(config=p.config, now_ms=ts, leader=leader_id,
                                   leader_epoch=epoch, replicas=replicas, isr=isr,
                                   adding_replicas=adding, leader_leo=leo, hw=min(hw, leo))
-            self._apply_brokers(new, view)
+            self._apply_brokers(new, view, self.broker_pos.get(
+                (watch.cluster, watch.topic, watch.partition), 0))
             watch.leader = new
             watch.auto_assign = False
             return
@@ -200,20 +242,55 @@ class Bucket:
                                 adding_replicas=adding)
         watch.auto_assign = False
 
-    def _broker(self, ev, view: ClusterView, cfg: MonitorConfig, alerts: list) -> None:
-        broker, state, epoch = ev[BROKER], ev[STATE], ev[BROKER_EPOCH]
-        view.brokers[broker] = (state, epoch)
-        ts = ev[TS]
+    def _broker(self, ev, view: ClusterView, alerts: list) -> None:
+        """A broker's state changed: the cluster-wide root alert now, and into the log for the
+        partitions, which apply it when their own time reaches it (_apply_broker_log)."""
+        broker, state, epoch, ts = ev[BROKER], ev[STATE], ev[BROKER_EPOCH], ev[TS]
+        view.broker_log.append((ts, broker, state, epoch))
         watches = [w for (c, _, _), w in self.partitions.items() if c == ev[CLUSTER]]
-        for watch in watches:
-            watch.advance_to(max(ts, watch.time_ms), alerts, cfg, view.roots)
         self._broker_root(ev[CLUSTER], broker, state, ts, view, watches, alerts)
-        for watch in watches:
-            t = max(ts, watch.time_ms)
-            watch.leader.set_broker_state(broker, fenced=state == "fenced",
-                                          shutting_down=state == "shutting_down",
-                                          broker_epoch=epoch)
-            watch.evaluate(t, alerts, cfg, view.roots)
+
+    def _apply_broker_log(self, key, watch: PartitionWatch, view: ClusterView, before_ms: int,
+                          cfg: MonitorConfig, alerts: list) -> None:
+        """Apply to one partition, in order, the cluster's broker events with a time before
+        `before_ms` that it has not applied yet. Broker events are cluster-wide and may be read
+        (from another partition of the metrics topic) ahead of this partition's own events; each
+        partition takes them when its own time reaches them, so that skew cannot move its
+        clock ahead and make its valid events late, nor change what its alerts say."""
+        log = view.broker_log
+        i = self.broker_pos.get(key, 0)
+        if i >= len(log) or log[i][0] >= before_ms:
+            return
+        while i < len(log) and log[i][0] < before_ms:
+            b_ts, broker, state, epoch = log[i]
+            t = max(b_ts, watch.time_ms)
+            watch.advance_to(t, alerts, cfg, view.roots_at(key[0], i))
+            _set_broker(watch.leader, broker, state, epoch)
+            watch.evaluate(t, alerts, cfg, view.roots_at(key[0], i + 1))
+            i += 1
+        self.broker_pos[key] = i
+
+    def _trim_broker_logs(self) -> None:
+        """Fold into each cluster's broker states the log entries every partition has applied."""
+        applied: dict[str, int] = {}
+        for key in self.partitions:
+            pos = self.broker_pos.get(key, 0)
+            applied[key[0]] = min(applied.get(key[0], pos), pos)
+        for cluster, view in self.clusters.items():
+            upto = applied.get(cluster, len(view.broker_log))
+            if upto <= 0:
+                continue
+            view.base_roots = view.roots_at(cluster, upto)
+            for _, broker, state, epoch in view.broker_log[:upto]:
+                view.brokers[broker] = (state, epoch)
+            del view.broker_log[:upto]
+            view.roots_cache = []
+            for key in [k for k in self.broker_pos if k[0] == cluster]:
+                pos = self.broker_pos[key] - upto
+                if pos > 0:
+                    self.broker_pos[key] = pos
+                else:
+                    del self.broker_pos[key]
 
     @staticmethod
     def _broker_root(cluster: str, broker: int, state: str, ts: int, view: ClusterView,
@@ -242,24 +319,33 @@ class Bucket:
             self.global_ms = watermark_ms
         idle: list = []
         for key, watch in self.partitions.items():
-            target = self.clusters[key[0]].clock_ms - cfg.lateness_ms
+            view = self.clusters[key[0]]
+            target = view.settled_ms(cfg.lateness_ms)
             if target >= watch.last_event_ms + cfg.evict_after_ms:
                 idle.append(key)
-            elif target > watch.time_ms:
-                watch.advance_to(target, alerts, cfg, self.clusters[key[0]].roots)
+                continue
+            self._apply_broker_log(key, watch, view, target + 1, cfg, alerts)
+            if target > watch.time_ms:
+                watch.advance_to(target, alerts, cfg, self._roots(key, view))
         for key in idle:
             watch = self.partitions[key]
+            view = self.clusters[key[0]]
             at = watch.last_event_ms + cfg.evict_after_ms
-            watch.advance_to(at, alerts, cfg, self.clusters[key[0]].roots)
+            self._apply_broker_log(key, watch, view, at + 1, cfg, alerts)
+            watch.advance_to(at, alerts, cfg, self._roots(key, view))
             self._evict(key, at, alerts,
                         f"{watch.name} is no longer reported: no event since "
                         f"{fmt_clock(watch.last_event_ms)} (stream.evict_after_ms "
                         f"{cfg.evict_after_ms / 1000:g} s): no longer monitored")
+        self._trim_broker_logs()
         for cluster, view in self.clusters.items():
             if not self._owns(cluster):
                 continue
             silent_at = view.clock_ms + cfg.telemetry_gap_ms + 1
-            view.book.update(alerts, "TelemetryMissing", cluster, self.global_ms >= silent_at,
+            # Only once the newest event anywhere is the allowed lateness past that point: the
+            # cluster's events may be read that far behind another cluster's.
+            view.book.update(alerts, "TelemetryMissing", cluster,
+                             self.global_ms - cfg.lateness_ms >= silent_at,
                              silent_at, (cluster, None, None, None),
                              f"no events from cluster {cluster} since {fmt_clock(view.clock_ms)} "
                              f"(more than {cfg.telemetry_gap_ms / 1000:g} s)")
@@ -268,6 +354,7 @@ class Bucket:
         """Drop a partition from the state (bounded state: a deleted topic does not stay
         forever): its open alerts resolve at `at_ms` with `reason`."""
         watch = self.partitions.pop(key)
+        self.broker_pos.pop(key, None)
         watch.book.resolve_all(alerts, at_ms, reason)
 
     def next_timeout_ms(self, cfg: MonitorConfig) -> int | None:
@@ -291,6 +378,11 @@ class Bucket:
             replicas.extend(watch.replica_statuses(cfg))
             watch.dirty = watch.significant = False
             watch.last_status_ms = watch.time_ms
+
+
+def _set_broker(leader: PartitionLeader, broker: int, state: str, epoch) -> None:
+    leader.set_broker_state(broker, fenced=state == "fenced",
+                            shutting_down=state == "shutting_down", broker_epoch=epoch)
 
 
 def _overrides(ev) -> tuple:

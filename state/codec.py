@@ -27,7 +27,7 @@ from replmon.state.bucket import Bucket, ClusterView
 from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionLeader
 from replmon.state.replica import ReplicaState
-from replmon.state.root_cause import roots_from_book
+from replmon.state.root_cause import BrokerRoot, roots_from_book
 
 FORMAT_VERSION = 1
 MAGIC = b"replmon-state\x00"
@@ -73,6 +73,12 @@ def encode(bucket: Bucket) -> bytes:
         "clusters": [(name, v.clock_ms, v.brokers, v.book.to_rows(), v.root_book.to_rows())
                      for name, v in bucket.clusters.items()],
         "partitions": [_watch_row(w) for w in bucket.partitions.values()],
+        # Broker events not yet applied by every partition, the roots as of the log's start
+        # (state/bucket.py), and how far each partition has applied the log. getattr: format 0
+        # objects, re-encoded by _migrate_format0, predate them.
+        "broker_logs": {name: (v.broker_log, {b: tuple(r) for b, r in v.base_roots.items()})
+                        for name, v in bucket.clusters.items() if getattr(v, "broker_log", None)},
+        "broker_pos": list(getattr(bucket, "broker_pos", {}).items()),
     }
     body = pickle.dumps(doc, protocol=5)
     return MAGIC + FORMAT_VERSION.to_bytes(2, "big") + zlib.compress(body, COMPRESSION_LEVEL)
@@ -103,6 +109,13 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
         if root_book:  # the open root-cause alerts; the roots are derived from them
             view.root_book = AlertBook.from_rows(root_book[0])
             view.roots = roots_from_book(view.root_book)
+    for view in bucket.clusters.values():
+        view.base_roots = dict(view.roots)  # with no log, the roots as of its start are today's
+    for name, (log, base_roots) in doc.get("broker_logs", {}).items():
+        view = bucket.clusters[name]
+        view.broker_log = list(log)
+        view.base_roots = {b: BrokerRoot(*r) for b, r in base_roots.items()}
+    bucket.broker_pos = dict(doc.get("broker_pos", ()))
     fields = doc["fields"]
     read_watch = _reader(fields["watch"], WATCH_FIELDS)
     read_leader = _reader(fields["leader"], LEADER_FIELDS)
