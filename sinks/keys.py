@@ -182,3 +182,8 @@ class Keys:
     def grafana_annotation_lock(self, alert_id: str) -> str:
         """String with a short TTL: one consumer is writing this episode's annotation."""
         return self._key("grafana", "annotation-lock", alert_id)
+
+    # --- the monitor itself --------------------------------------------------------------
+    def heartbeat(self, query: str) -> str:
+        """Hash: the query's latest wall-clock heartbeat (sinks/heartbeat.py, docs/redis.md)."""
+        return self._key("monitor", "heartbeat", query)

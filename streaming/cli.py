@@ -5,6 +5,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import re
 import signal
 import subprocess
@@ -34,14 +35,17 @@ def _common() -> argparse.ArgumentParser:
 
 def _run_parser(sub, common) -> None:
     p = sub.add_parser("run", parents=[common],
-                       help="run the monitor (no options: a simulated cluster, embedded)")
+                       help="run the monitor over Kafka or files (--demo: a simulated cluster)")
     p.add_argument("--config", help="TOML settings file (also REPLMON_CONFIG)")
     p.add_argument("--input", help="file or folder of JSON-lines events instead of Kafka")
     p.add_argument("--once", action="store_true", help="process what is there, then stop")
     p.add_argument("--output", help="output folder (default ./replmon-out)")
     p.add_argument("--kafka-bootstrap", help="read the metrics topic from this Kafka cluster")
     p.add_argument("--redis-url", help="also write alerts and metrics to this Redis")
-    p.add_argument("--scenario", default="demo", help="simulated scenario for the embedded default")
+    p.add_argument("--demo", action="store_true",
+                   help="no input of your own: simulate a cluster with faults and monitor it")
+    p.add_argument("--scenario", help="simulated scenario for --demo (default: demo)")
+    p.add_argument("--master", help="Spark master, e.g. spark://host:7077 (default local[2])")
     p.add_argument("--quiet", action="store_true", help="do not print the alert timeline")
 
 
@@ -110,19 +114,45 @@ def run_command(args) -> int:
     if args.redis_url:
         settings = settings.model_copy(update={"redis": settings.redis.model_copy(
             update={"url": args.redis_url})})
-    embedded = settings.input_path is None and settings.kafka.bootstrap_servers is None
-    if embedded:
+    if args.master:
+        settings = settings.model_copy(update={"spark": settings.spark.model_copy(
+            update={"master": args.master})})
+    no_input = settings.input_path is None and settings.kafka.bootstrap_servers is None
+    if args.demo or args.scenario:
+        if not no_input:
+            print("replmon run: --demo simulates its own input; drop it, or drop input_path and "
+                  "kafka.bootstrap_servers", file=sys.stderr)
+            return 2
+        return run_embedded(settings, args)
+    if no_input:
+        if not interactive():
+            print(NO_INPUT, file=sys.stderr)
+            return 2
+        print("replmon: no input configured; running the simulated demo (`replmon run --demo`). "
+              "A deployment sets kafka.bootstrap_servers or input_path.")
         return run_embedded(settings, args)
     return run_monitor(settings, once=args.once, quiet=args.quiet)
+
+
+NO_INPUT = (
+    "replmon run: no input configured: set kafka.bootstrap_servers (--kafka-bootstrap, "
+    "REPLMON_KAFKA__BOOTSTRAP_SERVERS, or [kafka] bootstrap_servers in the --config file) or "
+    "input_path (--input, REPLMON_INPUT_PATH). Use `replmon run --demo` for the simulated cluster.")
+
+
+def interactive() -> bool:
+    """A person at a terminal (who may just be trying replmon), not a service or a script."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def run_embedded(settings, args) -> int:
     """No input configured: simulate a cluster with faults and monitor it, all in-process."""
     from replmon.streaming.simulator.cli import main as simulate_main
 
+    scenario = args.scenario or "demo"
     sim_dir = Path(tempfile.mkdtemp(prefix="replmon-sim-"))
-    print(f"replmon: no input configured; simulating scenario '{args.scenario}' into {sim_dir}")
-    rc = simulate_main(["--scenario", args.scenario, "--out", str(sim_dir)])
+    print(f"replmon: simulating scenario '{scenario}' into {sim_dir}")
+    rc = simulate_main(["--scenario", scenario, "--out", str(sim_dir)])
     if rc != 0:
         return rc
     settings = settings.model_copy(update={"input_path": str(sim_dir / "events")})
@@ -134,6 +164,7 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     from replmon.streaming.session import build_session
     from replmon.streaming.sources import file_source, kafka_source
     from replmon.streaming.query import start_query
+    from replmon.streaming.supervise import Supervisor
 
     redis_sink = silences = alertmanager = None
     if settings.redis.url is not None:
@@ -157,33 +188,77 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
         source = kafka_source(spark, settings.kafka)
     router = OutputRouter(settings.output_dir if settings.write_files else None, redis_sink,
                           alertmanager=alertmanager, silences=silences)
-    query = start_query(spark, source, settings, router, once=once)
+    outlets = monitor_outlets(settings, redis_sink, alertmanager)
     if alertmanager is not None:
         alertmanager.start()
     try:
         with stop_on_signals() as stop:
-            # awaitTermination returns True once the query has ended, and raises if it failed.
-            try:
-                while not query.awaitTermination(1) and not stop.is_set():
-                    pass
-            except Exception as exc:  # StreamingQueryException: the message crossed from a worker
-                refusal = STATE_REFUSAL.search(str(exc))
-                if refusal is None:
-                    raise
-                print(f"replmon: cannot continue from the checkpoint {settings.checkpoint_dir}: "
-                      f"{refusal.group(1)}", file=sys.stderr)
-                return 2
-        if query.isActive:
-            log.info("signal received: stopping the query (the checkpoint keeps its progress)")
-            query.stop()
+            supervisor = Supervisor(lambda: start_query(spark, source, settings, router, once=once,
+                                                        name=QUERY_NAME),
+                                    settings.supervise, name=QUERY_NAME, once=once, stop=stop,
+                                    outlets=outlets, fatal=checkpoint_refusal(settings))
+            rc = supervisor.run()
     finally:
         if alertmanager is not None:
             alertmanager.close()
+    if supervisor.report.fatal:
+        print(f"replmon: {supervisor.report.fatal}", file=sys.stderr)
+        return 2
     print(f"replmon: outputs in {settings.output_dir}: " +
-          ", ".join(f"{k} {v}" for k, v in sorted(router.totals.items())))
-    if not quiet:
+          ", ".join(f"{k} {v}" for k, v in sorted(router.totals.items())) +
+          (f"; the query was restarted {supervisor.report.restarts} times"
+           if supervisor.report.restarts else ""))
+    if not quiet and settings.write_files:
         print_timeline(Path(settings.output_dir) / "alerts")
-    return 0
+    return rc
+
+
+QUERY_NAME = "replmon"
+
+
+def checkpoint_refusal(settings):
+    """A failure no restart can mend: the checkpoint's state is in a format this replmon refuses
+    (state/codec.py). Returns the message to exit with, or None (then the query is restarted)."""
+    def fatal(exc: BaseException) -> str | None:
+        refusal = STATE_REFUSAL.search(str(exc))
+        if refusal is None:
+            return None
+        return f"cannot continue from the checkpoint {settings.checkpoint_dir}: {refusal.group(1)}"
+    return fatal
+
+
+def monitor_outlets(settings, redis_sink, alertmanager):
+    """Where the supervisor's heartbeat and MonitorLagging transitions go: Redis and
+    Alertmanager when configured; the alerts also to the alerts folder, like the query's own."""
+    from replmon.streaming.supervise import Outlets
+
+    writer = None
+    if redis_sink is not None:
+        from replmon.streaming.redis_out import build_heartbeat_writer
+        writer = build_heartbeat_writer(settings.redis, settings.supervise, redis_sink.client)
+
+    def heartbeat(hb) -> None:
+        if writer is not None:
+            writer.write(hb.query, hb.as_fields())
+
+    def alert(record: dict) -> None:
+        if settings.write_files:
+            write_monitor_alert(Path(settings.output_dir) / "alerts", record)
+        if redis_sink is not None:
+            redis_sink.write_batch(-1, [record], [], [], [])
+        if alertmanager is not None:
+            alertmanager.send([record])
+
+    return Outlets(heartbeat=heartbeat, alert=alert)
+
+
+def write_monitor_alert(folder: Path, record: dict) -> None:
+    """One file per transition, named by its id and status: writing it again changes nothing."""
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / f"monitor-{record['alert_id']}-{record['status']}.jsonl"
+    tmp = folder / f".{final.name}.tmp"
+    tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
+    os.replace(tmp, final)
 
 
 @contextlib.contextmanager

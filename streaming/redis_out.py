@@ -1,22 +1,37 @@
-"""Builds the Redis sink from the monitor's settings (the sinks package never reads them)."""
+"""Builds the Redis outputs from the monitor's settings (the sinks package never reads them):
+the sink for the query's records and the writer of the query's heartbeat, on one client."""
 from __future__ import annotations
 
 import logging
 
+import redis
+
+from replmon.sinks.heartbeat import HeartbeatWriter
+from replmon.sinks.keys import Keys
 from replmon.sinks.redis_client import RedisConnectionSettings, build_client
 from replmon.sinks.redis_sink import RedisSink, RedisSinkSettings
-from replmon.streaming.settings import RedisOut
+from replmon.streaming.settings import RedisOut, Supervise
 
 log = logging.getLogger(__name__)
 
 
-def build_redis_sink(conf: RedisOut) -> RedisSink:
+def build_redis_client(conf: RedisOut) -> redis.Redis:
     connection = RedisConnectionSettings(
         url=conf.url, username=conf.username, password=conf.password,
         ssl_ca_certs=conf.ssl_ca_certs, ssl_certfile=conf.ssl_certfile,
         ssl_keyfile=conf.ssl_keyfile)
+    log.info("writing alerts and metrics to %s (prefix %s)", connection.redacted_url(), conf.prefix)
+    return build_client(connection)
+
+
+def build_redis_sink(conf: RedisOut, client: redis.Redis | None = None) -> RedisSink:
     sink = RedisSinkSettings(prefix=conf.prefix, alerts_maxlen=conf.alerts_maxlen,
                              series_maxlen=conf.series_maxlen,
                              quarantine_maxlen=conf.quarantine_maxlen, retries=conf.retries)
-    log.info("writing alerts and metrics to %s (prefix %s)", connection.redacted_url(), conf.prefix)
-    return RedisSink(build_client(connection), sink)
+    return RedisSink(client if client is not None else build_redis_client(conf), sink)
+
+
+def build_heartbeat_writer(conf: RedisOut, supervise: Supervise, client: redis.Redis) -> HeartbeatWriter:
+    # Kept a while past the point where MonitorLagging would fire, then gone.
+    ttl_s = int(max(3 * supervise.heartbeat_interval_s, 2 * supervise.stalled_after_s)) + 1
+    return HeartbeatWriter(client, Keys(conf.prefix), ttl_s)

@@ -82,6 +82,27 @@ class SparkConf(_Section):
     checkpoint_dir: str | None = None     # default: <output_dir>/_checkpoint
     trigger_interval: str | None = None   # e.g. "5 seconds"; None: as fast as possible
     max_files_per_trigger: int | None = Field(default=None, ge=1)
+    # "hdfs": Spark's default in-memory map, snapshotted to the checkpoint. "rocksdb": state on
+    # the executors' local disk, only changes uploaded: for state larger than executor memory
+    # (docs/deploy.md). A checkpoint keeps the provider it was started with.
+    state_store: Literal["hdfs", "rocksdb"] = "hdfs"
+    executor_memory: str | None = None    # spark.executor.memory on a cluster
+    # Extra Spark properties, set as they are (e.g. spark.cores.max, spark.archives).
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class Supervise(_Section):
+    """How `replmon run` keeps the query alive and says that it is (streaming/supervise.py)."""
+    restart_backoff_initial_s: float = Field(default=1.0, gt=0)
+    restart_backoff_max_s: float = Field(default=60.0, gt=0)
+    # Restarts in a row without a completed batch before replmon gives up (exit 1); 0: never.
+    max_restarts: int = Field(default=0, ge=0)
+    heartbeat_interval_s: float = Field(default=10.0, gt=0)
+    # MonitorLagging fires when no batch completed for this long (the query stopped or hangs)...
+    stalled_after_s: float = Field(default=120.0, gt=0)
+    # ...or when the newest event of the last batch with input is this far behind the wall clock
+    # (0: never; a replay of old files is always behind).
+    max_event_lag_s: float = Field(default=300.0, ge=0)
 
 
 class Rules(_Section):
@@ -129,6 +150,7 @@ class Settings(BaseSettings):
     redis: RedisOut = RedisOut()
     alertmanager: AlertmanagerOut = AlertmanagerOut()
     spark: SparkConf = SparkConf()
+    supervise: Supervise = Supervise()
     rules: Rules = Rules()
     alerts: Alerts = Alerts()
     stream: Stream = Stream()

@@ -1,0 +1,173 @@
+"""`replmon run` outlives a Redis outage: the real redis-server is stopped in the middle of a run
+and started again; the supervisor restarts the query from its checkpoint, the failed batches
+replay, and every alert transition ends up in Redis exactly once, with the query still running.
+
+A subprocess, as a deployment runs it (its own JVM), over a simulated cluster split into files
+that are read one per micro-batch, so that batches keep coming while Redis is away.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+
+from replmon.sinks.keys import Keys
+from replmon.streaming.simulator import cli as simulate_cli
+from tests.redis_server import REDIS_SERVER, free_port
+from tests.streaming.helpers import read_outputs
+
+pytestmark = pytest.mark.spark
+
+OUTAGE_S = 20          # longer than stalled_after_s below: MonitorLagging must fire, then resolve
+FILES = 8
+
+
+class PersistentRedis:
+    """A redis-server that keeps its data in an append-only file, so that it can be stopped and
+    started again on the same port with what it had (as a production Redis would)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.port, self.folder, self.proc = free_port(), folder, None
+        folder.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.folder)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(self._ping, 15, "redis-server to answer PING")
+
+    def _ping(self) -> bool:
+        try:
+            return self.client().ping()
+        except redis.ConnectionError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()              # SIGTERM: redis flushes the AOF and exits
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=15)
+
+
+def wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def split_into_files(events_file: Path, folder: Path, n: int) -> None:
+    """The event lines in n files, in event-time order; increasing mtimes, since the file source
+    takes the oldest first."""
+    lines = events_file.read_text().splitlines()
+    folder.mkdir(parents=True)
+    size = -(-len(lines) // n)
+    for i in range(n):
+        f = folder / f"part-{i:05d}.jsonl"
+        f.write_text("\n".join(lines[i * size:(i + 1) * size]) + "\n")
+        os.utime(f, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def transitions_in_redis(client: redis.Redis, keys: Keys) -> Counter:
+    return Counter((f[b"alert_id"].decode(), f[b"status"].decode(), f[b"name"].decode())
+                   for _, f in client.xrange(keys.alerts_stream()))
+
+
+def test_a_redis_outage_loses_and_duplicates_no_alert_and_the_query_keeps_running(tmp_path):
+    assert simulate_cli.main(["--scenario", "paused_and_slow", "--out", str(tmp_path / "sim")]) == 0
+    split_into_files(tmp_path / "sim" / "events" / "part-00000.jsonl", tmp_path / "events", FILES)
+    server = PersistentRedis(tmp_path / "redis")
+    server.start()
+    keys, client = Keys("replmon"), server.client()
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REPLMON_")}
+    env.update(REPLMON_STREAM__BUCKETS="4", REPLMON_SPARK__MAX_FILES_PER_TRIGGER="1",
+               REPLMON_SPARK__TRIGGER_INTERVAL="2 seconds", REPLMON_REDIS__RETRIES="1",
+               REPLMON_SUPERVISE__HEARTBEAT_INTERVAL_S="1",
+               REPLMON_SUPERVISE__RESTART_BACKOFF_INITIAL_S="1",
+               REPLMON_SUPERVISE__RESTART_BACKOFF_MAX_S="4",
+               REPLMON_SUPERVISE__STALLED_AFTER_S="15",
+               REPLMON_SUPERVISE__MAX_EVENT_LAG_S="0")      # a replay of old events: no lag check
+    log_path = tmp_path / "replmon.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "replmon.streaming.cli", "run", "--input", str(tmp_path / "events"),
+             "--output", str(out), "--redis-url", server.url, "--quiet"],
+            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        # Redis goes away once the first batches are in it, while files are still to be read.
+        wait_for(lambda: client.xlen(keys.alerts_stream()) > 0 or proc.poll() is not None, 180,
+                 "the first alerts in Redis")
+        assert proc.poll() is None, log_path.read_text()[-3000:]
+        server.stop()
+        outage_started = time.monotonic()
+        wait_for(lambda: "from its checkpoint in" in log_path.read_text(), 120,
+                 "the query to fail and a restart to be scheduled")
+        time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - outage_started)))
+        server.start()
+        client = server.client()
+
+        def caught_up():
+            hb = {k.decode(): v.decode() for k, v in client.hgetall(keys.heartbeat("replmon")).items()}
+            text = log_path.read_text()
+            # Files are read one per trigger: a trigger that reads nothing comes after the last.
+            return (hb.get("running") == "1" and int(hb.get("restarts") or 0) >= 1
+                    and hb.get("last_input_rows") == "0" and "MonitorLagging resolved" in text
+                    and hb)
+
+        heartbeat = wait_for(caught_up, 240, "all files read after the outage and the monitor "
+                             "keeping up again")
+        time.sleep(3)   # a few more idle triggers: nothing may be written twice by them either
+        assert proc.poll() is None, "the process outlived the outage"
+        log_text = log_path.read_text()
+        restarts = int(heartbeat["restarts"])
+        assert restarts >= 2, "a 20 s outage outlasts the first backoffs"
+        assert log_text.count("from its checkpoint in") == restarts
+
+        in_redis = transitions_in_redis(client, keys)
+        files = read_outputs(out)["alerts"]
+        query_alerts = Counter((a["alert_id"], a["status"], a["name"]) for a in files
+                               if a["name"] != "MonitorLagging")
+        lagging = Counter((a["alert_id"], a["status"], a["name"]) for a in files
+                          if a["name"] == "MonitorLagging")
+        assert query_alerts and max(query_alerts.values()) == 1
+        assert any(name == "ReplicaOutOfSync" for _, _, name in query_alerts)
+        # Every transition the query made, once, and nothing else, plus MonitorLagging's pair.
+        assert in_redis == query_alerts + lagging
+        assert sorted(s for _, s, _ in lagging) == ["firing", "resolved"]
+        assert len({aid for aid, _, _ in lagging}) == 1
+        firing = {k.decode() for k in client.hkeys(keys.alerts_firing())}
+        assert firing == {aid for aid, s, _ in query_alerts if s == "firing"} - {
+            aid for aid, s, _ in query_alerts if s == "resolved"}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait(timeout=30)
+        server.stop()
+    assert rc == 0, log_path.read_text()[-3000:]
