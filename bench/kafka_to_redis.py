@@ -24,6 +24,8 @@ import time
 import uuid
 from pathlib import Path
 
+TIMEOUT_S = 3600  # a benchmark query that runs longer than this is hung, not slow
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV_FILE = ROOT / "deploy" / "local" / ".run" / "env"
 
@@ -180,7 +182,8 @@ def main() -> int:
         query = start_query(spark, kafka_source(spark, settings.kafka), settings, router,
                             once=True, name=f"bench_k2r_{tag}")
         try:
-            query.awaitTermination()
+            if not query.awaitTermination(TIMEOUT_S):
+                raise RuntimeError(f"the query did not end within {TIMEOUT_S} s")
             if query.exception() is not None:
                 raise RuntimeError(str(query.exception()))
         finally:

@@ -24,6 +24,8 @@ import time
 import uuid
 from pathlib import Path
 
+TIMEOUT_S = 3600  # a benchmark query that runs longer than this is hung, not slow
+
 
 T0 = 1_767_225_600_000
 
@@ -126,7 +128,9 @@ def run_query(spark, df_builder, input_dir: Path, work: Path, name: str, files: 
     q = (df_builder().writeStream.queryName(f"{name}_{uuid.uuid4().hex[:6]}")
          .option("checkpointLocation", str(work / f"ckpt-{name}"))
          .foreachBatch(sink).trigger(availableNow=True).start())
-    q.awaitTermination()
+    if not q.awaitTermination(TIMEOUT_S):
+        q.stop()
+        raise RuntimeError(f"{name}: the query did not end within {TIMEOUT_S} s")
     progress = [p for p in q.recentProgress if p.get("numInputRows", 0) > 0]
     # Sustained figures leave out the first micro-batch (JVM warm-up, code generation, the
     # Python workers starting) when there is more than one.

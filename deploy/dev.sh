@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine:  bash deploy/dev.sh run | test | setup | bench
 #   setup  create .venv and install replmon with its pinned dependencies (idempotent)
-#   run    setup, then `replmon run` (no settings: the embedded simulated cluster)
+#   run    setup, then `replmon run --demo` (the embedded simulated cluster); with arguments,
+#          `replmon run ARGS` (e.g. --input events/ --once)
 #   test   setup, start the local Kafka broker and Redis (deploy/local), run the whole test suite
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,6 +30,7 @@ case "$cmd" in
   setup) setup ;;
   run)
     setup
+    if [ $# -eq 0 ]; then set -- --demo; fi
     exec "$venv/bin/replmon" run "$@" ;;
   test)
     setup

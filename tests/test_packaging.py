@@ -96,7 +96,9 @@ def test_wheel_runs_conformance(installed, tmp_path):
 
 
 def test_wheel_runs_the_embedded_default(installed, tmp_path):
-    proc = _replmon(installed, "run", cwd=tmp_path, timeout=600)
+    refused = _replmon(installed, "run", cwd=tmp_path, timeout=120)   # not interactive, no input
+    assert refused.returncode == 2 and "no input configured" in refused.stderr
+    proc = _replmon(installed, "run", "--demo", cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "simulating scenario 'demo'" in proc.stdout
     assert "ReplicaOutOfSync" in proc.stdout

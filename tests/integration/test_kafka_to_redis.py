@@ -27,6 +27,7 @@ from replmon.streaming.settings import Settings
 from replmon.streaming.simulator.cli import main as simulate
 from replmon.streaming.simulator.model import DEFAULT_START_MS
 from replmon.streaming.sources import kafka_source
+from tests.streaming.helpers import await_end, process_all_available
 
 pytestmark = [pytest.mark.services, pytest.mark.spark]
 
@@ -101,7 +102,7 @@ def run_available_now(spark, settings: Settings) -> RecordingSink:
     query = start_query(spark, kafka_source(spark, settings.kafka), settings, router, once=True,
                         name=f"it_k2r_{uuid.uuid4().hex[:8]}")
     try:
-        query.awaitTermination()
+        await_end(query)
         assert query.exception() is None, query.exception()
     finally:
         query.stop()
@@ -427,7 +428,7 @@ def test_bad_records_land_in_quarantine_and_the_query_keeps_running(
     query = start_query(spark, kafka_source(spark, settings.kafka), settings,
                         OutputRouter(None, sink), once=False, name=f"it_k2r_bad_{tag}")
     try:
-        query.processAllAvailable()
+        process_all_available(query)
         quarantined = [{k.decode(): v.decode() for k, v in fields.items()}
                        for _, fields in redis_client.xrange(keys.quarantine_stream())]
         reasons = {q["raw"]: (q["stage"], q["reason"]) for q in quarantined}
@@ -440,7 +441,7 @@ def test_bad_records_land_in_quarantine_and_the_query_keeps_running(
         append = {"type": "append", "ts": T0 + 5000, "cluster": "c1", "topic": "orders",
                   "partition": 0, "leader_leo": 500}
         produce(kafka_bootstrap, topic, [("c1/orders/0", json.dumps(append))])
-        query.processAllAvailable()
+        process_all_available(query)
         assert query.isActive and query.exception() is None
         status = hash_of(redis_client, keys.partition("c1", "orders", 0))
         assert int(status["leader_leo"]) == 500 and int(status["ts"]) == T0 + 5000

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from pathlib import Path
 
@@ -9,6 +10,38 @@ from replmon.streaming.bridge import OutputRouter
 from replmon.streaming.query import start_query
 from replmon.streaming.settings import Settings
 from replmon.streaming.sources import file_source
+
+
+QUERY_TIMEOUT_S = 300.0   # no test query should run this long: a hung query fails, not CI
+
+
+def await_end(query, timeout_s: float = QUERY_TIMEOUT_S) -> None:
+    """Wait for a bounded (availableNow) query to end; stop it and fail after `timeout_s`.
+    Raises the query's error if it failed."""
+    if not query.awaitTermination(timeout_s):
+        query.stop()
+        raise AssertionError(f"query {query.name} did not end within {timeout_s:.0f} s")
+
+
+def process_all_available(query, timeout_s: float = QUERY_TIMEOUT_S) -> None:
+    """query.processAllAvailable() (which has no timeout of its own), bounded: the query is
+    stopped and the test fails after `timeout_s`."""
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            query.processAllAvailable()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            errors.append(exc)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    waiter.join(timeout_s)
+    if waiter.is_alive():
+        query.stop()
+        raise AssertionError(f"query {query.name} did not process its input within {timeout_s:.0f} s")
+    if errors:
+        raise errors[0]
 
 
 def write_events(folder: Path, events: list[dict], name: str = "part-00000.jsonl",
@@ -28,7 +61,7 @@ def run_once(session, input_dir: Path, out_dir: Path, **settings) -> dict[str, l
     query = start_query(spark, source, cfg, router, once=True,
                         name=f"test_{uuid.uuid4().hex[:8]}")
     try:
-        query.awaitTermination()
+        await_end(query)
         assert query.exception() is None
     finally:
         query.stop()

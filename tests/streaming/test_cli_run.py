@@ -64,14 +64,28 @@ def test_run_over_an_input_folder_once_writes_the_outputs_and_prints_the_timelin
     assert ("FIRING", "ReplicaOutOfSync", "sim/orders-1/3") in {r[1:] for r in printed_rows}
 
 
+def test_run_without_input_when_not_interactive_refuses_naming_the_settings(tmp_path):
+    # A service whose settings went missing must not look healthy running the demo.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REPLMON_")}
+    proc = subprocess.run([sys.executable, "-m", "replmon.streaming.cli", "run"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2
+    assert "no input configured" in proc.stderr
+    assert "kafka.bootstrap_servers" in proc.stderr and "input_path" in proc.stderr
+    assert "--demo" in proc.stderr
+    assert not (tmp_path / "replmon-out").exists()
+
+
 def test_embedded_default_simulates_the_demo_and_alerts_on_each_fault(tmp_path):
-    # `replmon run` with no input: simulates `demo` into a temporary folder, monitors it once and
+    # `replmon run --demo`: simulates `demo` into a temporary folder, monitors it once and
     # prints the timeline. Its own process (and JVM), with the temporary folder and the default
     # ./replmon-out kept under tmp_path.
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     env = {k: v for k, v in env.items() if not k.startswith("REPLMON_")}
-    proc = subprocess.run([sys.executable, "-m", "replmon.streaming.cli", "run"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "replmon.streaming.cli", "run", "--demo"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "simulating scenario 'demo'" in proc.stdout
     (sim_dir,) = [p for p in tmp_path.iterdir() if p.name.startswith("replmon-sim-")]
