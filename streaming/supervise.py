@@ -162,7 +162,7 @@ class Supervisor:
                                     max_event_lag_ms=int(self._conf.max_event_lag_s * 1000))
             transition = self._lagging.update(reason, now_ms)
             if transition is not None:
-                (log.error if transition["status"] == "firing" else log.info)(
+                (log.error if transition["status"] == "firing" else log.warning)(
                     "%s %s: %s", transition["name"], transition["status"], transition["reason"])
                 self.report.alerts.append(transition)
                 self._pending_alerts.append(transition)

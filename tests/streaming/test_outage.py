@@ -114,7 +114,7 @@ def test_a_redis_outage_loses_and_duplicates_no_alert_and_the_query_keeps_runnin
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "replmon.streaming.cli", "run", "--input", str(tmp_path / "events"),
-             "--output", str(out), "--redis-url", server.url, "--quiet"],
+             "--output", str(out), "--redis-url", server.url, "--quiet", "--verbose"],
             cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         # Redis goes away once the first batches are in it, while files are still to be read.
