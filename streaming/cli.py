@@ -68,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
                          help="local Kafka broker and Redis for development")
     svc.add_argument("action", choices=["up", "down", "status"])
     svc.add_argument("--brokers", type=int, default=1, choices=[1, 3])
+    sub.add_parser("collect", help="a real cluster's request logs -> the metrics topic", add_help=False)
+    if argv and argv[0] == "collect":
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        from replmon.streaming.collect.cli import main as collect_main
+        return collect_main(argv[1:])
     if argv and argv[0] == "simulate":
         from replmon.streaming.simulator.cli import main as simulate_main
         rest = [a for a in argv[1:] if a != "--verbose"]

@@ -26,10 +26,20 @@
 #   REPLMON_KAFKA_HEAP        JVM heap flags per node (default -Xms128m -Xmx512m)
 #   REPLMON_PORT_OFFSET       added to every port above (default 0), so that two checkouts
 #                             (e.g. git worktrees) can run their own services side by side
+#   REPLMON_SERVICES_RUN      run dir (default deploy/local/.run); a second cluster (the
+#                             judge's 3 brokers) uses its own dir and port offset
+#   REPLMON_REQUEST_LOG       1: each broker writes kafka.request.logger at DEBUG to its own
+#                             rolling logs/kafka-request.log (deploy/kafka/log4j2-request-log.properties);
+#                             default 1 with --brokers 3, else 0
+#   REPLMON_REPLICA_LAG_TIME_MAX_MS, REPLMON_BROKER_SESSION_TIMEOUT_MS
+#                             replica.lag.time.max.ms / broker.session.timeout.ms (Kafka's
+#                             defaults when unset); read on every start
+#   REPLMON_KAFKA_NODE_PROPS_<i>  extra server.properties lines for node i, ';'-separated
+#                             (e.g. "replica.fetch.max.bytes=2048"); read on every start
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-RUN="$HERE/.run"
+RUN="${REPLMON_SERVICES_RUN:-$HERE/.run}"
 KAFKA_LIBS="$HERE/kafka-libs"
 SPARK_JARS="$HERE/jars"
 # The project's interpreter: $REPLMON_PYTHON, else the repo's .venv (made by
@@ -186,6 +196,23 @@ group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 log.retention.hours=24
 EOF
+  local extra_var="REPLMON_KAFKA_NODE_PROPS_$i"
+  {
+    if [ -n "${REPLMON_REPLICA_LAG_TIME_MAX_MS:-}" ]; then echo "replica.lag.time.max.ms=$REPLMON_REPLICA_LAG_TIME_MAX_MS"; fi
+    if [ -n "${REPLMON_BROKER_SESSION_TIMEOUT_MS:-}" ]; then echo "broker.session.timeout.ms=$REPLMON_BROKER_SESSION_TIMEOUT_MS"; fi
+    if [ -n "${!extra_var:-}" ]; then tr ';' '\n' <<<"${!extra_var}"; fi
+  } >>"$d/server.properties"
+  # log4j2: the local config, plus the request-log fragment when asked (later keys win).
+  cat "$HERE/log4j2.properties" >"$d/log4j2.properties"
+  if [ "$(request_log_on "$n")" = 1 ]; then
+    cat "$HERE/../kafka/log4j2-request-log.properties" >>"$d/log4j2.properties"
+  fi
+}
+
+request_log_on() {  # request_log_on N: 1 when the brokers write the request log
+  local dflt=0
+  if [ "$1" -ge 3 ]; then dflt=1; fi
+  echo "${REPLMON_REQUEST_LOG:-$dflt}"
 }
 
 run_java() {  # run_java NODE MAINCLASS ARGS...: exec a JVM for a Kafka node
@@ -195,7 +222,7 @@ run_java() {  # run_java NODE MAINCLASS ARGS...: exec a JVM for a Kafka node
   read -r -a heap <<<"$HEAP"
   exec java "${heap[@]}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
     -Djava.awt.headless=true -Dkafka.logs.dir="$d/logs" \
-    -Dlog4j2.configurationFile="$HERE/log4j2.properties" \
+    -Dlog4j2.configurationFile="$d/log4j2.properties" \
     -cp "$KAFKA_LIBS/*" "$@"
 }
 
@@ -318,6 +345,8 @@ write_env() {  # write_env N
     echo "REPLMON_KAFKA_BROKERS=$n"
     echo "REPLMON_KAFKA_VERSION=$(sed -n 's/^kafka=//p' "$KAFKA_LIBS/.complete" 2>/dev/null)"
     echo "REPLMON_SPARK_KAFKA_VERSION=$spark_kafka_version"
+    echo "REPLMON_KAFKA_RUN=$KRUN"
+    echo "REPLMON_REQUEST_LOG=$(request_log_on "$n")"
   } >"$tmp"
   mv "$tmp" "$RUN/env"
 }
@@ -402,6 +431,6 @@ case "${1:-}" in
   status) shift; cmd_status ;;
   clean) shift; lock; cmd_clean ;;
   __run_java) shift; run_java "$@" ;;  # internal: used by start_kafka
-  -h|--help|help) sed -n '2,27p' "$0" ;;
+  -h|--help|help) sed -n '2,38p' "$0" ;;
   *) echo "usage: $0 up [--brokers 1|3] | down | status | clean" >&2; exit 2 ;;
 esac

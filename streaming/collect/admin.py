@@ -1,0 +1,118 @@
+"""What the Admin API says: topic ids and names, partition metadata, broker liveness.
+
+`metadata` and `broker` events are emitted when what the cluster reports changes (and once
+at start), stamped with the collector's clock when it asked. Each metadata event carries the
+leader broker's `replica.lag.time.max.ms` and the topic's `min.insync.replicas`, so replmon
+judges with the cluster's own settings.
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+
+log = logging.getLogger(__name__)
+
+
+def kafka_topic_id(topic_id) -> str:
+    """Kafka's Uuid.toString (URL-safe base64, no padding), as the request log writes it."""
+    u = topic_id if isinstance(topic_id, uuid.UUID) else uuid.UUID(str(topic_id))
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def metadata_events(cluster: str, topics: list[dict], now_ms: int, lag_ms_of_broker: dict,
+                    min_isr_of_topic: dict) -> dict:
+    """(topic, partition) -> metadata event, from a describe_topics answer."""
+    out = {}
+    for t in topics:
+        if t.get("error_code", 0):
+            continue
+        for p in t.get("partitions") or []:
+            if p.get("error_code", 0) not in (0, 9):   # 9 REPLICA_NOT_AVAILABLE still describes it
+                continue
+            leader = int(p["leader_id"])
+            ev = {"type": "metadata", "ts": now_ms, "cluster": cluster, "topic": t["name"],
+                  "partition": int(p["partition_index"]), "leader": leader,
+                  "leader_epoch": max(int(p.get("leader_epoch", 0)), 0),
+                  "replicas": [int(r) for r in p["replica_nodes"]],
+                  "isr": sorted(int(r) for r in p["isr_nodes"])}
+            if lag_ms_of_broker.get(leader):
+                ev["replica_lag_time_max_ms"] = lag_ms_of_broker[leader]
+            if min_isr_of_topic.get(t["name"]):
+                ev["min_insync_replicas"] = min_isr_of_topic[t["name"]]
+            out[(t["name"], ev["partition"])] = ev
+    return out
+
+
+def same_metadata(a: dict | None, b: dict) -> bool:
+    keys = ("leader", "leader_epoch", "replicas", "isr", "replica_lag_time_max_ms", "min_insync_replicas")
+    return a is not None and all(a.get(k) == b.get(k) for k in keys)
+
+
+def broker_states(registered: dict[int, bool], known: set[int]) -> dict[int, str]:
+    """running / fenced per broker: a registered unfenced broker runs; a fenced one, or one
+    we saw before that the cluster no longer lists, is fenced."""
+    out = {b: ("fenced" if fenced else "running") for b, fenced in registered.items()}
+    for b in known - set(registered):
+        out[b] = "fenced"
+    return out
+
+
+class AdminView:
+    """Polls the Admin API; `poll(now_ms)` returns the events for what changed."""
+
+    def __init__(self, admin, cluster: str, wanted=lambda topic: True) -> None:
+        self.admin, self.cluster, self.wanted = admin, cluster, wanted
+        self.names: dict[str, str] = {}
+        self._metadata: dict = {}
+        self._brokers: dict[int, str] = {}
+        self._lag_ms: dict[int, int] = {}
+        self._min_isr: dict[str, int] = {}
+
+    def name_of(self, topic_id: str) -> str | None:
+        return self.names.get(topic_id)
+
+    def _configs(self, brokers: list[int], topics: list[str]) -> None:
+        from kafka.admin import ConfigResource, ConfigResourceType
+        for b in brokers:
+            if b in self._lag_ms:
+                continue
+            try:
+                got = self.admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(b))],
+                                                  config_filter="all")
+                value = got["broker"][str(b)]["replica.lag.time.max.ms"]["value"]
+                self._lag_ms[b] = int(value)
+            except Exception as e:   # noqa: BLE001 - a missing setting only loses the override
+                log.warning("broker %s: cannot read replica.lag.time.max.ms (%s)", b, e)
+        for t in topics:
+            if t in self._min_isr:
+                continue
+            try:
+                got = self.admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t)],
+                                                  config_filter="all")
+                self._min_isr[t] = int(got["topic"][t]["min.insync.replicas"]["value"])
+            except Exception as e:   # noqa: BLE001
+                log.warning("topic %s: cannot read min.insync.replicas (%s)", t, e)
+
+    def poll(self, now_ms: int) -> list[dict]:
+        cluster = self.admin.describe_cluster()
+        registered = {int(b["broker_id"]): bool(b.get("is_fenced", False)) for b in cluster["brokers"]}
+        topics = [t for t in self.admin.describe_topics() if self.wanted(t["name"])]
+        for t in topics:
+            if t.get("topic_id"):
+                self.names[kafka_topic_id(t["topic_id"])] = t["name"]
+        self._configs(sorted(registered), [t["name"] for t in topics])
+        events = []
+        known = set(self._brokers) | {r for t in topics for p in t.get("partitions") or []
+                                      for r in p["replica_nodes"]}
+        for b, state in sorted(broker_states(registered, known).items()):
+            if self._brokers.get(b) != state:
+                self._brokers[b] = state
+                events.append({"type": "broker", "ts": now_ms, "cluster": self.cluster,
+                               "broker": b, "state": state})
+        for key, ev in sorted(metadata_events(self.cluster, topics, now_ms, self._lag_ms,
+                                              self._min_isr).items()):
+            if not same_metadata(self._metadata.get(key), ev):
+                self._metadata[key] = ev
+                events.append(ev)
+        return events

@@ -1,0 +1,53 @@
+"""The metrics topic: kafka-python, acks=all, idempotent, keyed cluster/topic/partition."""
+from __future__ import annotations
+
+import json
+import logging
+
+log = logging.getLogger(__name__)
+
+
+class PublishError(RuntimeError):
+    """The metrics topic did not take the events in time."""
+
+
+def event_key(ev: dict) -> str:
+    """docs/events.md: `cluster/topic/partition`, `cluster` alone for broker and heartbeat."""
+    if "topic" in ev and "partition" in ev:
+        return f"{ev['cluster']}/{ev['topic']}/{ev['partition']}"
+    return ev["cluster"]
+
+
+def encode(ev: dict) -> bytes:
+    return json.dumps(ev, separators=(",", ":"), sort_keys=True).encode()
+
+
+class Publisher:
+    def __init__(self, bootstrap: str, topic: str, options: dict | None = None,
+                 timeout_s: float = 60.0) -> None:
+        from kafka import KafkaProducer
+        self.topic, self.timeout_s = topic, timeout_s
+        self.producer = KafkaProducer(
+            bootstrap_servers=bootstrap.split(","), acks="all", enable_idempotence=True,
+            linger_ms=5, max_block_ms=int(timeout_s * 1000),
+            delivery_timeout_ms=int(timeout_s * 1000) + 1000, **(options or {}))
+        self.sent = 0
+
+    def send(self, events: list[dict]) -> None:
+        """Send and wait for every acknowledgement; raises PublishError after timeout_s."""
+        if not events:
+            return
+        from kafka.errors import KafkaError
+        try:
+            futures = [self.producer.send(self.topic, key=event_key(e).encode(), value=encode(e))
+                       for e in events]
+            self.producer.flush(timeout=self.timeout_s)
+            for f in futures:
+                f.get(timeout=1)
+        except KafkaError as e:
+            raise PublishError(f"the metrics topic {self.topic!r} did not take {len(events)} "
+                               f"events within {self.timeout_s:.0f}s: {e}") from e
+        self.sent += len(events)
+
+    def close(self) -> None:
+        self.producer.close(timeout=5)

@@ -1,0 +1,91 @@
+"""Follow a log file that log4j2 rolls by renaming (kafka-request.log -> kafka-request.log.1).
+
+The position is (inode, byte offset of the next unread line), so a restart finds its place
+in the current file or in the file it was renamed to. Only whole lines are returned.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+MAX_READ = 4 << 20
+
+
+class FileTail:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._f = None
+        self.inode: int | None = None
+        self.offset = 0
+        self.rotations = 0
+
+    def position(self) -> dict:
+        return {"inode": self.inode, "offset": self.offset}
+
+    def open_at(self, position: dict | None, at_end: bool = False) -> None:
+        """Start at a checkpointed position, else at the start (or end) of the current file."""
+        if position and position.get("inode") is not None:
+            for candidate in [self.path] + sorted(self.path.parent.glob(self.path.name + ".*")):
+                try:
+                    if os.stat(candidate).st_ino == position["inode"]:
+                        self._open(candidate, position["offset"])
+                        return
+                except FileNotFoundError:
+                    continue
+            log.warning("%s: the checkpointed file (inode %s) is gone; starting at the current "
+                        "file's start: lines written in between are lost", self.path, position["inode"])
+        if self.path.exists():
+            self._open(self.path, self.path.stat().st_size if at_end else 0)
+
+    def _open(self, path: Path, offset: int) -> None:
+        if self._f:
+            self._f.close()
+        self._f = open(path, "rb")
+        self.inode = os.fstat(self._f.fileno()).st_ino
+        size = os.fstat(self._f.fileno()).st_size
+        self.offset = offset if offset <= size else 0
+        self._f.seek(self.offset)
+
+    def read_lines(self) -> list[str]:
+        """Whole lines written since the last call, across a rotation."""
+        if self._f is None:
+            if not self.path.exists():
+                return []
+            self._open(self.path, 0)
+        lines = self._read_whole_lines()
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return lines
+        if st.st_ino != self.inode:            # rolled: the old file is complete, go to the new
+            while more := self._read_whole_lines(final=True):
+                lines += more
+            self.rotations += 1
+            self._open(self.path, 0)
+            lines += self._read_whole_lines()
+        elif st.st_size < self.offset:         # truncated in place (copytruncate)
+            log.warning("%s was truncated; reading it from the start", self.path)
+            self._open(self.path, 0)
+            lines += self._read_whole_lines()
+        return lines
+
+    def _read_whole_lines(self, final: bool = False) -> list[str]:
+        self._f.seek(self.offset)
+        data = self._f.read(MAX_READ)
+        if not data:
+            return []
+        end = data.rfind(b"\n")
+        if end < 0:
+            if not final:
+                return []
+            end = len(data) - 1
+        chunk = data[:end + 1]
+        self.offset += len(chunk)
+        return chunk.decode("utf-8", errors="replace").splitlines()
+
+    def close(self) -> None:
+        if self._f:
+            self._f.close()
+            self._f = None

@@ -1,0 +1,123 @@
+"""The judge's real 3-broker cluster: its own run dir and ports next to the 1-broker services,
+the brokers' own verdicts read from their server.log, and faults (SIGSTOP, SIGKILL)."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVICES_SH = ROOT / "deploy" / "local" / "services.sh"
+RUN_DIR = ROOT / "deploy" / "local" / ".run-judge"
+PORT_SHIFT = 500    # the judge's ports: the worktree's offset + this
+_SHRINK = re.compile(
+    r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO \[Partition (?P<topic>[\w.-]+)-(?P<partition>\d+) "
+    r"broker=(?P<leader>\d+)\] Shrinking ISR from (?P<old>[\d,]+) to (?P<new>[\d,]+)\..*Out of sync replicas: "
+    r"(?P<replicas>.*)\. \(kafka\.cluster\.Partition\)")
+_OUT = re.compile(r"brokerId: (\d+), endOffset: (-?\d+), lastCaughtUpTimeMs: (\d+)")
+
+
+@dataclass(frozen=True)
+class Shrink:
+    """One `Shrinking ISR` line of a leader: the broker's own verdict."""
+    log_ms: int
+    topic: str
+    partition: int
+    leader: int
+    replica: int
+    last_caught_up_ms: int
+
+
+def log_ms(stamp: str) -> int:
+    """server.log's [%d] date, in the JVM's (= this machine's) time zone."""
+    return round(datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp() * 1000)
+
+
+def parse_shrinks(text: str) -> list[Shrink]:
+    out = []
+    for line in text.splitlines():
+        m = _SHRINK.match(line)
+        if not m:
+            continue
+        for broker, _end, lcu in _OUT.findall(m["replicas"]):
+            out.append(Shrink(log_ms(m["when"]), m["topic"], int(m["partition"]), int(m["leader"]),
+                              int(broker), int(lcu)))
+    return out
+
+
+class JudgeCluster:
+    def __init__(self, lag_ms: int, session_timeout_ms: int, node_props: dict[int, str] | None = None):
+        offset = int(os.environ.get("REPLMON_PORT_OFFSET", "0")) + PORT_SHIFT
+        self.lag_ms = lag_ms
+        self.env = dict(os.environ, REPLMON_PYTHON=sys.executable, REPLMON_SERVICES_RUN=str(RUN_DIR),
+                        REPLMON_PORT_OFFSET=str(offset), REPLMON_REQUEST_LOG="1",
+                        REPLMON_REPLICA_LAG_TIME_MAX_MS=str(lag_ms),
+                        REPLMON_BROKER_SESSION_TIMEOUT_MS=str(session_timeout_ms))
+        for i, props in (node_props or {}).items():
+            self.env[f"REPLMON_KAFKA_NODE_PROPS_{i}"] = props
+        self.bootstrap = ",".join(f"127.0.0.1:{19092 + offset + i}" for i in range(3))
+
+    def services(self, *args: str, timeout: float = 600) -> None:
+        proc = subprocess.run(["bash", str(SERVICES_SH), *args], cwd=ROOT, env=self.env,
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise RuntimeError(f"services.sh {' '.join(args)} failed:\n{proc.stderr}{proc.stdout}")
+
+    def node_dir(self, broker: int) -> Path:
+        return RUN_DIR / "kafka" / f"node-{broker}"
+
+    def request_log(self, broker: int) -> Path:
+        return self.node_dir(broker) / "logs" / "kafka-request.log"
+
+    def pid(self, broker: int) -> int:
+        return int((self.node_dir(broker) / "kafka.pid").read_text())
+
+    def resume_all(self) -> None:
+        """SIGCONT every node (a test that failed mid-pause must not leave one stopped)."""
+        for b in (1, 2, 3):
+            try:
+                os.kill(self.pid(b), signal.SIGCONT)
+            except (OSError, ValueError):
+                pass
+
+    def fresh(self) -> None:
+        if (RUN_DIR / "kafka").is_dir():
+            self.resume_all()
+        self.services("clean")
+        self.services("up", "--brokers", "3")
+
+    def restart(self, broker_props: dict[int, str] | None = None) -> None:
+        self.services("down")
+        for i, props in (broker_props or {}).items():
+            self.env[f"REPLMON_KAFKA_NODE_PROPS_{i}"] = props
+        self.services("up", "--brokers", "3")
+
+    def shrinks(self, topic: str, since_ms: int) -> list[Shrink]:
+        out = []
+        for b in (1, 2, 3):
+            f = self.node_dir(b) / "logs" / "server.log"
+            if f.is_file():
+                out += [s for s in parse_shrinks(f.read_text(errors="replace"))
+                        if s.topic == topic and s.log_ms >= since_ms]
+        return out
+
+    def server_log(self, broker: int) -> str:
+        return (self.node_dir(broker) / "logs" / "server.log").read_text(errors="replace")
+
+
+def wait_for(what: str, check, timeout_s: float, interval_s: float = 0.5):
+    """Call check() until it returns something truthy; fail after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what} (last: {last!r})")

@@ -1,0 +1,56 @@
+"""Fixtures of the judge: a real 3-broker KRaft cluster (deploy/local/services.sh up --brokers 3
+with the request log on, in deploy/local/.run-judge, ports shifted by 500 from the worktree's
+offset) and the pipeline under judgement on top of the 1-broker services (tests/integration).
+
+The cluster is formatted fresh for every session and stopped at the end (it is heavy).
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.conftest import local_services  # noqa: F401 - the fixture, re-exported
+from tests.judge.cluster import JudgeCluster
+from tests.judge.pipeline import Pipeline, describe, wait_full_isr
+from tests.judge.cluster import wait_for
+
+LAG_MS = 6000            # replica.lag.time.max.ms on the judged brokers
+LONG_SESSION_MS = 60000  # broker.session.timeout.ms: above every pause, so no fencing first
+TOPIC = "orders"
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="session")
+def judge_cluster():
+    cluster = JudgeCluster(LAG_MS, LONG_SESSION_MS)
+    cluster.fresh()
+    try:
+        yield cluster
+    finally:
+        cluster.resume_all()
+        cluster.services("down")
+
+
+@pytest.fixture(scope="session")
+def judge_admin(judge_cluster):
+    from kafka.admin import KafkaAdminClient, NewTopic
+    admin = KafkaAdminClient(bootstrap_servers=judge_cluster.bootstrap.split(","))
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])
+    wait_for("the topic's partitions to have leaders", lambda: all(
+        v["leader"] >= 0 for v in describe(admin, TOPIC).values()), 60)
+    yield admin
+    admin.close()
+
+
+@pytest.fixture(scope="session")
+def pipeline(judge_cluster, judge_admin, local_services, tmp_path_factory):  # noqa: F811
+    p = Pipeline(judge_cluster, local_services, tmp_path_factory.mktemp("judge"))
+    p.start_collect()
+    p.start_run()
+    try:
+        full = wait_full_isr(judge_admin, TOPIC, 60)
+        wait_for("replmon to report every partition of the judged topic with its ISR",
+                 lambda: p.check_alive() or all(p.isr(TOPIC, i) == full[i]["isr"]
+                                                for i in range(PARTITIONS)), 240, 1.0)
+        yield p
+    finally:
+        p.stop()
