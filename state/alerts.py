@@ -16,6 +16,7 @@ SEVERITY = {
     "UnderMinIsr": "critical",
     "OfflinePartition": "critical",
     "HighWatermarkStalled": "critical",
+    "ReplicaFetcherStalled": "warning",
     "ReplicaOutOfSync": "warning",
     "UnderReplicated": "warning",
     "AtMinIsr": "warning",
@@ -27,7 +28,7 @@ NOTIFIED_SEVERITIES = ("critical", "warning")
 # Consequences that still page on their own, root cause or not: data can no longer be written
 # (acks=all) or read.
 ALWAYS_NOTIFIED = ("UnderMinIsr", "OfflinePartition")
-BROKER_ALERTS = ("BrokerUnavailable",)
+BROKER_ALERTS = ("BrokerUnavailable", "ReplicaFetcherStalled")
 
 
 def is_notified(name: str, caused_by: str | None) -> bool:

@@ -14,11 +14,15 @@ import zlib
 from dataclasses import dataclass, field
 
 from replmon.state import alert_rules
-from replmon.state.alerts import AlertBook
+from replmon.state.alerts import AlertBook, is_notified
+from replmon.state.fetcher import (FETCHER_STALLED, Member, fetcher_id, fetcher_key, fetcher_root,
+                                   fetcher_subject, stalled_since)
 from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionLeader
 from replmon.state.root_cause import BROKER_UNAVAILABLE, broker_root, broker_subject, cause_of
 from replmon.state.texts import fmt_clock
+
+REPLICA_ROOTED = ("IsrExitImminent", "ReplicaOutOfSync")
 
 EVENT_FIELDS = (
     "type", "ts", "cluster", "topic", "partition", "replica", "fetch_offset", "leader_leo",
@@ -46,6 +50,7 @@ class ClusterView:
     book: AlertBook = field(default_factory=AlertBook)       # the cluster's own alerts (owner bucket)
     roots: dict = field(default_factory=dict)                # unavailable broker -> BrokerRoot
     root_book: AlertBook = field(default_factory=AlertBook)  # this bucket's share of the root alerts
+    fetcher_roots: dict = field(default_factory=dict)        # fetcher key -> FetcherRoot (state/fetcher.py)
     # Broker events not yet applied by every partition, (ts, broker, state, broker_epoch) in
     # arrival order, and the roots (unavailable brokers) as of the log's start.
     broker_log: list = field(default_factory=list)
@@ -88,7 +93,11 @@ class Bucket:
     # -- events -------------------------------------------------------------------------------
     def process(self, events, cfg: MonitorConfig, alerts: list, quarantine: list) -> None:
         """Apply events (already in event-time order) and record alert transitions."""
+        mark = len(alerts)
         for ev in events:
+            if len(alerts) > mark:
+                self._fetcher_triggers(cfg, alerts, mark)
+                mark = len(alerts)
             ts = ev[TS]
             cluster = ev[CLUSTER]
             view = self.clusters.get(cluster)
@@ -123,6 +132,8 @@ class Bucket:
                 if watch is None:
                     watch = self._start(key, ev, ts, view, cfg, auto=True)
                 self._fetch(watch, ev, ts, quarantine)
+                if view.fetcher_roots:  # does this fetch end a fetcher stall?
+                    self._fetch_resumed(cluster, view, watch, ev[REPLICA], ts, cfg, alerts)
             elif kind == "append":
                 if watch is None:
                     watch = self._start(key, ev, ts, view, cfg, auto=True)
@@ -143,9 +154,14 @@ class Bucket:
                 watch.evaluate(ts, alerts, cfg, self._roots(key, view))
                 continue
             watch.observe(ts, alerts, cfg, self._roots(key, view))
+        if len(alerts) > mark:
+            self._fetcher_triggers(cfg, alerts, mark)
 
     def _roots(self, key: tuple, view: ClusterView) -> dict:
-        return view.roots_at(key[0], self.broker_pos.get(key, 0))
+        roots = view.roots_at(key[0], self.broker_pos.get(key, 0))
+        if view.fetcher_roots:  # rare: an ongoing fetcher stall (keys are tuples, brokers ints)
+            roots = {**view.fetcher_roots, **roots}
+        return roots
 
     def _owns(self, cluster: str) -> bool:
         return owner_bucket(cluster, self.buckets) == self.bucket_id
@@ -317,6 +333,7 @@ class Bucket:
         each owned cluster for silence against the newest event time seen anywhere."""
         if watermark_ms is not None and watermark_ms > self.global_ms:
             self.global_ms = watermark_ms
+        mark = len(alerts)
         idle: list = []
         for key, watch in self.partitions.items():
             view = self.clusters[key[0]]
@@ -338,6 +355,11 @@ class Bucket:
                         f"{fmt_clock(watch.last_event_ms)} (stream.evict_after_ms "
                         f"{cfg.evict_after_ms / 1000:g} s): no longer monitored")
         self._trim_broker_logs()
+        if len(alerts) > mark:
+            self._fetcher_triggers(cfg, alerts, mark)
+        for cluster, view in self.clusters.items():
+            if view.fetcher_roots:
+                self._close_fetchers(cluster, view, cfg, alerts)
         for cluster, view in self.clusters.items():
             if not self._owns(cluster):
                 continue
@@ -356,6 +378,102 @@ class Bucket:
         watch = self.partitions.pop(key)
         self.broker_pos.pop(key, None)
         watch.book.resolve_all(alerts, at_ms, reason)
+
+    def _fetcher_triggers(self, cfg: MonitorConfig, alerts: list, start: int) -> None:
+        """A replica that went out of sync since `start` may be one of a stalled fetcher's
+        partitions: check its group then, at the alert's own time (so the decision does not
+        depend on how the stream is cut into batches). Out of sync is L after the last fetch,
+        later than the controller fences a dead broker (broker.session.timeout.ms, 9 s by default,
+        is below L), so a broker that is down is not mistaken for one stalled thread. Alerts are
+        rare, so this costs nothing on the common path."""
+        for i in range(start, len(alerts)):
+            a = alerts[i]
+            if a["name"] == "ReplicaOutOfSync" and a["status"] == "firing" and a["caused_by"] is None:
+                cluster = a["cluster"]
+                watch = self.partitions.get((cluster, a["topic"], a["partition"]))
+                if watch is not None and watch.leader.leader >= 0:
+                    self._check_fetcher(cluster, self.clusters[cluster], cfg, alerts, a["replica"],
+                                        watch.leader.leader,
+                                        fetcher_id(a["topic"], a["partition"], cfg.num_replica_fetchers),
+                                        a["ts"])
+
+    def _fetcher_group(self, cluster: str, key: tuple, cfg: MonitorConfig) -> list:
+        _, follower, leader, k = key
+        return [(w, w.leader.followers[follower]) for (c, topic, part), w in self.partitions.items()
+                if c == cluster and w.leader.leader == leader and follower in w.leader.followers
+                and follower in w.leader.replicas
+                and fetcher_id(topic, part, cfg.num_replica_fetchers) == k]
+
+    def _check_fetcher(self, cluster, view: ClusterView, cfg: MonitorConfig, alerts: list,
+                       follower: int, leader: int, k: int, now: int) -> None:
+        key = fetcher_key(follower, leader, k)
+        if key in view.fetcher_roots or follower in view.roots:
+            return
+        members = self._fetcher_group(cluster, key, cfg)
+        since = stalled_since([Member(w.name, st.leo_update_ms, w.last_event_ms) for w, st in members],
+                              now, cfg.stuck_after_ms, follower_registered=True)
+        if since is not None:
+            self._open_fetcher_root(cluster, key, since, members, view, alerts)
+
+    def _fetch_resumed(self, cluster: str, view: ClusterView, watch, replica: int, ts: int,
+                       cfg: MonitorConfig, alerts: list) -> None:
+        """An accepted fetch of a stalled fetcher's partition ends the stall at its time."""
+        p = watch.leader
+        st = p.followers.get(replica)
+        if st is None or st.leo_update_ms != ts or p.leader < 0:
+            return
+        key = fetcher_key(replica, p.leader, fetcher_id(watch.topic, watch.partition,
+                                                        cfg.num_replica_fetchers))
+        root = view.fetcher_roots.get(key)
+        if root is not None:
+            self._close_fetcher_root(cluster, key, root, view, alerts, ts)
+
+    def _close_fetchers(self, cluster: str, view: ClusterView, cfg: MonitorConfig, alerts: list) -> None:
+        """Resolve the fetcher stalls whose group lost its partitions (new leaders, a
+        reassignment), or whose broker became unavailable (that is the root cause now)."""
+        for key, root in list(view.fetcher_roots.items()):
+            members = self._fetcher_group(cluster, key, cfg)
+            if not members or key[1] in view.roots:
+                at = view.roots[key[1]].since_ms if key[1] in view.roots else view.clock_ms
+                self._close_fetcher_root(cluster, key, root, view, alerts, at)
+
+    @staticmethod
+    def _open_fetcher_root(cluster, key, since, members, view: ClusterView, alerts: list) -> None:
+        _, follower, leader, k = key
+        root = view.fetcher_roots[key] = fetcher_root(cluster, follower, leader, k, since)
+        view.root_book.update(alerts, FETCHER_STALLED, fetcher_subject(cluster, follower, leader, k), True,
+                              since, (cluster, None, None, follower), "", cause="fetcher_stalled")
+        record = alerts[-1]
+        record.update(leader=leader, fetcher_id=k, partitions=sorted(w.name for w, _ in members),
+                      counts={})
+        # The replica alerts of the group that started with the stall (possibly earlier in this
+        # batch) name it; so do the partition alerts that named one of them.
+        renamed = {}
+        for w, _ in members:
+            rsub = f"{cluster}/{w.name}/{follower}"
+            for name in REPLICA_ROOTED:
+                episode = w.book.open.get((name, rsub))
+                if episode is not None and episode.started_ms >= since and episode.caused_by is None:
+                    episode.caused_by = root.alert_id
+                    renamed[episode.alert_id] = root.alert_id
+            for episode in w.book.open.values():
+                if episode.caused_by in renamed:
+                    episode.caused_by = root.alert_id
+        for a in alerts:
+            if a["alert_id"] in renamed or a.get("caused_by") in renamed:
+                if a["alert_id"] in renamed and a.get("caused_by") is not None:
+                    continue
+                a["caused_by"] = root.alert_id
+                a["root_cause"] = False
+                a["notify"] = is_notified(a["name"], root.alert_id)
+
+    @staticmethod
+    def _close_fetcher_root(cluster, key, root, view: ClusterView, alerts: list, at: int) -> None:
+        _, follower, leader, k = key
+        del view.fetcher_roots[key]
+        view.root_book.update(alerts, FETCHER_STALLED, fetcher_subject(cluster, follower, leader, k), False,
+                              max(at, root.since_ms), (cluster, None, None, follower), "")
+        alerts[-1].update(leader=leader, fetcher_id=k)
 
     def next_timeout_ms(self, cfg: MonitorConfig) -> int | None:
         """Event time at which this bucket has something to say even if no event arrives."""

@@ -16,6 +16,7 @@ from replmon.state.alerts import AlertBook
 from replmon.state.explain import (BROKER_FENCED, BROKER_SHUTTING_DOWN, LAG, explain_replica,
                                    hw_holders, out_of_isr_cause)
 from replmon.state.partition import PartitionConfig, PartitionLeader
+from replmon.state.fetcher import FetcherRoot, fetcher_id, fetcher_key
 from replmon.state.root_cause import root_id
 from replmon.state.texts import fmt_clock
 
@@ -43,6 +44,7 @@ class MonitorConfig:
     caught_up_grace_ms: int = 2000
     status_interval_ms: int = 1000      # at most one routine status per partition per this much event time
     evict_after_ms: int = 600000        # a partition with no event for this long leaves the state
+    num_replica_fetchers: int = 1       # Kafka's num.replica.fetchers (ReplicaFetcherStalled groups)
 
     def partition_config(self, lag_ms: int | None = None, min_isr: int | None = None) -> PartitionConfig:
         return PartitionConfig(
@@ -146,7 +148,7 @@ class PartitionWatch:
         `roots` maps each unavailable broker of the cluster to its BrokerUnavailable alert id
         (state/root_cause.py): alerts it explains carry that id in `caused_by`."""
         p = self.leader
-        roots = roots or {}
+        roots = self._roots_here(roots, cfg) if roots else {}
         self.leo_seen = p.leader_leo
         emitted = len(out)
         isr = p.isr
@@ -197,7 +199,8 @@ class PartitionWatch:
                     book.update(out, "ReplicaOutOfSync", rsub, True, now, rlabels,
                                 lambda r=r, cause=cause: self._replica_text(
                                     "ReplicaOutOfSync", cause, r, now, cfg, roots),
-                                caused_by=root_id(roots, r) if cause in BROKER_CAUSES else None,
+                                caused_by=root_id(roots, r) if cause in BROKER_CAUSES
+                                or isinstance(roots.get(r), FetcherRoot) else None,
                                 cause=cause)
                 else:
                     book.update(out, "ReplicaOutOfSync", rsub, False, now, rlabels, None,
@@ -283,6 +286,17 @@ class PartitionWatch:
         self.dirty = True
         if len(out) > emitted:
             self.significant = True
+
+    def _roots_here(self, roots: dict, cfg: MonitorConfig) -> dict:
+        """Replica -> the outage or fetcher stall that explains it, for this partition."""
+        here = {k: v for k, v in roots.items() if isinstance(k, int)}
+        if len(here) < len(roots) and self.leader.leader >= 0:
+            k = fetcher_id(self.topic, self.partition, cfg.num_replica_fetchers)
+            for r in self.leader.followers:
+                root = roots.get(fetcher_key(r, self.leader.leader, k))
+                if root is not None and r not in here:
+                    here[r] = root
+        return here
 
     def _partition_facts(self) -> dict:
         p = self.leader

@@ -21,7 +21,8 @@ from replmon.state import texts
 from replmon.state.alerts import alert_id
 
 BROKER_UNAVAILABLE = "BrokerUnavailable"
-ROOT_ALERTS = (BROKER_UNAVAILABLE,)
+FETCHER_STALLED = "ReplicaFetcherStalled"
+ROOT_ALERTS = (BROKER_UNAVAILABLE, FETCHER_STALLED)
 # which partition alert, naming a root in caused_by, counts as what
 COUNTED = {"UnderReplicated": "under_replicated", "UnderMinIsr": "under_min_isr",
            "OfflinePartition": "offline"}
@@ -51,6 +52,13 @@ def roots_from_book(book) -> dict:
             for (name, _), a in book.open.items() if name == BROKER_UNAVAILABLE}
 
 
+def fetcher_roots_from_book(book) -> dict:
+    """The ongoing fetcher stalls that a bucket's open root alerts describe (key -> root)."""
+    from replmon.state.fetcher import FetcherRoot, parse_fetcher_subject
+    return {parse_fetcher_subject(subject): FetcherRoot(a.alert_id, a.started_ms)
+            for (name, subject), a in book.open.items() if name == FETCHER_STALLED}
+
+
 def root_id(roots: dict, broker: int) -> str | None:
     """The id of the alert for `broker`'s outage, if it is unavailable."""
     root = roots.get(broker)
@@ -62,6 +70,15 @@ def cause_of(state: str) -> str:
 
 
 def root_text(record: dict, counts: dict) -> str:
+    if record["name"] == FETCHER_STALLED:
+        facts = dict(broker=record["broker"], leader=record.get("leader"),
+                     fetcher_id=record.get("fetcher_id"))
+        if record["status"] == "resolved":
+            return texts.close_text(FETCHER_STALLED, "fetching", **facts)
+        parts = record.get("partitions") or []
+        return texts.open_text(FETCHER_STALLED, "fetcher_stalled", **facts, n=len(parts),
+                               partitions=", ".join(parts), since=texts.fmt_clock(record["started_ms"]),
+                               counts=texts.fmt_counts(counts).replace(", 0 leaders lost", ""))
     if record["status"] == "resolved":
         return texts.close_text(BROKER_UNAVAILABLE, "running", broker=record["broker"],
                                 cluster=record["cluster"])
@@ -88,14 +105,19 @@ def merge_root_alerts(alerts: list[dict]) -> list[dict]:
         first = merged.get(key)
         if first is None:
             first = merged[key] = dict(a, counts=dict(a.get("counts") or {}))
+            if "partitions" in a:
+                first["partitions"] = list(a["partitions"])
             out.append(first)
         else:
             first["counts"]["leaders_lost"] = (first["counts"].get("leaders_lost", 0)
                                                + (a.get("counts") or {}).get("leaders_lost", 0))
+            if "partitions" in a:
+                first["partitions"] = sorted(set(first.get("partitions", [])) | set(a["partitions"]))
     for (aid, _), record in merged.items():
         counts = record["counts"]
         for kind in COUNT_KEYS[:3]:
             counts[kind] = len(caused.get(aid, {}).get(kind, ()))
-        counts.setdefault("leaders_lost", 0)
+        if record["name"] == BROKER_UNAVAILABLE:
+            counts.setdefault("leaders_lost", 0)
         record["reason"] = root_text(record, counts)
     return out

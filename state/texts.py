@@ -55,6 +55,10 @@ OPEN = {
         "broker {broker} of {cluster} was fenced at {since}: {counts}",
     ("BrokerUnavailable", "broker_shutting_down"):
         "broker {broker} of {cluster} is in controlled shutdown since {since}: {counts}",
+    ("ReplicaFetcherStalled", "fetcher_stalled"):
+        "broker {broker}'s fetcher {fetcher_id} for leader {leader} stopped at {since}: {n} partitions "
+        "have had no fetch from broker {broker} since ({partitions}) while it fetches from other "
+        "leaders; {counts}",
 }
 
 # (name, cause) -> close text; cause here is why the episode ended.
@@ -78,6 +82,8 @@ CLOSE = {
     ("TelemetryMissing", "partition"): "events for {partition} again",
     ("TelemetryMissing", "cluster"): "events from cluster {cluster} again",
     ("BrokerUnavailable", "running"): "broker {broker} of {cluster} is registered and running again",
+    ("ReplicaFetcherStalled", "fetching"):
+        "broker {broker}'s fetcher {fetcher_id} for leader {leader} is fetching again (or its partitions moved)",
     # per-replica alerts when the replica stops being a follower of the partition
     ("*", "became_leader"): "replica {replica} became the leader of {partition}",
     ("*", "left_assignment"): "replica {replica} left the assignment of {partition}",

@@ -110,6 +110,7 @@ class Rules(_Section):
     min_insync_replicas: int = Field(default=1, ge=1)
     rule_set: Literal["current", "v0_8", "v0_9_to_0_10_1", "v0_10_2_to_2_0"] = "current"
     replica_lag_max_messages: int = Field(default=4000, ge=1)
+    num_replica_fetchers: int = Field(default=1, ge=1)   # Kafka's num.replica.fetchers (ReplicaFetcherStalled)
 
 
 class Alerts(_Section):
@@ -178,6 +179,7 @@ class Settings(BaseSettings):
             min_insync_replicas=self.rules.min_insync_replicas,
             rule_set=self.rules.rule_set,
             replica_lag_max_messages=self.rules.replica_lag_max_messages,
+            num_replica_fetchers=self.rules.num_replica_fetchers,
             imminent_fraction=self.alerts.imminent_fraction,
             hw_stall_ms=self.alerts.hw_stall_ms,
             flap_count=self.alerts.flap_count,

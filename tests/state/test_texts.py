@@ -23,7 +23,7 @@ def test_every_template_names_only_known_facts(table):
     known = {"replica", "partition", "lag", "lag_messages", "state", "fetch", "since", "leader",
              "leader_epoch", "isr", "replicas", "isr_size", "replica_count", "hw", "leader_leo",
              "min_isr", "out", "holders", "stalled", "exits", "window", "silent", "cluster", "gap",
-             "broker", "counts", "silent_since"}
+             "broker", "counts", "silent_since", "fetcher_id", "n", "partitions"}
     for key, template in table.items():
         fields = {f for _, f, _, _ in string.Formatter().parse(template) if f}
         assert fields <= known, f"{key}: unknown facts {fields - known}"
