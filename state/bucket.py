@@ -14,12 +14,13 @@ import zlib
 from dataclasses import dataclass, field
 
 from replmon.state import alert_rules
-from replmon.state.alerts import AlertBook, is_notified
+from replmon.state.alerts import AlertBook, alert_id, is_notified
 from replmon.state.fetcher import (FETCHER_STALLED, Member, fetcher_id, fetcher_key, fetcher_root,
                                    fetcher_subject, stalled_since)
 from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionLeader
-from replmon.state.root_cause import BROKER_UNAVAILABLE, broker_root, broker_subject, cause_of
+from replmon.state.root_cause import (BROKER_UNAVAILABLE, BrokerRoot, broker_root, broker_subject,
+                                      cause_of)
 from replmon.state.texts import fmt_clock
 
 REPLICA_ROOTED = ("IsrExitImminent", "ReplicaOutOfSync")
@@ -51,6 +52,8 @@ class ClusterView:
     roots: dict = field(default_factory=dict)                # unavailable broker -> BrokerRoot
     root_book: AlertBook = field(default_factory=AlertBook)  # this bucket's share of the root alerts
     fetcher_roots: dict = field(default_factory=dict)        # fetcher key -> FetcherRoot (state/fetcher.py)
+    silent_roots: dict = field(default_factory=dict)         # silent broker -> BrokerRoot (cause silent)
+    registered_ms: dict = field(default_factory=dict)        # broker -> time of its latest broker event
     # Broker events not yet applied by every partition, (ts, broker, state, broker_epoch) in
     # arrival order, and the roots (unavailable brokers) as of the log's start.
     broker_log: list = field(default_factory=list)
@@ -132,7 +135,7 @@ class Bucket:
                 if watch is None:
                     watch = self._start(key, ev, ts, view, cfg, auto=True)
                 self._fetch(watch, ev, ts, quarantine)
-                if view.fetcher_roots:  # does this fetch end a fetcher stall?
+                if view.fetcher_roots or view.silent_roots:  # does this fetch end a stall?
                     self._fetch_resumed(cluster, view, watch, ev[REPLICA], ts, cfg, alerts)
             elif kind == "append":
                 if watch is None:
@@ -159,8 +162,8 @@ class Bucket:
 
     def _roots(self, key: tuple, view: ClusterView) -> dict:
         roots = view.roots_at(key[0], self.broker_pos.get(key, 0))
-        if view.fetcher_roots:  # rare: an ongoing fetcher stall (keys are tuples, brokers ints)
-            roots = {**view.fetcher_roots, **roots}
+        if view.fetcher_roots or view.silent_roots:  # rare: a stalled fetcher or a silent broker
+            roots = {**view.fetcher_roots, **view.silent_roots, **roots}
         return roots
 
     def _owns(self, cluster: str) -> bool:
@@ -263,6 +266,9 @@ class Bucket:
         partitions, which apply it when their own time reaches it (_apply_broker_log)."""
         broker, state, epoch, ts = ev[BROKER], ev[STATE], ev[BROKER_EPOCH], ev[TS]
         view.broker_log.append((ts, broker, state, epoch))
+        view.registered_ms[broker] = ts
+        if broker in view.silent_roots:  # the controller has spoken: that is the cause from now on
+            self._close_silent_root(ev[CLUSTER], broker, view, alerts, ts)
         watches = [w for (c, _, _), w in self.partitions.items() if c == ev[CLUSTER]]
         self._broker_root(ev[CLUSTER], broker, state, ts, view, watches, alerts)
 
@@ -407,21 +413,102 @@ class Bucket:
     def _check_fetcher(self, cluster, view: ClusterView, cfg: MonitorConfig, alerts: list,
                        follower: int, leader: int, k: int, now: int) -> None:
         key = fetcher_key(follower, leader, k)
-        if key in view.fetcher_roots or follower in view.roots:
+        if key in view.fetcher_roots or follower in view.roots or follower in view.silent_roots:
             return
-        members = self._fetcher_group(cluster, key, cfg)
+        groups, led = self._broker_involvement(cluster, follower, cfg)
+        stuck = cfg.stuck_after_ms
+        stuck_groups = {g for g, members in groups.items()
+                        if all(now - st.leo_update_ms > stuck for _, st in members)}
+        led_silent = all(now - w.last_event_ms > stuck for w in led)
+        leaders = {g[2] for g in groups}
+        if (stuck_groups == set(groups) and led_silent
+                and (len(leaders) >= 2 or (led and groups))):
+            last = max([st.leo_update_ms for members in groups.values() for _, st in members]
+                       + [w.last_event_ms for w in led])
+            self._open_silent_root(cluster, follower, last + stuck + 1, view, alerts)
+            return
+        if stuck_groups == set(groups):
+            return  # the broker is not seen fetching anywhere here: not one thread's doing
+        members = groups[key]
         since = stalled_since([Member(w.name, st.leo_update_ms, w.last_event_ms) for w, st in members],
-                              now, cfg.stuck_after_ms, follower_registered=True)
+                              now, stuck, follower_registered=True)
         if since is not None:
             self._open_fetcher_root(cluster, key, since, members, view, alerts)
 
+    def _broker_involvement(self, cluster: str, broker: int, cfg: MonitorConfig) -> tuple:
+        """This bucket's partitions of `broker`: as follower, by fetcher group; as leader."""
+        groups: dict = {}
+        led = []
+        for (c, topic, part), w in self.partitions.items():
+            p = w.leader
+            if c != cluster or p.leader < 0:
+                continue
+            if p.leader == broker:
+                led.append(w)
+            elif broker in p.followers and broker in p.replicas:
+                key = fetcher_key(broker, p.leader, fetcher_id(topic, part, cfg.num_replica_fetchers))
+                groups.setdefault(key, []).append((w, p.followers[broker]))
+        return groups, led
+
+    def _open_silent_root(self, cluster: str, broker: int, since: int, view: ClusterView,
+                          alerts: list) -> None:
+        """A broker that stopped everywhere (fetching as follower, reporting as leader) while
+        still registered: BrokerUnavailable with cause broker_silent. Its id comes from what every
+        bucket knows alike (the broker's latest registration event), so the buckets' shares fold;
+        `since` is this bucket's view and the merge keeps the earliest."""
+        aid = alert_id(BROKER_UNAVAILABLE, f"{broker_subject(cluster, broker)}/silent",
+                       view.registered_ms.get(broker, 0))
+        root = view.silent_roots[broker] = BrokerRoot(aid, "silent", since)
+        view.root_book.update(alerts, BROKER_UNAVAILABLE, broker_subject(cluster, broker), True, since,
+                              (cluster, None, None, broker), "", cause="broker_silent")
+        view.root_book.open[(BROKER_UNAVAILABLE, broker_subject(cluster, broker))].alert_id = aid
+        record = alerts[-1]
+        record.update(alert_id=aid, counts={"leaders_lost": 0})
+        self._name_root(cluster, broker, root, since, alerts)
+
+    def _close_silent_root(self, cluster: str, broker: int, view: ClusterView, alerts: list,
+                           at: int) -> None:
+        root = view.silent_roots.pop(broker)
+        view.root_book.update(alerts, BROKER_UNAVAILABLE, broker_subject(cluster, broker), False,
+                              max(at, root.since_ms), (cluster, None, None, broker), "")
+
+    def _name_root(self, cluster: str, broker: int, root, since: int, alerts: list) -> None:
+        """Replica alerts of `broker` that started with the root (possibly earlier in this batch)
+        name it, and so do the partition alerts that named one of them."""
+        renamed = {}
+        for (c, _, _), w in self.partitions.items():
+            if c != cluster:
+                continue
+            rsub = f"{cluster}/{w.name}/{broker}"
+            for name in REPLICA_ROOTED:
+                episode = w.book.open.get((name, rsub))
+                if episode is not None and episode.started_ms >= since and episode.caused_by is None:
+                    episode.caused_by = root.alert_id
+                    renamed[episode.alert_id] = root.alert_id
+            for episode in w.book.open.values():
+                if episode.caused_by in renamed:
+                    episode.caused_by = root.alert_id
+        for a in alerts:
+            if a["alert_id"] in renamed or a.get("caused_by") in renamed:
+                if a["alert_id"] in renamed and a.get("caused_by") is not None:
+                    continue
+                a["caused_by"] = root.alert_id
+                a["root_cause"] = False
+                a["notify"] = is_notified(a["name"], root.alert_id)
+
     def _fetch_resumed(self, cluster: str, view: ClusterView, watch, replica: int, ts: int,
                        cfg: MonitorConfig, alerts: list) -> None:
-        """An accepted fetch of a stalled fetcher's partition ends the stall at its time."""
+        """An accepted fetch of a stalled fetcher's partition ends the stall at its time; any
+        event from a silent broker (a fetch it makes, or its partitions reporting) ends its
+        silence."""
         p = watch.leader
+        if p.leader in view.silent_roots:
+            self._close_silent_root(cluster, p.leader, view, alerts, ts)
         st = p.followers.get(replica)
         if st is None or st.leo_update_ms != ts or p.leader < 0:
             return
+        if replica in view.silent_roots:
+            self._close_silent_root(cluster, replica, view, alerts, ts)
         key = fetcher_key(replica, p.leader, fetcher_id(watch.topic, watch.partition,
                                                         cfg.num_replica_fetchers))
         root = view.fetcher_roots.get(key)

@@ -27,7 +27,8 @@ from replmon.state.bucket import Bucket, ClusterView
 from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionLeader
 from replmon.state.replica import ReplicaState
-from replmon.state.root_cause import BrokerRoot, fetcher_roots_from_book, roots_from_book
+from replmon.state.root_cause import (BrokerRoot, fetcher_roots_from_book, roots_from_book,
+                                      silent_roots_from_book)
 
 FORMAT_VERSION = 1
 MAGIC = b"replmon-state\x00"
@@ -110,6 +111,7 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
             view.root_book = AlertBook.from_rows(root_book[0])
             view.roots = roots_from_book(view.root_book)
             view.fetcher_roots = fetcher_roots_from_book(view.root_book)
+            view.silent_roots = silent_roots_from_book(view.root_book)
     for view in bucket.clusters.values():
         view.base_roots = dict(view.roots)  # with no log, the roots as of its start are today's
     for name, (log, base_roots) in doc.get("broker_logs", {}).items():

@@ -22,6 +22,12 @@ from replmon.state.texts import fmt_clock
 
 BROKER_CAUSES = (BROKER_FENCED, BROKER_SHUTTING_DOWN)
 
+
+def explains_lag(root) -> bool:
+    """A root cause that stops a replica's fetching: a stalled fetcher or a silent broker (a
+    fenced or shutting-down broker explains the ISR exit itself, not lag before it)."""
+    return root is not None and (isinstance(root, FetcherRoot) or root.state == "silent")
+
 NEVER = 1 << 62
 
 
@@ -168,6 +174,8 @@ class PartitionWatch:
         leader_leo = p.leader_leo
         deadline = self.next_tick_ms
         exemption = p.config.rule_set == "current"  # older rule sets have no LEO exemption
+        # a silent leader makes every follower look stuck: it is the cause
+        leader_root = roots[p.leader].alert_id if explains_lag(roots.get(p.leader)) else None
         if p.leader >= 0:
             out_of_sync = p.out_of_sync_replicas(now, ignore_inflight=True)
             for r in p.replicas:
@@ -193,14 +201,14 @@ class PartitionWatch:
                                 "IsrExitImminent",
                                 "left_isr" if not in_isr else "out_of_sync" if oos
                                 else "new_leader" if p.election_ms == now else "caught_up", r),
-                            caused_by=root_id(roots, r), cause=LAG)
+                            caused_by=root_id(roots, r) or leader_root, cause=LAG)
                 if rules.is_replica_out_of_sync(in_isr=in_isr, out_of_sync=oos, ever_in_isr=ever):
                     cause = out_of_isr_cause(p, r, now, ever_in_isr=ever)
                     book.update(out, "ReplicaOutOfSync", rsub, True, now, rlabels,
                                 lambda r=r, cause=cause: self._replica_text(
                                     "ReplicaOutOfSync", cause, r, now, cfg, roots),
                                 caused_by=root_id(roots, r) if cause in BROKER_CAUSES
-                                or isinstance(roots.get(r), FetcherRoot) else None,
+                                or explains_lag(roots.get(r)) else leader_root,
                                 cause=cause)
                 else:
                     book.update(out, "ReplicaOutOfSync", rsub, False, now, rlabels, None,
@@ -278,7 +286,7 @@ class PartitionWatch:
                                             since=fmt_clock(self.last_event_ms),
                                             silent=texts.fmt_seconds(now - self.last_event_ms)),
                     texts.close_text("TelemetryMissing", "partition", partition=self.name),
-                    cause="partition")
+                    caused_by=lambda: root_id(roots, p.leader), cause="partition")
         t_gap = self.last_event_ms + cfg.telemetry_gap_ms + 1
         if now < t_gap < deadline:
             deadline = t_gap

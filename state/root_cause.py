@@ -49,7 +49,13 @@ def roots_from_book(book) -> dict:
     """The ongoing broker outages that a bucket's open root alerts describe (broker -> root)."""
     return {a.labels[3]: BrokerRoot(a.alert_id, "fenced" if a.cause == "broker_fenced" else "shutting_down",
                                     a.started_ms)
-            for (name, _), a in book.open.items() if name == BROKER_UNAVAILABLE}
+            for (name, _), a in book.open.items() if name == BROKER_UNAVAILABLE and a.cause != "broker_silent"}
+
+
+def silent_roots_from_book(book) -> dict:
+    """The brokers a bucket's open root alerts say went silent (broker -> root)."""
+    return {a.labels[3]: BrokerRoot(a.alert_id, "silent", a.started_ms)
+            for (name, _), a in book.open.items() if name == BROKER_UNAVAILABLE and a.cause == "broker_silent"}
 
 
 def fetcher_roots_from_book(book) -> dict:
@@ -80,8 +86,9 @@ def root_text(record: dict, counts: dict) -> str:
                                partitions=", ".join(parts), since=texts.fmt_clock(record["started_ms"]),
                                counts=texts.fmt_counts(counts).replace(", 0 leaders lost", ""))
     if record["status"] == "resolved":
-        return texts.close_text(BROKER_UNAVAILABLE, "running", broker=record["broker"],
-                                cluster=record["cluster"])
+        return texts.close_text(BROKER_UNAVAILABLE,
+                                "heard_again" if record["cause"] == "broker_silent" else "running",
+                                broker=record["broker"], cluster=record["cluster"])
     return texts.open_text(BROKER_UNAVAILABLE, record["cause"], broker=record["broker"],
                            cluster=record["cluster"], since=texts.fmt_clock(record["started_ms"]),
                            counts=texts.fmt_counts(counts))
@@ -109,6 +116,11 @@ def merge_root_alerts(alerts: list[dict]) -> list[dict]:
                 first["partitions"] = list(a["partitions"])
             out.append(first)
         else:
+            if a["status"] == "firing":  # shares decided at different times: the earliest
+                first["started_ms"] = min(first["started_ms"], a["started_ms"])
+                first["ts"] = min(first["ts"], a["ts"])
+            else:
+                first["ts"] = min(first["ts"], a["ts"])
             first["counts"]["leaders_lost"] = (first["counts"].get("leaders_lost", 0)
                                                + (a.get("counts") or {}).get("leaders_lost", 0))
             if "partitions" in a:

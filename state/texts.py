@@ -53,6 +53,10 @@ OPEN = {
         "no events from cluster {cluster} since {since} (more than {gap})",
     ("BrokerUnavailable", "broker_fenced"):
         "broker {broker} of {cluster} was fenced at {since}: {counts}",
+    ("BrokerUnavailable", "broker_silent"):
+        "broker {broker} of {cluster} went silent at {since} while still registered: it fetches for "
+        "none of its replicas and its partitions report nothing (stopped or hung; the controller "
+        "has not fenced it): {counts}",
     ("BrokerUnavailable", "broker_shutting_down"):
         "broker {broker} of {cluster} is in controlled shutdown since {since}: {counts}",
     ("ReplicaFetcherStalled", "fetcher_stalled"):
@@ -82,6 +86,8 @@ CLOSE = {
     ("TelemetryMissing", "partition"): "events for {partition} again",
     ("TelemetryMissing", "cluster"): "events from cluster {cluster} again",
     ("BrokerUnavailable", "running"): "broker {broker} of {cluster} is registered and running again",
+    ("BrokerUnavailable", "heard_again"):
+        "broker {broker} of {cluster} is heard from again (or the controller now reports its state)",
     ("ReplicaFetcherStalled", "fetching"):
         "broker {broker}'s fetcher {fetcher_id} for leader {leader} is fetching again (or its partitions moved)",
     # per-replica alerts when the replica stops being a follower of the partition

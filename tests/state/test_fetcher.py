@@ -107,7 +107,8 @@ def test_one_alert_for_the_thread_and_its_partitions_point_at_it():
 
 
 def test_buckets_each_holding_part_of_the_group_agree_on_one_alert():
-    # 6 partitions led by 1; with 2 buckets each holds some of broker 2's fetcher for leader 1.
+    # 6 partitions led by 1; with 2 buckets each holds some of broker 2's fetcher for leader 1,
+    # and one partition (u-0 or v-0) where broker 2 is seen fetching from leader 3.
     # One FETCH request serves the whole group, so every bucket sees the same last fetch time,
     # derives the same id, and the merged record lists every partition.
     events = []
@@ -115,12 +116,14 @@ def test_buckets_each_holding_part_of_the_group_agree_on_one_alert():
         events.append(ev("metadata", T0, topic="t", partition=p, leader=1, leader_epoch=1,
                          replicas=(1, 2, 3), isr=(1, 2, 3), leader_leo=0, hw=0,
                          replica_lag_time_max_ms=10_000))
-    events.append(ev("metadata", T0, topic="u", partition=0, leader=3, leader_epoch=1,
-                     replicas=(3, 2, 1), isr=(3, 2, 1), leader_leo=0, hw=0, replica_lag_time_max_ms=10_000))
+    for topic in ("u", "v"):  # broker 2 keeps fetching these from leader 3 (one per bucket)
+        events.append(ev("metadata", T0, topic=topic, partition=0, leader=3, leader_epoch=1,
+                         replicas=(3, 2, 1), isr=(3, 2, 1), leader_leo=0, hw=0,
+                         replica_lag_time_max_ms=10_000))
     leo = 0
     for t in range(T0 + 100, T0 + 20_000, 200):
         leo += 10
-        for topic, parts, leader in (("t", range(6), 1), ("u", range(1), 3)):
+        for topic, parts, leader in (("t", range(6), 1), ("u", range(1), 3), ("v", range(1), 3)):
             for p in parts:
                 events.append(ev("append", t, topic=topic, partition=p, leader_leo=leo))
                 for r in (2, 3) if leader == 1 else (1, 2):

@@ -178,3 +178,48 @@ def test_shutdown_then_fences_then_offline_each_counted_under_the_outage_that_ca
         ["BrokerUnavailable", "BrokerUnavailable", "UnderMinIsr", "BrokerUnavailable", "OfflinePartition"]
     out3 = next(a for a in alerts if a["subject"] == "c1/t-0/3")
     assert "controlled shutdown" in out3["reason"] and out3["cause"] == "broker_shutting_down"
+
+
+def stopped_broker_events(stop_ms=5000, resume_ms=40_000, end_ms=50_000):
+    """Brokers 1-3, partitions a-0/a-1/a-2 led by 1/2/3, all on {1,2,3}. Broker 3 is stopped
+    (SIGSTOP) from stop_ms to resume_ms and the controller never fences it (a long session
+    timeout): no fetch from 3, nothing from the partition it leads."""
+    events = [ev("broker", T0, broker=b, state="running", broker_epoch=10 + b) for b in (1, 2, 3)]
+    for p in range(3):
+        leader = p + 1
+        events.append(ev("metadata", T0, topic="a", partition=p, leader=leader, leader_epoch=1,
+                         replicas=(1, 2, 3), isr=(1, 2, 3), leader_leo=0, hw=0,
+                         replica_lag_time_max_ms=10_000))
+    leo = 0
+    for t in range(T0 + 100, T0 + end_ms, 200):
+        leo += 10
+        stopped = T0 + stop_ms <= t < T0 + resume_ms
+        for p in range(3):
+            leader = p + 1
+            if leader == 3 and stopped:
+                continue
+            events.append(ev("append", t, topic="a", partition=p, leader_leo=leo))
+            for r in (1, 2, 3):
+                if r != leader and not (r == 3 and stopped):
+                    events.append(ev("fetch", t + 2, topic="a", partition=p, replica=r,
+                                     fetch_offset=leo, leader_leo=leo))
+    return sorted(events, key=lambda e: (e[1], e[0] != "broker"))
+
+
+def test_a_stopped_broker_the_controller_has_not_fenced_is_one_silent_root():
+    cfg = MonitorConfig(replica_lag_time_max_ms=10_000)
+    _, alerts, _ = run(stopped_broker_events(), cfg)
+    alerts = merge_root_alerts(alerts)
+    roots = [a for a in alerts if a["name"] == "BrokerUnavailable"]
+    assert [(a["status"], a["broker"], a["cause"]) for a in roots] == \
+        [("firing", 3, "broker_silent"), ("resolved", 3, "broker_silent")]
+    root = roots[0]
+    assert "went silent" in root["reason"] and "still registered" in root["reason"]
+    assert roots[1]["ts"] == T0 + 40_102, "the first fetch from broker 3 again (+100 ms, +2 ms)"
+    caused = [a for a in alerts if a["status"] == "firing" and a["name"] != "BrokerUnavailable"
+              and a["severity"] != "info"]
+    assert {a["subject"] for a in caused} >= {"c1/a-0/3", "c1/a-1/3", "c1/a-2"}
+    assert all(a["caused_by"] == root["alert_id"] and not a["notify"] for a in caused), \
+        [(a["name"], a["subject"], a["caused_by"]) for a in caused if a["caused_by"] != root["alert_id"]]
+    assert [a["name"] for a in alerts if a["notify"]] == ["BrokerUnavailable", "BrokerUnavailable"]
+    assert not any(a["name"] == "ReplicaFetcherStalled" for a in alerts), "not one thread: the broker"
