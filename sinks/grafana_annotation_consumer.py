@@ -137,7 +137,15 @@ class AnnotationConsumer:
         """Handle this member's pending entries, then reclaimed ones, then new ones."""
         self._ensure_group()
         report = PollReport()
-        entries = self._own_pending() or self._reclaim() or self._read_new(block)
+        try:
+            entries = self._own_pending() or self._reclaim() or self._read_new(block)
+        except redis.ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            log.warning("consumer group %s on %s is gone (the stream was deleted?); creating it again",
+                        self._s.group, self._stream)
+            self._group_ready = False
+            return report
         for entry_id, fields in entries:
             report.read += 1
             if not self._handle(entry_id, fields, report):

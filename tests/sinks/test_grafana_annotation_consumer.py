@@ -292,3 +292,21 @@ def test_the_engine_s_own_alert_records_become_tagged_regions(redis_client):
     [caused] = [a for a in grafana.annotations.values() if a["id"] != root["id"]]
     assert {f"caused_by:{root_id}", "topic:orders", "partition:0", "replica:2", "broker:2"} <= set(caused["tags"])
     assert "root-cause" not in caused["tags"] and (caused["time"], caused["timeEnd"]) == (10_000, 50_000)
+
+
+def test_entries_trimmed_while_pending_are_acknowledged_and_a_deleted_stream_is_followed(redis_client):
+    with FakeGrafana() as grafana:
+        write_alerts(redis_client, FIRING)
+        c = consumer(redis_client, grafana)
+        with grafana.outage():
+            assert c.poll_once(block=False).outage
+        [(entry_id, _)] = redis_client.xrange(KEYS.alerts_stream())
+        redis_client.xdel(KEYS.alerts_stream(), entry_id)  # e.g. MAXLEN trimming during a long outage
+        assert total(drain(c), "trimmed") == 1
+        assert redis_client.xpending(KEYS.alerts_stream(), "grafana-annotations")["pending"] == 0
+        redis_client.delete(KEYS.alerts_stream())  # the group goes with it
+        assert c.poll_once(block=False).read == 0  # noticed, not fatal
+        write_alerts(redis_client, r.alert(alert_id="a2", ts=60_000, started_ms=60_000))
+        assert total(drain(c), "created") == 1
+    the_one_annotation(grafana, "a2")
+    assert not any("alert_id:a1" in a["tags"] for a in grafana.annotations.values())
