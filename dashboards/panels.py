@@ -306,13 +306,13 @@ def broker_alerts_table(keys: Keys) -> dict:
 
 
 def stalled_fetchers_table(keys: Keys) -> dict:
-    """ReplicaFetcherStalled: one follower broker stopped fetching from one leader broker."""
+    """ReplicaFetcherStalled: one follower broker (`broker`) stopped fetching from one leader
+    broker (`leader`); the row has the fetcher id and the partitions."""
     return _table("Stalled fetchers of broker $broker", "Fetcher threads of this broker (as follower "
                   "or leader) that stopped fetching all their partitions at once (ReplicaFetcherStalled).",
                   [live(cli(f"hvals {keys.alerts_firing_in(CLUSTER)}"))],
                   _alert_rows(_keep_rows("all", _equal("name", "ReplicaFetcherStalled")),
-                              _keep_rows("any", _equal("replica", BROKER), _equal("broker", BROKER),
-                                         _equal("leader", BROKER))),
+                              _keep_rows("any", _equal("broker", BROKER), _equal("leader", BROKER))),
                   fieldConfig=_alert_columns())
 
 

@@ -21,10 +21,10 @@ from replmon.sinks.keys import part
 
 TAG = "replmon"
 # The record fields that become "field:value" tags, in this order (the alert's name as "alert").
-TAG_FIELDS = ("cluster", "topic", "partition", "replica", "broker", "severity", "alert_id", "cause",
-              "caused_by")
+TAG_FIELDS = ("cluster", "topic", "partition", "replica", "broker", "leader", "severity", "alert_id",
+              "cause", "caused_by")
 # Escaped as key parts (sinks/keys.py), so that a dashboard variable fed by an index set matches.
-KEY_PART_FIELDS = {"cluster", "topic", "partition", "replica", "broker"}
+KEY_PART_FIELDS = {"cluster", "topic", "partition", "replica", "broker", "leader"}
 STATUSES = ("firing", "resolved")
 MAX_TAG_CHARS = 100  # Grafana's annotation_tag.term is a varchar(100)... keep well-formed tags short
 
