@@ -104,3 +104,70 @@ def test_paused_follower_long_session_timeout(judge_cluster, judge_admin, pipeli
             assert (a["partition"], a["replica"]) in shrunk, (a, shrinks)
     wait_for("replmon's ISR to equal describe_topics' after the rejoin",
              lambda: all(pipeline.isr(TOPIC, p) == after[p]["isr"] for p in after), 60, 1.0)
+
+
+def _firing_now(pipeline, names: tuple[str, ...]) -> list[dict]:
+    import json
+    raw = pipeline.redis.hgetall(f"{pipeline.prefix}:alerts:firing:{CLUSTER}")
+    return [a for a in map(json.loads, raw.values()) if a["name"] in names and a.get("topic") == TOPIC]
+
+
+def test_bursty_acks_all_producer_no_shrink_no_out_of_sync(judge_cluster, judge_admin, pipeline):
+    """Bursts of acks=all records with healthy followers: the leaders shrink nothing, and
+    replmon calls no follower out of sync (the 0.8 message-count rule would: KIP-16)."""
+    wait_full_isr(judge_admin, TOPIC, 60)
+    start_ms = int(time.time() * 1000)
+    producer = Producer(judge_cluster.bootstrap, TOPIC, PARTITIONS, acks="all",
+                        burst=(4000, 2.0)).start()
+    try:
+        time.sleep(2 * LAG_MS / 1000)
+    finally:
+        producer.stop()
+    end_ms = int(time.time() * 1000)
+    # replmon has seen the whole window: its event time (heartbeats) is past the end.
+    wait_for("replmon's clock past the bursts", lambda: int(
+        pipeline.partition(TOPIC, 0).get("ts") or 0) > end_ms, 60, 1.0)
+    shrinks = judge_cluster.shrinks(TOPIC, start_ms)
+    fired = [a for a in _firing(pipeline.alerts(), "ReplicaOutOfSync", TOPIC)
+             if start_ms <= a["started_ms"] <= end_ms]
+    _report(f"bursts of 4,000 acks=all records every 2 s for {end_ms - start_ms} ms",
+            [f"records sent {producer.sent}, errors {producer.errors}; broker shrinks {len(shrinks)}; "
+             f"replmon ReplicaOutOfSync {len(fired)}"])
+    assert producer.sent > 0 and producer.errors == 0
+    assert shrinks == []
+    assert fired == []
+
+
+def test_killed_and_restarted_broker_leaders_move_alerts_resolve(judge_cluster, judge_admin, pipeline):
+    """SIGKILL a broker that leads a partition, restart it after 2 x L: replmon's leaders are
+    describe_topics' leaders (the killed broker's partitions moved), and once every ISR is full
+    again replmon has no ReplicaOutOfSync, UnderReplicated or UnderMinIsr firing."""
+    before = wait_full_isr(judge_admin, TOPIC, 60)
+    active_controller = controller(judge_admin)
+    victim = next(b for b in (3, 2, 1) if b != active_controller
+                  and any(v["leader"] == b for v in before.values()))
+    led = [p for p, v in before.items() if v["leader"] == victim]
+    producer = Producer(judge_cluster.bootstrap, TOPIC, PARTITIONS).start()
+    try:
+        time.sleep(2)
+        killed_ms = int(time.time() * 1000)
+        os.kill(judge_cluster.pid(victim), signal.SIGKILL)
+        time.sleep(2 * LAG_MS / 1000)
+        judge_cluster.services("up", "--brokers", "3")      # starts the one that is not running
+        after = wait_full_isr(judge_admin, TOPIC, 120)
+    finally:
+        producer.stop()
+    moved = {p: after[p]["leader"] for p in led}
+    assert all(leader != victim for leader in moved.values()), (before, after)
+    wait_for("replmon's leaders to be describe_topics' leaders", lambda: all(
+        int(pipeline.partition(TOPIC, p).get("leader", -9)) == after[p]["leader"] for p in after), 60, 1.0)
+    wait_for("replmon's ISR to equal describe_topics' after the restart",
+             lambda: all(pipeline.isr(TOPIC, p) == after[p]["isr"] for p in after), 60, 1.0)
+    open_alerts = wait_for("replmon's replication alerts to resolve", lambda: not _firing_now(
+        pipeline, ("ReplicaOutOfSync", "UnderReplicated", "UnderMinIsr")) or None, 60, 1.0) and []
+    seen = [a for a in pipeline.alerts() if a.get("topic") == TOPIC and a["ts"] >= killed_ms]
+    _report(f"SIGKILL of broker {victim}, restarted after {2 * LAG_MS} ms",
+            [f"leaders moved {moved}; alert transitions since the kill {len(seen)}; "
+             f"still firing {open_alerts}"])
+    assert any(a["name"] == "ReplicaOutOfSync" and a.get("replica") == victim for a in seen), \
+        "replmon never saw the killed broker fall out of sync"
