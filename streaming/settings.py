@@ -38,6 +38,15 @@ class KafkaSource(_Section):
     options: dict[str, SecretStr] = Field(default_factory=dict)
 
     @model_validator(mode="after")
+    def _options_apply(self):
+        from replmon.streaming.kafka_security import option_problems
+
+        problems = option_problems({k: v.get_secret_value() for k, v in self.options.items()})
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
     def _one_subscription(self):
         if self.subscribe_pattern and self.subscribe:
             if self.subscribe != "replmon.fetch-metrics":
@@ -206,6 +215,12 @@ def load_settings(config_file: str | None = None, **overrides) -> Settings:
     config_file = config_file or os.environ.get("REPLMON_CONFIG")
     if config_file and not Path(config_file).is_file():
         raise SettingsError(f"replmon: settings file not found: {config_file}")
+    from replmon.streaming.environment import unknown_variables
+
+    unknown = unknown_variables(os.environ, Settings)
+    if unknown:
+        raise SettingsError("replmon: unknown REPLMON_* environment variables\n" +
+                            "\n".join(f"  {line}" for line in unknown))
     token = _toml_file.set(config_file)
     try:
         return Settings(**overrides)

@@ -32,7 +32,8 @@ def test_toml_file_is_read(tmp_path, monkeypatch):
     f = tmp_path / "replmon.toml"
     f.write_text('[rules]\nreplica_lag_time_max_ms = 10000\nrule_set = "v0_8"\n'
                  '[kafka]\nbootstrap_servers = "127.0.0.1:19092"\n'
-                 '[kafka.options]\n"sasl.jaas.config" = "secret-jaas"\n')
+                 '[kafka.options]\n"sasl.jaas.config" = "secret-jaas"\n'
+                 '"security.protocol" = "SASL_SSL"\n"sasl.mechanism" = "PLAIN"\n')
     monkeypatch.delenv("REPLMON_CONFIG", raising=False)
     s = load_settings(str(f))
     assert "REPLMON_CONFIG" not in __import__("os").environ

@@ -1,0 +1,85 @@
+"""Which REPLMON_* environment variables exist: settings, and the few the scripts use.
+
+Settings are strict, and that includes their names in the environment: a misspelt
+`REPLMON_STREM__LATENESS_MS` would otherwise be ignored without a word. Every REPLMON_* variable
+must be a setting (`REPLMON_<FIELD>`, `REPLMON_<SECTION>__<FIELD>`, a whole section as JSON),
+a setting of another replmon component with its own prefix, or one of the variables below that
+scripts and tests use. Adding a variable to a script? Add it here (tests/test_environment.py
+fails until you do).
+"""
+from __future__ import annotations
+
+import difflib
+from typing import Iterable, Mapping
+
+PREFIX = "REPLMON_"
+
+# Variables read by scripts, tests and benches, not by the settings: name -> who reads it.
+TOOLING_VARIABLES = {
+    "REPLMON_CONFIG": "the settings file (streaming/settings.py, like --config)",
+    "REPLMON_PYTHON": "deploy/dev.sh, deploy/local/services.sh: the interpreter to use",
+    "REPLMON_PORT_OFFSET": "deploy/local/services.sh: ports of side-by-side checkouts",
+    "REPLMON_SERVICES_TIMEOUT": "deploy/local/services.sh: how long to wait for a service",
+    "REPLMON_SERVICES_UP_TIMEOUT": "tests/integration/conftest.py: services.sh up time limit",
+    "REPLMON_KAFKA_HEAP": "deploy/local/services.sh: the local broker's heap",
+    "REPLMON_KAFKA_BROKERS": "deploy/local/services.sh and tests: local broker count",
+    "REPLMON_KAFKA_VERSION": "deploy/local/.run/env: the local broker's version",
+    "REPLMON_KAFKA_BOOTSTRAP": "deploy/local/.run/env: the local broker's address",
+    "REPLMON_SPARK_JARS": "deploy/local/.run/env and tests: Spark's Kafka connector jars",
+    "REPLMON_SPARK_KAFKA_VERSION": "deploy/local/.run/env: the connector's version",
+    "REPLMON_REDIS_URL": "deploy/local/.run/env: the local Redis",
+    "REPLMON_REDIS_PORT": "deploy/grafana/docker-compose.yml: Redis port for Grafana",
+    "REPLMON_REDIS_PASSWORD": "deploy/grafana: the Redis password Grafana's data source uses",
+    "REPLMON_ALERTMANAGER": "deploy/local/services.sh: 1 starts the local Alertmanager",
+    "REPLMON_ALERTMANAGER_CONFIG": "deploy/local/alertmanager.sh: its configuration file",
+}
+
+
+def _component_fields() -> dict[str, set[str]]:
+    """Other replmon components with their own settings prefix: prefix -> field names."""
+    from replmon.sinks.grafana import GrafanaSettings
+    from replmon.sinks.grafana_annotation_consumer import AnnotationConsumerSettings
+
+    return {"REPLMON_GRAFANA_": set(GrafanaSettings.model_fields),
+            "REPLMON_ANNOTATIONS_": set(AnnotationConsumerSettings.model_fields)}
+
+
+def known_setting_names(settings_cls) -> set[str]:
+    """Every REPLMON_* name the settings read: fields, sections as JSON, section fields."""
+    names = set()
+    for name, field in settings_cls.model_fields.items():
+        names.add(f"{PREFIX}{name}".upper())
+        section = field.annotation
+        sub = getattr(section, "model_fields", None)
+        if sub:
+            names.update(f"{PREFIX}{name}__{f}".upper() for f in sub)
+    return names
+
+
+def unknown_variables(environ: Mapping[str, str], settings_cls) -> list[str]:
+    """One line per REPLMON_* variable that nothing reads, with the likely intended name."""
+    known = known_setting_names(settings_cls) | set(TOOLING_VARIABLES)
+    components = _component_fields()
+    problems = []
+    for var in sorted(environ):
+        upper = var.upper()
+        if not upper.startswith(PREFIX) or upper in known:
+            continue
+        component = next((p for p in components if upper.startswith(p)), None)
+        if component and upper[len(component):].lower() in components[component]:
+            continue
+        problems.append(_explain(var, upper, known))
+    return problems
+
+
+def _explain(var: str, upper: str, known: Iterable[str]) -> str:
+    if upper.startswith(f"{PREFIX}KAFKA__OPTIONS__"):
+        return (f"{var}: Kafka client options have dotted names that an environment variable "
+                f"cannot carry; give them all as JSON in REPLMON_KAFKA__OPTIONS, e.g. "
+                f"REPLMON_KAFKA__OPTIONS='{{\"security.protocol\": \"SASL_SSL\", "
+                f"\"sasl.jaas.config\": \"...\"}}'")
+    tails = {name[len(PREFIX):]: name for name in known}
+    close = difflib.get_close_matches(upper[len(PREFIX):], list(tails), n=1, cutoff=0.8)
+    hint = f" (did you mean {tails[close[0]]}?)" if close else ""
+    setting = upper[len(PREFIX):].lower().replace("__", ".")
+    return f"{var}: {setting} is not a replmon setting{hint}"
