@@ -136,7 +136,13 @@ def run_command(args) -> int:
         print("replmon: no input configured; running the simulated demo (`replmon run --demo`). "
               "A deployment sets kafka.bootstrap_servers or input_path.")
         return run_embedded(settings, args)
-    return run_monitor(settings, once=args.once, quiet=args.quiet)
+    from replmon.streaming.preflight import PreflightError
+
+    try:
+        return run_monitor(settings, once=args.once, quiet=args.quiet)
+    except PreflightError as exc:
+        print(f"replmon: {exc}", file=sys.stderr)
+        return 2
 
 
 NO_INPUT = (
@@ -167,7 +173,8 @@ def run_embedded(settings, args) -> int:
 def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None = None) -> int:
     from replmon.streaming.bridge import OutputRouter
     from replmon.streaming.session import build_session
-    from replmon.streaming.sources import file_source, kafka_source
+    from replmon.streaming import preflight
+    from replmon.streaming.sources import file_source, kafka_options, kafka_source
     from replmon.streaming.query import start_query
     from replmon.streaming.supervise import Supervisor
 
@@ -176,6 +183,8 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
         from replmon.sinks.silences import SilenceStore
         from replmon.streaming.redis_out import build_redis_sink
         redis_sink = build_redis_sink(settings.redis)
+        # redis.url never holds a password (RedisConnectionSettings refuses one)
+        preflight.check_redis(redis_sink.client, settings.redis.prefix, settings.redis.url)
         silences = SilenceStore(redis_sink.client, settings.redis.prefix)
     if settings.alertmanager.url is not None:
         from replmon.streaming.alertmanager_out import build_alertmanager_sink
@@ -190,6 +199,9 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     if settings.input_path:
         source = file_source(spark, settings.input_path, settings.spark.max_files_per_trigger)
     else:
+        preflight.check_kafka(spark, kafka_options(settings.kafka), settings.kafka.subscribe
+                              if not settings.kafka.subscribe_pattern else None,
+                              settings.kafka.startup_timeout_ms)
         source = kafka_source(spark, settings.kafka)
     router = OutputRouter(settings.output_dir if settings.write_files else None, redis_sink,
                           alertmanager=alertmanager, silences=silences)

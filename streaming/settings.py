@@ -33,6 +33,8 @@ class KafkaSource(_Section):
     starting_timestamp_ms: int | None = None
     max_offsets_per_trigger: int | None = Field(default=1_000_000, ge=1)
     fail_on_data_loss: bool = True
+    # The startup check: the cluster must answer a metadata request within this (streaming/preflight.py).
+    startup_timeout_ms: int = Field(default=30_000, ge=100)
     # Any kafka.* client option (security.protocol, sasl.jaas.config, ssl.truststore.location,
     # ...), passed to Spark's Kafka source as "kafka.<name>". Values are secrets: never logged.
     options: dict[str, SecretStr] = Field(default_factory=dict)
