@@ -32,6 +32,15 @@ TOOLING_VARIABLES = {
     "REPLMON_REDIS_PASSWORD": "deploy/grafana: the Redis password Grafana's data source uses",
     "REPLMON_ALERTMANAGER": "deploy/local/services.sh: 1 starts the local Alertmanager",
     "REPLMON_ALERTMANAGER_CONFIG": "deploy/local/alertmanager.sh: its configuration file",
+    "REPLMON_SERVICES_RUN": "deploy/local/services.sh: its run folder (a second cluster)",
+    "REPLMON_KAFKA_RUN": "deploy/local/.run/env, bench/collector.py: the brokers' run folder",
+    "REPLMON_REQUEST_LOG": "deploy/local/services.sh: 1 turns on the brokers' request log",
+    "REPLMON_REPLICA_LAG_TIME_MAX_MS": "deploy/local/services.sh: the local brokers' setting",
+    "REPLMON_BROKER_SESSION_TIMEOUT_MS": "deploy/local/services.sh: the local brokers' setting",
+}
+# Families of such variables: every name with this prefix.
+TOOLING_PREFIXES = {
+    "REPLMON_KAFKA_NODE_PROPS_": "deploy/local/services.sh: extra properties of broker <i>",
 }
 
 
@@ -63,7 +72,7 @@ def unknown_variables(environ: Mapping[str, str], settings_cls) -> list[str]:
     problems = []
     for var in sorted(environ):
         upper = var.upper()
-        if not upper.startswith(PREFIX) or upper in known:
+        if not upper.startswith(PREFIX) or upper in known or upper.startswith(tuple(TOOLING_PREFIXES)):
             continue
         component = next((p for p in components if upper.startswith(p)), None)
         if component and upper[len(component):].lower() in components[component]:

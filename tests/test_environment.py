@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replmon.streaming.environment import TOOLING_VARIABLES, unknown_variables
+from replmon.streaming.environment import TOOLING_PREFIXES, TOOLING_VARIABLES, unknown_variables
 from replmon.streaming.kafka_security import option_problems
 from replmon.streaming.settings import Settings, SettingsError, load_settings
 
@@ -97,8 +97,10 @@ def test_every_replmon_variable_the_repository_uses_is_known():
     for f in files:
         path = ROOT / f
         if path.is_file() and path.suffix in ("", ".sh", ".py", ".yml", ".yaml", ".toml", ".env"):
-            used |= set(re.findall(r"\bREPLMON_[A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="ignore")))
-    used -= {"REPLMON_GRAFANA_", "REPLMON_ANNOTATIONS_"}
+            used |= set(re.findall(r"\bREPLMON_[A-Z0-9_]*[A-Z0-9_]", path.read_text(errors="ignore")))
+    prefixes = {"REPLMON_GRAFANA_", "REPLMON_ANNOTATIONS_", *TOOLING_PREFIXES}
+    assert not {n for n in used if n.endswith("_")} - prefixes, "a family not listed"
+    used = {n for n in used if not n.endswith("_")}
     examples = {"REPLMON_FOO", "REPLMON_STREM__LATENESS_MS", "REPLMON_STREAM__LATENES_MS",
                 "REPLMON_KAFKA__OPTIONS__SASL_JAAS_CONFIG", "REPLMON_GRAFANA_NOPE",
                 "REPLMON_KAFKA__OPTIONS__SECURITY_PROTOCOL", "REPLMON_RULES__REPLICA_LAG_TIME_MAX"}
