@@ -49,8 +49,8 @@ def _run_parser(sub, common) -> None:
     p.add_argument("--quiet", action="store_true", help="do not print the alert timeline")
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def build_parser() -> argparse.ArgumentParser:
+    """The `replmon` command line (deployment files are checked against it: tests/test_deploy.py)."""
     parser = argparse.ArgumentParser(prog="replmon", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     common = _common()
@@ -69,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     svc.add_argument("action", choices=["up", "down", "status"])
     svc.add_argument("--brokers", type=int, default=1, choices=[1, 3])
     sub.add_parser("collect", help="a real cluster's request logs -> the metrics topic", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
     if argv and argv[0] == "collect":
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         from replmon.streaming.collect.cli import main as collect_main
@@ -302,6 +308,8 @@ def local_kafka_jars() -> list[str]:
     run from a checkout."""
     from replmon.streaming.settings import SettingsError
 
+    if connector_installed():
+        return []
     jars = sorted(str(p.resolve()) for p in CHECKOUT_JARS.glob("*.jar"))
     if not jars:
         raise SettingsError(
@@ -310,6 +318,14 @@ def local_kafka_jars() -> list[str]:
             f"deploy/local/fetch-jars.sh in a checkout and run replmon from there ({CHECKOUT_JARS})")
     log.info("spark.jars not set: using the Kafka connector jars in %s", CHECKOUT_JARS.resolve())
     return jars
+
+
+def connector_installed() -> bool:
+    """The Kafka connector is already in pyspark's own jars folder (replmon's image puts it
+    there: deploy/docker/Dockerfile), so it is on every classpath without spark.jars."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    return any((Path(_find_spark_home()) / "jars").glob("spark-sql-kafka-0-10_*.jar"))
 
 
 def print_timeline(alerts_dir: Path, out=None) -> None:

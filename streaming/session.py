@@ -1,9 +1,16 @@
-"""The SparkSession: local mode by default, settings applied before the JVM starts."""
+"""The SparkSession: local mode by default, settings applied before the JVM starts.
+
+On a cluster (`spark.master` spark://, k8s://, yarn), replmon's own code is shipped to the
+executors as a zip (streaming/ship.py), and the Kafka connector jars in `spark.jars` are served
+to them by the driver. Under spark-submit, its --master and --conf stand unless the settings
+name a master."""
 from __future__ import annotations
 
 import logging
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -19,8 +26,11 @@ def build_session(conf: SparkConf, app_name: str = "replmon") -> SparkSession:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # Python workers run this same interpreter, where replmon is installed: no path edits.
-    builder = (SparkSession.builder.master(conf.master).appName(app_name)
-               .config("spark.driver.memory", conf.driver_memory)
+    master = conf.master or (None if launched_by_spark_submit() else LOCAL_MASTER)
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    builder = (builder.config("spark.driver.memory", conf.driver_memory)
                .config("spark.sql.shuffle.partitions", str(conf.shuffle_partitions))
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.enabled", "false")
@@ -29,10 +39,40 @@ def build_session(conf: SparkConf, app_name: str = "replmon") -> SparkSession:
                .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000"))
     if conf.jars:
         builder = builder.config("spark.jars", ",".join(conf.jars))
+    if conf.state_store == "rocksdb":
+        builder = builder.config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+    if conf.executor_memory:
+        builder = builder.config("spark.executor.memory", conf.executor_memory)
+    for key, value in conf.conf.items():
+        builder = builder.config(key, value)
     java_options = console.spark_java_options()
     if java_options:
         builder = builder.config("spark.driver.extraJavaOptions", java_options)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(console.spark_log_level())
-    log.info("spark %s session on %s", spark.version, conf.master)
+    actual = spark.sparkContext.master
+    if not actual.startswith("local"):
+        ship_code(spark)
+    log.info("spark %s session on %s (state store %s)", spark.version, actual, conf.state_store)
     return spark
+
+
+LOCAL_MASTER = "local[2]"
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def launched_by_spark_submit() -> bool:
+    """spark-submit starts the JVM first and hands the Python driver its gateway."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def ship_code(spark: SparkSession) -> Path:
+    """Add replmon's code to every executor's Python path (once per session)."""
+    from replmon.streaming.ship import code_zip
+
+    path = code_zip(Path(tempfile.gettempdir()))
+    sc = spark.sparkContext
+    if path.name not in sc._python_includes:  # noqa: SLF001 - what addPyFile has added
+        sc.addPyFile(str(path))
+        log.info("shipping replmon's code to the executors as %s", path)
+    return path

@@ -86,7 +86,9 @@ class AlertmanagerOut(_Section):
 
 
 class SparkConf(_Section):
-    master: str = "local[2]"
+    # local[N], spark://host:7077, k8s://https://..., yarn. None: spark-submit's --master when
+    # launched by it, else local[2].
+    master: str | None = None
     shuffle_partitions: int = Field(default=2, ge=1)
     driver_memory: str = "4g"
     jars: list[str] = Field(default_factory=list)

@@ -3,7 +3,7 @@
 # an Apache Kafka cluster in KRaft mode and a Redis server, both on loopback,
 # started from jars and Debian packages (no Docker).
 #
-# Usage: deploy/local/services.sh up [--brokers 1|3] [--alertmanager]
+# Usage: deploy/local/services.sh up [--brokers 1|3] [--alertmanager] [--spark]
 #        deploy/local/services.sh down
 #        deploy/local/services.sh status
 #        deploy/local/services.sh clean      (down, then delete .run/: data and logs)
@@ -15,6 +15,8 @@
 #   down    stops the processes this script started (pid files under .run/);
 #           data stays, so the next up is a restart, not a new cluster.
 #   status  prints what runs; exit 0 when Kafka and Redis are both up.
+#   --spark also starts a Spark standalone master and two workers (deploy/local/spark-cluster.sh;
+#           opt-in: only the cluster tests need it); down stops them too.
 #
 # Ports (all on 127.0.0.1): Kafka 19092 (1 broker) or 19092-19094 (3 brokers),
 # KRaft controller listeners 19192(-19194), Redis 16379. Logs and data live in
@@ -352,9 +354,10 @@ write_env() {  # write_env N
 }
 
 cmd_up() {
-  local n=1
+  local n=1 spark=0
   while [ $# -gt 0 ]; do
     case "$1" in
+      --spark) spark=1; shift ;;
       --brokers) [ $# -ge 2 ] || die "--brokers needs a value (1 or 3)"; n="$2"; shift 2 ;;
       --brokers=*) n="${1#*=}"; shift ;;
       --alertmanager) REPLMON_ALERTMANAGER=1; shift ;;  # opt-in: deploy/local/alertmanager.sh
@@ -370,6 +373,7 @@ cmd_up() {
   start_kafka "$n"
   start_redis
   write_env "$n"
+  [ "$spark" = 1 ] && "$HERE/spark-cluster.sh" up
   log "up: Kafka $(bootstrap_for "$n"), Redis $HOST:$REDIS_PORT; env in $RUN/env"
   if [ "${REPLMON_ALERTMANAGER:-0}" = 1 ]; then "$HERE/alertmanager.sh" up 9>&- >>"$RUN/env"; fi
 }
@@ -405,6 +409,7 @@ cmd_status() {
     echo "redis: stopped"; ok=1
   fi
   if [ -f "$RUN/env" ]; then echo "env: $RUN/env"; else echo "env: none (run up)"; fi
+  [ -f "$RUN/spark/env" ] && { "$HERE/spark-cluster.sh" status || ok=1; }
   return "$ok"
 }
 
@@ -432,5 +437,5 @@ case "${1:-}" in
   clean) shift; lock; cmd_clean ;;
   __run_java) shift; run_java "$@" ;;  # internal: used by start_kafka
   -h|--help|help) sed -n '2,38p' "$0" ;;
-  *) echo "usage: $0 up [--brokers 1|3] | down | status | clean" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--brokers 1|3] [--alertmanager] [--spark] | down | status | clean" >&2; exit 2 ;;
 esac
