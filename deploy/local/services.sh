@@ -373,13 +373,14 @@ cmd_up() {
   start_kafka "$n"
   start_redis
   write_env "$n"
-  [ "$spark" = 1 ] && "$HERE/spark-cluster.sh" up
+  if [ "$spark" = 1 ]; then "$HERE/spark-cluster.sh" up 9>&-; fi
   log "up: Kafka $(bootstrap_for "$n"), Redis $HOST:$REDIS_PORT; env in $RUN/env"
   if [ "${REPLMON_ALERTMANAGER:-0}" = 1 ]; then "$HERE/alertmanager.sh" up 9>&- >>"$RUN/env"; fi
 }
 
 cmd_down() {
   "$HERE/alertmanager.sh" down 9>&-
+  "$HERE/spark-cluster.sh" down 9>&-
   stop_kafka
   stop_redis
   rm -f "$RUN/env"
