@@ -432,5 +432,8 @@ class PartitionWatch:
                 "caught_up": v.caught_up, "state": v.state,
                 "out_of_sync_at_ms": v.out_of_sync_at_ms, "removable_by_ms": v.removable_by_ms,
                 "holds_hw": v.holds_hw,
+                # the one definition the alert texts use too (explain.out_of_isr_cause)
+                "out_of_isr_cause": (None if v.in_isr and v.caught_up else
+                                     out_of_isr_cause(p, r, now, ever_in_isr=r in self.ever_in_isr)),
             })
         return rows

@@ -223,3 +223,15 @@ def test_a_stopped_broker_the_controller_has_not_fenced_is_one_silent_root():
         [(a["name"], a["subject"], a["caused_by"]) for a in caused if a["caused_by"] != root["alert_id"]]
     assert [a["name"] for a in alerts if a["notify"]] == ["BrokerUnavailable", "BrokerUnavailable"]
     assert not any(a["name"] == "ReplicaFetcherStalled" for a in alerts), "not one thread: the broker"
+
+
+def test_statuses_say_the_same_cause_as_the_texts():
+    events, lag_ms = demo_events()
+    statuses = run_monitor(events, lag_ms).replica_status
+    during = [r for r in statuses if r["replica"] == 3 and not r["in_isr"]
+              and T0 + 109_034 <= r["ts"] < T0 + RESTART_AT]
+    assert during, "broker 3's replicas are reported while it is fenced"
+    assert {(r["state"], r["out_of_isr_cause"]) for r in during} == {("fenced", "broker_fenced")}
+    paused = [r for r in statuses if (r["topic"], r["partition"], r["replica"]) == ("orders", 0, 2)
+              and not r["in_isr"] and r["ts"] < T0 + CRASH_AT]
+    assert paused and {r["out_of_isr_cause"] for r in paused} == {"lag"}
