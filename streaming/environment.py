@@ -30,7 +30,7 @@ TOOLING_VARIABLES = {
     "REPLMON_REDIS_URL": "deploy/local/.run/env: the local Redis",
     "REPLMON_REDIS_PORT": "deploy/grafana/docker-compose.yml: Redis port for Grafana",
     "REPLMON_REDIS_PASSWORD": "deploy/grafana: the Redis password Grafana's data source uses",
-    "REPLMON_ALERTMANAGER": "deploy/local/services.sh: 1 starts the local Alertmanager",
+    "REPLMON_SERVICES_ALERTMANAGER": "deploy/local/services.sh: 1 starts the local Alertmanager",
     "REPLMON_ALERTMANAGER_CONFIG": "deploy/local/alertmanager.sh: its configuration file",
     "REPLMON_SERVICES_RUN": "deploy/local/services.sh: its run folder (a second cluster)",
     "REPLMON_KAFKA_RUN": "deploy/local/.run/env, bench/collector.py: the brokers' run folder",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A local Prometheus Alertmanager for replmon's tests and for trying the Alertmanager sink by hand.
-# Opt-in: `deploy/local/services.sh up --alertmanager` (or REPLMON_ALERTMANAGER=1) calls this;
+# Opt-in: `deploy/local/services.sh up --alertmanager` (or REPLMON_SERVICES_ALERTMANAGER=1) calls this;
 # tests that need it start it through tests/integration/conftest.py.
 #
 # Usage: deploy/local/alertmanager.sh up|down|status

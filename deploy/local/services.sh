@@ -360,7 +360,7 @@ cmd_up() {
       --spark) spark=1; shift ;;
       --brokers) [ $# -ge 2 ] || die "--brokers needs a value (1 or 3)"; n="$2"; shift 2 ;;
       --brokers=*) n="${1#*=}"; shift ;;
-      --alertmanager) REPLMON_ALERTMANAGER=1; shift ;;  # opt-in: deploy/local/alertmanager.sh
+      --alertmanager) REPLMON_SERVICES_ALERTMANAGER=1; shift ;;  # opt-in: deploy/local/alertmanager.sh
       *) die "unknown argument to up: $1" ;;
     esac
   done
@@ -375,7 +375,7 @@ cmd_up() {
   write_env "$n"
   if [ "$spark" = 1 ]; then "$HERE/spark-cluster.sh" up 9>&-; fi
   log "up: Kafka $(bootstrap_for "$n"), Redis $HOST:$REDIS_PORT; env in $RUN/env"
-  if [ "${REPLMON_ALERTMANAGER:-0}" = 1 ]; then "$HERE/alertmanager.sh" up 9>&- >>"$RUN/env"; fi
+  if [ "${REPLMON_SERVICES_ALERTMANAGER:-0}" = 1 ]; then "$HERE/alertmanager.sh" up 9>&- >>"$RUN/env"; fi
 }
 
 cmd_down() {
