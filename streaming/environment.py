@@ -37,6 +37,12 @@ TOOLING_VARIABLES = {
     "REPLMON_REQUEST_LOG": "deploy/local/services.sh: 1 turns on the brokers' request log",
     "REPLMON_REPLICA_LAG_TIME_MAX_MS": "deploy/local/services.sh: the local brokers' setting",
     "REPLMON_BROKER_SESSION_TIMEOUT_MS": "deploy/local/services.sh: the local brokers' setting",
+    "REPLMON_SPARK_MASTER": "deploy/local/.run/spark/env: the local Spark cluster's master URL",
+    "REPLMON_SPARK_MASTER_UI": "deploy/local/.run/spark/env: the local Spark master's web UI",
+    "REPLMON_SPARK_WORKER_CORES": "deploy/local/spark-cluster.sh: cores each worker offers",
+    "REPLMON_SPARK_WORKER_MEMORY": "deploy/local/spark-cluster.sh: memory each worker offers",
+    "REPLMON_SPARK_DAEMON_MEMORY": "deploy/local/spark-cluster.sh: heap of the master and workers",
+    "REPLMON_KAFKA_PORT": "deploy/compose/docker-compose.yml: the stack's Kafka port on the host",
 }
 # Families of such variables: every name with this prefix.
 TOOLING_PREFIXES = {
