@@ -1,14 +1,17 @@
 """Throughput of the real streaming query on a large simulated cluster.
 
-    python bench/throughput.py --partitions 100000 [--seconds 8] [--batch-events 1000000]
+    python bench/throughput.py --partitions 100000 [--seconds 8] [--batch-events N] [--runs 3]
 
 Generates a steady cluster's events (replication factor 3: per partition an append and a fetch
 by each follower every `--interval-ms`, plus heartbeats) as JSON-lines files, one file per
 micro-batch, then runs:
   1. the stateless ceiling: the same files parsed, validated and counted (no state);
   2. the monitor query (parse, watermark, bucketed applyInPandasWithState, outputs collected).
-Prints the figures and ends with one JSON line: events_per_s, ceiling_events_per_s,
-batch_ms_p50, batch_ms_p99, state_bytes_per_replica, peak_rss_mb.
+Each run prints where a batch's time goes: the stateless parse and validation of the same input
+(JVM), and the stateful step's own phases in Python (input: Arrow to pandas; validation and
+event-time sort; state load; engine; state save; output encoding). With --runs N the whole is
+repeated N times in one session and every figure is the median, with its min-max spread. The
+last line is one JSON object with all figures.
 """
 from __future__ import annotations
 
@@ -115,15 +118,13 @@ class RssSampler(threading.Thread):
             time.sleep(0.5)
 
 
-def run_query(spark, df_builder, input_dir: Path, work: Path, name: str, files: int):
-    """Run one availableNow query over `files` files (one per micro-batch); return the batch
-    durations (ms), wall seconds of the batches, and the last progress."""
-    from pyspark.sql import functions as F  # noqa: F401
-
+def run_query(spark, df_builder, work: Path, name: str):
+    """Run one availableNow query (one input file per micro-batch); return the steady batch
+    durations (ms), their input rows, the last progress and the output row count."""
     counts = {"rows": 0}
 
     def sink(batch_df, batch_id):
-        counts["rows"] += batch_df.count() if name == "ceiling" else len(batch_df.toArrow())
+        counts["rows"] += batch_df.count() if name.startswith("ceiling") else len(batch_df.toArrow())
 
     q = (df_builder().writeStream.queryName(f"{name}_{uuid.uuid4().hex[:6]}")
          .option("checkpointLocation", str(work / f"ckpt-{name}"))
@@ -140,37 +141,42 @@ def run_query(spark, df_builder, input_dir: Path, work: Path, name: str, files: 
     return durations, rows, progress[-1] if progress else {}, counts["rows"]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--partitions", type=int, default=10_000)
-    ap.add_argument("--seconds", type=float, default=8.0, help="event time to simulate")
-    ap.add_argument("--interval-ms", type=int, default=500, help="fetch/append period per partition")
-    ap.add_argument("--batch-events", type=int, default=1_000_000)
-    ap.add_argument("--buckets", type=int, default=64)
-    ap.add_argument("--driver-memory", default="8g")
-    ap.add_argument("--keep", action="store_true")
-    args = ap.parse_args()
+def p99(values: list[float]) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round(0.99 * (len(v) - 1))))]
 
+
+PHASES = ("input", "validate_and_sort", "state_load", "engine", "state_save", "output")
+
+
+def read_phases(folder: Path, batches: int) -> dict:
+    """The stateful step's own timings (streaming/stateful.py Phases), as CPU ms per micro-batch
+    summed over the parallel tasks; the first (warm-up) batch's calls cannot be told apart, so
+    this averages over all batches."""
+    totals = dict.fromkeys(PHASES, 0.0)
+    calls = 0
+    for f in folder.glob("phases-*.jsonl"):
+        for line in f.read_text().splitlines():
+            row = json.loads(line)
+            calls += 1
+            for k in PHASES:
+                totals[k] += row.get(k, 0.0)
+    return {k: v / max(1, batches) for k, v in totals.items()} | {"calls": calls}
+
+
+def one_run(spark, work: Path, args, n: int) -> dict:
     from pyspark.sql import functions as F
 
     from replmon.streaming.parse import parse_events
     from replmon.streaming.query import monitor_outputs
-    from replmon.streaming.session import build_session
-    from replmon.streaming.settings import Settings, SparkConf
+    from replmon.streaming.settings import Settings
     from replmon.streaming.sources import file_source
 
-    work = Path(tempfile.mkdtemp(prefix="replmon-bench-"))
-    t = time.time()
-    total = generate(work / "in", args.partitions, args.seconds, args.interval_ms, args.batch_events)
-    files = len(list((work / "in").glob("*.jsonl")))
-    print(f"generated {total:,} events in {files} files for {args.partitions:,} partitions "
-          f"(RF 3) in {time.time() - t:.1f} s")
-
-    rss = RssSampler()
-    rss.start()
-    spark = build_session(SparkConf(driver_memory=args.driver_memory), app_name="replmon-bench")
+    profile = work / f"phases-{n}"
+    profile.mkdir()
     settings = Settings(input_path=str(work / "in"), output_dir=str(work / "out"),
-                        stream={"buckets": args.buckets, "status_interval_ms": 10_000},
+                        stream={"buckets": args.buckets, "status_interval_ms": 10_000,
+                                "profile_dir": str(profile)},
                         spark={"max_files_per_trigger": 1})
 
     def ceiling_df():
@@ -181,33 +187,90 @@ def main() -> int:
     def monitor_df():
         return monitor_outputs(file_source(spark, str(work / "in"), 1), settings)
 
-    c_dur, c_rows, _, _ = run_query(spark, ceiling_df, work / "in", work, "ceiling", files)
+    c_dur, c_rows, _, _ = run_query(spark, ceiling_df, work, f"ceiling{n}")
     ceiling = c_rows / (sum(c_dur) / 1000)
-    print(f"ceiling (stateless parse + count): {c_rows:,} rows, {ceiling:,.0f} events/s")
-
-    m_dur, m_rows, last, out_rows = run_query(spark, monitor_df, work / "in", work, "monitor", files)
+    m_dur, m_rows, last, out_rows = run_query(spark, monitor_df, work, f"monitor{n}")
     if os.environ.get("BENCH_DEBUG"):
         print(json.dumps(last, indent=1, default=str)[:8000])
-    rss.stop.set()
     rate = m_rows / (sum(m_dur) / 1000)
     ops = (last.get("stateOperators") or [{}])[0]
     state_bytes = ops.get("memoryUsedBytes", 0)
     replicas = args.partitions * 3
-    durs = sorted(m_dur)
-    p50 = statistics.median(durs)
-    p99 = durs[min(len(durs) - 1, int(round(0.99 * (len(durs) - 1))))]
-    print(f"monitor: {m_rows:,} events in {len(m_dur)} steady micro-batches, {rate:,.0f} events/s "
-          f"({100 * rate / ceiling:.0f}% of the ceiling); batch ms p50 {p50:.0f} p99 {p99:.0f}; "
-          f"{out_rows:,} output records")
-    print(f"state: {state_bytes / 1e6:.1f} MB in the state store for {replicas:,} replicas "
-          f"({state_bytes / replicas:.0f} B per replica); peak RSS (JVM + Python) "
-          f"{rss.peak / 2**20:,.0f} MB")
-    print(json.dumps({"partitions": args.partitions, "events": m_rows,
-                      "events_per_s": round(rate), "ceiling_events_per_s": round(ceiling),
-                      "batch_ms_p50": round(p50), "batch_ms_p99": round(p99),
-                      "state_bytes_per_replica": round(state_bytes / replicas),
-                      "peak_rss_mb": round(rss.peak / 2**20)}))
+    phases = read_phases(profile, len(m_dur) + 1)
+    r = {"events": m_rows, "events_per_s": rate, "ceiling_events_per_s": ceiling,
+         "share": rate / ceiling, "batch_ms_p50": statistics.median(m_dur),
+         "batch_ms_p99": p99(m_dur), "ceiling_batch_ms_p50": statistics.median(c_dur),
+         "state_bytes_per_replica": state_bytes / replicas, "output_records": out_rows,
+         "batches": len(m_dur), **{f"py_{k}_ms": v for k, v in phases.items() if k != "calls"}}
+    print(f"run {n}: monitor {m_rows:,} events in {len(m_dur)} steady micro-batches, "
+          f"{rate:,.0f} events/s = {100 * r['share']:.0f}% of the ceiling {ceiling:,.0f}; "
+          f"batch ms p50 {r['batch_ms_p50']:.0f} p99 {r['batch_ms_p99']:.0f}; "
+          f"{state_bytes / replicas:.0f} B state per replica")
+    print(f"  where a batch goes: stateless parse+validate+count of the same input (JVM) "
+          f"{r['ceiling_batch_ms_p50']:.0f} ms wall; stateful step in Python, CPU ms summed over "
+          f"tasks: " + ", ".join(f"{k} {phases[k]:.0f}" for k in PHASES)
+          + f"; the rest of the batch (shuffle, Arrow transfer, JVM state store) is wall minus "
+          f"Python over {args.cores} cores")
+    return r
+
+
+def spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", type=int, default=10_000)
+    ap.add_argument("--seconds", type=float, default=8.0, help="event time to simulate")
+    ap.add_argument("--interval-ms", type=int, default=500, help="fetch/append period per partition")
+    ap.add_argument("--batch-events", type=int, default=None,
+                    help="events per micro-batch (default: one round of every partition, "
+                         "3 x partitions, at least 100k)")
+    ap.add_argument("--buckets", type=int, default=64)
+    ap.add_argument("--runs", type=int, default=1, help="repeat ceiling + monitor; figures are "
+                                                        "the median with min-max")
+    ap.add_argument("--driver-memory", default="8g")
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    batch_events = args.batch_events or max(100_000, 3 * args.partitions)
+
+    from replmon.streaming.session import build_session
+    from replmon.streaming.settings import SparkConf
+
+    work = Path(tempfile.mkdtemp(prefix="replmon-bench-"))
+    t = time.time()
+    total = generate(work / "in", args.partitions, args.seconds, args.interval_ms, batch_events)
+    files = len(list((work / "in").glob("*.jsonl")))
+    print(f"generated {total:,} events in {files} files of ~{batch_events:,} for "
+          f"{args.partitions:,} partitions (RF 3) in {time.time() - t:.1f} s")
+
+    rss = RssSampler()
+    rss.start()
+    spark = build_session(SparkConf(driver_memory=args.driver_memory,
+                                    master=f"local[{args.cores}]"), app_name="replmon-bench")
+    runs = [one_run(spark, work, args, n) for n in range(args.runs)]
+    rss.stop.set()
     spark.stop()
+    keys = [k for k in runs[0] if k not in ("events", "batches", "output_records")]
+    summary = {k: spread([r[k] for r in runs]) for k in keys}
+    med = {k: v["median"] for k, v in summary.items()}
+    print(f"summary over {args.runs} run(s) (median, min-max): " + "; ".join(
+        f"{k} {v['median']:,.2f} ({v['min']:,.2f}-{v['max']:,.2f})" for k, v in summary.items()))
+    print(f"peak RSS (JVM + Python workers) {rss.peak / 2**20:,.0f} MB")
+    print(json.dumps({"partitions": args.partitions, "events": runs[0]["events"],
+                      "batch_events": batch_events, "buckets": args.buckets, "runs": args.runs,
+                      "events_per_s": round(med["events_per_s"]),
+                      "ceiling_events_per_s": round(med["ceiling_events_per_s"]),
+                      "share": round(med["share"], 3),
+                      "batch_ms_p50": round(med["batch_ms_p50"]),
+                      "batch_ms_p99": round(med["batch_ms_p99"]),
+                      "state_bytes_per_replica": round(med["state_bytes_per_replica"]),
+                      "peak_rss_mb": round(rss.peak / 2**20),
+                      "phases_cpu_ms_per_batch": {k: round(med[f"py_{k}_ms"]) for k in PHASES},
+                      "spread": {k: [round(v["min"], 3), round(v["max"], 3)]
+                                 for k, v in summary.items()},
+                      "per_run": [{k: round(v, 3) for k, v in r.items()} for r in runs]}))
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -6,7 +6,11 @@ count it was written with. Renaming a class in `state/` does not break a checkpo
 checkpoint written with another `stream.buckets` (its partitions would hash to other buckets and
 silently lose their state) or by an unknown format is refused with a message saying what to do.
 
-    blob = MAGIC + version (2 bytes, big endian) + zlib(pickle of builtins only)
+    blob = MAGIC + version (2 bytes, big endian) + tag (8 bytes) + zlib(pickle of builtins only)
+
+The tag is whatever the writer passes (the streaming adapter: random bytes per write), so a
+process that still holds the bucket it last wrote can tell, without decoding, that a blob is
+that very state (`tag_of`).
 
 The container is pickle restricted to builtin types (the loader refuses any class), which is
 the fastest builtin-only serialiser in the standard library; the schema is the field lists
@@ -19,6 +23,7 @@ is migrated when its objects still load, else refused with a message (see `decod
 from __future__ import annotations
 
 import io
+import operator
 import pickle
 import zlib
 
@@ -51,7 +56,6 @@ LEADER_FIELDS = ("leader", "leader_epoch", "replicas", "adding_replicas", "isr",
 REPLICA_FIELDS = ("leo", "log_start_offset", "last_caught_up_ms", "last_fetch_leader_leo",
                   "last_fetch_ms", "broker_epoch", "leo_update_ms", "read_to_log_end_ms")
 DERIVED = {"PartitionWatch": ("name", "leader", "book"), "PartitionLeader": ("config", "followers")}
-SET_FIELDS = frozenset({"ever_in_isr", "fenced", "shutting_down"})   # stored as sorted tuples
 # Defaults for fields a blob of this format may lack (added after the format was written).
 DEFAULTS: dict[str, object] = {}
 
@@ -63,8 +67,12 @@ class StateFormatError(ValueError):
     """A checkpoint this code cannot use; the message says why and what to do."""
 
 
-def encode(bucket: Bucket) -> bytes:
-    """The bucket as a versioned blob."""
+TAG_BYTES = 8
+_HEADER = len(MAGIC) + 2 + TAG_BYTES
+
+
+def encode(bucket: Bucket, tag: bytes = bytes(TAG_BYTES)) -> bytes:
+    """The bucket as a versioned blob, marked with `tag` (TAG_BYTES long)."""
     doc = {
         "format": FORMAT_VERSION,
         "buckets": bucket.buckets,
@@ -73,7 +81,7 @@ def encode(bucket: Bucket) -> bytes:
         "fields": {"watch": WATCH_FIELDS, "leader": LEADER_FIELDS, "replica": REPLICA_FIELDS},
         "clusters": [(name, v.clock_ms, v.brokers, v.book.to_rows(), v.root_book.to_rows())
                      for name, v in bucket.clusters.items()],
-        "partitions": [_watch_row(w) for w in bucket.partitions.values()],
+        "partitions": _partition_rows(bucket.partitions.values()),
         # Broker events not yet applied by every partition, the roots as of the log's start
         # (state/bucket.py), and how far each partition has applied the log. getattr: format 0
         # objects, re-encoded by _migrate_format0, predate them.
@@ -81,8 +89,18 @@ def encode(bucket: Bucket) -> bytes:
                         for name, v in bucket.clusters.items() if getattr(v, "broker_log", None)},
         "broker_pos": list(getattr(bucket, "broker_pos", {}).items()),
     }
-    body = pickle.dumps(doc, protocol=5)
-    return MAGIC + FORMAT_VERSION.to_bytes(2, "big") + zlib.compress(body, COMPRESSION_LEVEL)
+    if len(tag) != TAG_BYTES:
+        raise ValueError(f"tag must be {TAG_BYTES} bytes, got {len(tag)}")
+    body = pickle.dumps(doc, protocol=5)    # protocol >= 4: sets need no class either
+    return (MAGIC + FORMAT_VERSION.to_bytes(2, "big") + tag
+            + zlib.compress(body, COMPRESSION_LEVEL))
+
+
+def tag_of(blob: bytes) -> bytes | None:
+    """The tag a format-1 blob was written with (None for any other blob)."""
+    if blob[:len(MAGIC)] != MAGIC or len(blob) < _HEADER:
+        return None
+    return bytes(blob[_HEADER - TAG_BYTES:_HEADER])
 
 
 def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> Bucket:
@@ -97,7 +115,7 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
             f"and {FORMAT_VERSION}: it was written by another (newer?) replmon version. Run the "
             f"version that wrote it, or start over. {_WHAT_TO_DO}.")
     try:
-        doc = _BuiltinsOnly(io.BytesIO(zlib.decompress(blob[len(MAGIC) + 2:]))).load()
+        doc = _BuiltinsOnly(io.BytesIO(zlib.decompress(blob[_HEADER:]))).load()
     except Exception as exc:
         raise StateFormatError(f"the checkpoint's state (bucket {bucket_id}) is damaged: {exc}. "
                                f"{_WHAT_TO_DO}.") from None
@@ -140,31 +158,36 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
     return bucket
 
 
-def _watch_row(w: PartitionWatch) -> tuple:
-    p = w.leader
-    return (tuple(_stored(name, getattr(w, name)) for name in WATCH_FIELDS),
-            tuple(_stored(name, getattr(p, name)) for name in LEADER_FIELDS),
-            tuple((r, tuple(getattr(st, name) for name in REPLICA_FIELDS))
-                  for r, st in p.followers.items()),
-            w.book.to_rows() if w.book.open else ())
+_watch_values = operator.attrgetter(*WATCH_FIELDS)
+_leader_values = operator.attrgetter(*LEADER_FIELDS)
+_replica_values = operator.attrgetter(*REPLICA_FIELDS)
 
 
-def _stored(name: str, value):
-    return tuple(sorted(value)) if name in SET_FIELDS else value
+def _partition_rows(watches) -> list[tuple]:
+    """(watch values, leader values, ((replica, values), ...), open alerts) per partition."""
+    rows = []
+    append = rows.append
+    for w in watches:
+        p = w.leader
+        append((_watch_values(w), _leader_values(p),
+                tuple([(r, _replica_values(st)) for r, st in p.followers.items()]),
+                w.book.to_rows() if w.book.open else ()))
+    return rows
 
 
 def _reader(stored: tuple, wanted: tuple):
     """A function from a stored row to (name, value) pairs of the fields this code wants."""
+    if tuple(stored) == wanted:
+        return lambda row: zip(wanted, row)
     position = {name: i for i, name in enumerate(stored)}
     missing = [n for n in wanted if n not in position and n not in DEFAULTS]
     if missing:
         raise StateFormatError(f"the checkpoint's state lacks the field(s) {missing}. "
                                f"{_WHAT_TO_DO}.")
-    plan = [(n, position.get(n), n in SET_FIELDS, DEFAULTS.get(n)) for n in wanted]
+    plan = [(n, position.get(n), DEFAULTS.get(n)) for n in wanted]
 
     def read(row: tuple) -> list:
-        return [(n, (set(row[i]) if is_set else row[i]) if i is not None else default)
-                for n, i, is_set, default in plan]
+        return [(n, row[i] if i is not None else default) for n, i, default in plan]
     return read
 
 

@@ -151,6 +151,9 @@ class Stream(_Section):
     # A partition with no event for this long (event time) is dropped from the state and its
     # open alerts resolve; above alerts.telemetry_gap_ms, so TelemetryMissing fires first.
     evict_after_ms: int = Field(default=600_000, ge=1)
+    # Append where each call of the stateful step spends its time (JSON lines) to files in this
+    # folder; bench/throughput.py reads them. Off (None) in normal runs.
+    profile_dir: str | None = None
 
 
 class Settings(BaseSettings):

@@ -8,6 +8,7 @@ state format (state/codec.py), which refuses a checkpoint written with another b
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Iterator
 
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from replmon.state.bucket import EVENT_FIELDS, Bucket, owner_bucket
-from replmon.state.codec import decode, encode
+from replmon.state.codec import TAG_BYTES, decode, encode, tag_of
 from replmon.streaming.contract import ARRAY_FIELDS, BROADCAST, bounded_quarantine
 from replmon.streaming.validate import describe, invalid_reasons
 from replmon.state.monitor import MonitorConfig
@@ -85,37 +86,96 @@ def events_from_frames(frames: Iterator[pd.DataFrame], quarantine: list, *, buck
     return list(zip(*(_column(pdf, name) for name in EVENT_FIELDS)))
 
 
-def make_state_func(cfg: MonitorConfig, buckets: int, max_future_ms: int):
+class Phases:
+    """Where one call's time goes (for bench/throughput.py): `lap(name)` charges the time since
+    the previous lap to `name`; `write` appends the laps as one JSON line. Off: no clock reads."""
+
+    def __init__(self, folder: str | None) -> None:
+        self.folder = folder
+        self.laps: dict[str, float] = {}
+        self._t = time.perf_counter() if folder else 0.0
+
+    def lap(self, name: str) -> None:
+        if self.folder:
+            t = time.perf_counter()
+            self.laps[name] = self.laps.get(name, 0.0) + (t - self._t)
+            self._t = t
+
+    def write(self, **fields) -> None:
+        if self.folder:
+            path = os.path.join(self.folder, f"phases-{os.getpid()}.jsonl")
+            with open(path, "a") as f:
+                f.write(json.dumps({**fields, **{k: round(v * 1000, 3) for k, v in self.laps.items()}})
+                        + "\n")
+
+
+# The bucket this worker process last wrote, by bucket id, with the tag it wrote it under. The
+# state store's blob stays the truth: the cached object is used only when the blob handed in is
+# the one this process wrote (same tag), which saves decoding the whole bucket every batch. An
+# entry is taken out while its bucket is being changed, so a call that fails leaves no entry.
+_WRITTEN: dict[int, tuple[bytes, Bucket]] = {}
+
+
+def load_bucket(state, cfg: MonitorConfig, bucket_id: int, buckets: int) -> Bucket:
+    if not state.exists:
+        _WRITTEN.pop(bucket_id, None)
+        return Bucket(bucket_id, buckets)
+    blob = state.get[0]
+    cached = _WRITTEN.pop(bucket_id, None)
+    if cached is not None and cached[0] == tag_of(blob):
+        return cached[1]
+    return decode(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg)
+
+
+def save_bucket(state, bucket: Bucket) -> None:
+    tag = os.urandom(TAG_BYTES)
+    state.update((encode(bucket, tag),))
+    _WRITTEN[bucket.bucket_id] = (tag, bucket)
+
+
+def make_state_func(cfg: MonitorConfig, buckets: int, max_future_ms: int,
+                    profile_dir: str | None = None):
     """The function handed to applyInPandasWithState (closes over plain config only)."""
 
     def func(key, frames, state) -> Iterator[pd.DataFrame]:
+        phases = Phases(profile_dir)
         bucket_id = int(key[0])
-        bucket = (decode(state.get[0], bucket_id=bucket_id, buckets=buckets, cfg=cfg)
-                  if state.exists else Bucket(bucket_id, buckets))
         alerts: list = []
         quarantine: list = []
         watermark = state.getCurrentWatermarkMs()
+        events: list = []
         if not state.hasTimedOut:
+            frames = [f for f in frames if len(f)]
+            phases.lap("input")
             events = events_from_frames(frames, quarantine, bucket_id=bucket_id, buckets=buckets,
                                         now_ms=int(time.time() * 1000),
                                         max_future_ms=max_future_ms)
-            stage = len(quarantine)
-            bucket.process(events, cfg, alerts, quarantine)
-            quarantine[stage:] = [bounded_quarantine(q) for q in quarantine[stage:]]
+            phases.lap("validate_and_sort")
+        bucket = load_bucket(state, cfg, bucket_id, buckets)
+        phases.lap("state_load")
+        stage = len(quarantine)
+        bucket.process(events, cfg, alerts, quarantine)
+        quarantine[stage:] = [bounded_quarantine(q) for q in quarantine[stage:]]
         bucket.advance(cfg, alerts, watermark_ms=watermark if watermark > 0 else None)
         partitions: list = []
         replicas: list = []
         bucket.statuses(cfg, partitions, replicas)
-        state.update((encode(bucket),))
+        phases.lap("engine")
         timeout = bucket.next_timeout_ms(cfg)
+        save_bucket(state, bucket)
         if timeout is not None:
             state.setTimeoutTimestamp(max(timeout, watermark + 1, 1))
+        phases.lap("state_save")
         kinds = (["alerts"] * len(alerts) + ["partition_status"] * len(partitions)
                  + ["replica_status"] * len(replicas) + ["quarantine"] * len(quarantine))
         if kinds:
             dumps = json.dumps
             payload = [dumps(r, separators=(",", ":")) for r in (*alerts, *partitions, *replicas,
                                                                  *quarantine)]
-            yield pd.DataFrame({"kind": kinds, "payload": payload})
+            out = pd.DataFrame({"kind": kinds, "payload": payload})
+            phases.lap("output")
+            yield out
+        phases.write(bucket=bucket_id, events=len(events), partitions=len(bucket.partitions),
+                     outputs=len(kinds))
 
     return func

@@ -30,7 +30,7 @@ DATA = Path(__file__).parent / "data"
 def state_of(bucket: Bucket) -> dict:
     """What the format stores of a bucket, as plain values (equal values, equal state)."""
     blob = encode(bucket)
-    return pickle.loads(zlib.decompress(blob[len(codec.MAGIC) + 2:]))
+    return pickle.loads(zlib.decompress(blob[len(codec.MAGIC) + 2 + codec.TAG_BYTES:]))
 
 
 def feed(events, cfg, *, roundtrip: bool, slice_ms: int = 1000, bucket=None):
@@ -119,6 +119,12 @@ def test_a_checkpoint_written_with_another_bucket_count_is_refused_with_what_to_
     assert "Set stream.buckets = 4 again" in text and "spark.checkpoint_dir" in text
 
 
+def test_the_tag_is_read_back_without_decoding():
+    blob = encode(Bucket(0, 1), tag=b"12345678")
+    assert codec.tag_of(blob) == b"12345678"
+    assert codec.tag_of((DATA / "bucket_format0.pickle").read_bytes()) is None
+
+
 def test_an_unknown_format_version_is_refused_with_what_to_do():
     blob = encode(Bucket(0, 1))
     newer = codec.MAGIC + (codec.FORMAT_VERSION + 1).to_bytes(2, "big") + blob[len(codec.MAGIC) + 2:]
@@ -128,8 +134,9 @@ def test_an_unknown_format_version_is_refused_with_what_to_do():
 
 
 @pytest.mark.parametrize("blob, why", [
-    (codec.MAGIC + b"\x00\x01" + b"not zlib", "damaged"),
-    (codec.MAGIC + b"\x00\x01" + zlib.compress(pickle.dumps(ReplicaState())), "damaged"),  # a class
+    (codec.MAGIC + b"\x00\x01" + bytes(8) + b"not zlib", "damaged"),
+    (codec.MAGIC + b"\x00\x01" + bytes(8) + zlib.compress(pickle.dumps(ReplicaState())),
+     r"damaged: the state names a class \(replmon.state.replica.ReplicaState\)"),
     (b"{\"json\": true}", "not a replmon state"),
 ])
 def test_a_blob_that_is_not_a_state_is_refused(blob, why):
