@@ -2,6 +2,7 @@
 
     bash deploy/local/services.sh up
     python bench/kafka_to_redis.py [--partitions 2000] [--seconds 30] [--max-offsets 500000]
+    python bench/kafka_to_redis.py --partitions 100000 --seconds 2 --max-offsets 300000
 
 1. Produces the scale generator's steady cluster (streaming/simulator/scale.py: about 30
    events per partition-second) to a fresh topic on the local broker (kafka-python, acks=all).
@@ -9,7 +10,9 @@
    writing to the local Redis under a fresh prefix through OutputRouter and the Redis sink.
 3. Prints the produce rate, the end-to-end rate (events / wall time from query start to its
    end), the micro-batches, the time spent in the Redis sink and what it wrote; ends with one
-   JSON line of the figures. The topic and the Redis keys are deleted afterwards (--keep: not).
+   JSON line of the figures, with the sink's records written per second, its round trips
+   per batch and its share of the batch time (it runs inside each batch: it keeps up while
+   that share stays small). The topic and the Redis keys are deleted afterwards (--keep: not).
 
 Addresses come from deploy/local/.run/env (written by services.sh up) unless given.
 """
@@ -212,6 +215,13 @@ def main() -> int:
             "redis_cluster_points": sink.total("cluster_points_written"),
             "redis_round_trips": sink.total("round_trips"),
             "redis_keys": redis_keys,
+            "redis_writes_per_s": round(sum(r.written for r in sink.reports) / sink.seconds)
+            if sink.seconds else None,
+            "redis_round_trips_per_batch": round(sink.total("round_trips") / len(sink.reports), 1)
+            if sink.reports else 0,
+            # The sink keeps up when it takes a small share of each batch (it runs inside it).
+            "sink_share_of_batch_time": round(sink.seconds * 1000 / sum(durations), 3)
+            if durations else None,
             "redis_alerts_stream": client.xlen(keys.alerts_stream()),
         }
         print(f"query: {read:,} events ({scanned:,} rows scanned) in {len(durations)} "
@@ -223,6 +233,9 @@ def main() -> int:
               f"({figures['redis_series_points']:,} series points, "
               f"{figures['redis_cluster_points']} cluster points) in {figures['redis_round_trips']} "
               f"round trips, {sink.seconds:.1f} s in the sink; {redis_keys:,} keys under {prefix}")
+        print(f"redis sink: {figures['redis_writes_per_s'] or 0:,} records written per second in "
+              f"the sink, {figures['redis_round_trips_per_batch']} round trips per batch, "
+              f"{100 * (figures['sink_share_of_batch_time'] or 0):.0f}% of the batch time")
         print(json.dumps(figures))
     finally:
         if not args.keep:

@@ -150,8 +150,9 @@ PHASES = ("input", "validate_and_sort", "state_load", "engine", "state_save", "o
 
 
 def read_phases(folder: Path, batches: int) -> dict:
-    """The stateful step's own timings (streaming/stateful.py Phases), as CPU ms per micro-batch
-    summed over the parallel tasks; the first (warm-up) batch's calls cannot be told apart, so
+    """The stateful step's own timings (streaming/stateful.py Phases), as ms per micro-batch
+    summed over the parallel tasks (wall time inside the Python function: on a shared machine
+    it includes waiting for a core); the first (warm-up) batch's calls cannot be told apart, so
     this averages over all batches."""
     totals = dict.fromkeys(PHASES, 0.0)
     calls = 0
@@ -207,8 +208,8 @@ def one_run(spark, work: Path, args, n: int) -> dict:
           f"batch ms p50 {r['batch_ms_p50']:.0f} p99 {r['batch_ms_p99']:.0f}; "
           f"{state_bytes / replicas:.0f} B state per replica")
     print(f"  where a batch goes: stateless parse+validate+count of the same input (JVM) "
-          f"{r['ceiling_batch_ms_p50']:.0f} ms wall; stateful step in Python, CPU ms summed over "
-          f"tasks: " + ", ".join(f"{k} {phases[k]:.0f}" for k in PHASES)
+          f"{r['ceiling_batch_ms_p50']:.0f} ms wall; stateful step in Python, ms summed over the "
+          f"parallel tasks: " + ", ".join(f"{k} {phases[k]:.0f}" for k in PHASES)
           + f"; the rest of the batch (shuffle, Arrow transfer, JVM state store) is wall minus "
           f"Python over {args.cores} cores")
     return r
