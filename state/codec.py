@@ -22,6 +22,7 @@ is migrated when its objects still load, else refused with a message (see `decod
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import operator
 import pickle
@@ -226,6 +227,23 @@ class _Format0(pickle.Unpickler):
         raise pickle.UnpicklingError(f"format 0 state may not name {module}.{name}")
 
 
+def _fill_dataclass_defaults(obj) -> None:
+    """A dataclass object unpickled from format 0 lacks the fields added since: their defaults."""
+    for f in dataclasses.fields(obj):
+        if not hasattr(obj, f.name):
+            if f.default is not dataclasses.MISSING:
+                setattr(obj, f.name, f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                setattr(obj, f.name, f.default_factory())
+
+
+def _fill_slot_defaults(obj) -> None:
+    """A slotted engine object unpickled from format 0: fields added since take DEFAULTS."""
+    for name in obj.__slots__:
+        if not hasattr(obj, name) and name in DEFAULTS:
+            setattr(obj, name, DEFAULTS[name])
+
+
 def _migrate_format0(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> Bucket:
     """Format 0 (a pickled Bucket, before the state had a format): read it with today's classes
     and re-read it through format 1, so that any field the old objects lack is caught here."""
@@ -236,6 +254,19 @@ def _migrate_format0(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorC
         old = _Format0(io.BytesIO(blob)).load()
         if not isinstance(old, Bucket):
             raise TypeError(f"it holds a {type(old).__name__}, not a Bucket")
+        books = []
+        for view in old.clusters.values():
+            _fill_dataclass_defaults(view)
+            books += [view.book, view.root_book]
+        for watch in old.partitions.values():
+            _fill_slot_defaults(watch)
+            _fill_slot_defaults(watch.leader)
+            for st in watch.leader.followers.values():
+                _fill_slot_defaults(st)
+            books.append(watch.book)
+        for book in books:
+            for alert in book.open.values():
+                _fill_dataclass_defaults(alert)
         _check_buckets(old.buckets, buckets)
         return decode(encode(old), bucket_id=bucket_id, buckets=buckets, cfg=cfg)
     except StateFormatError:

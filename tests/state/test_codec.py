@@ -167,30 +167,30 @@ def test_a_field_an_older_blob_lacks_takes_its_default_or_is_refused(monkeypatch
 
 # ---- format 0: the pickle written before the state had a format ------------------------------
 
-def test_a_format0_blob_is_migrated_and_continues_like_an_unbroken_run_or_refused_with_what_to_do():
+# The episodes the format-0 run had open when it wrote the blob (its alert output), and when
+# that same old code, continuing over the rest of the scenario, resolved them.
+FORMAT0_OPEN = {"bedf6d0cc1f1c58ae294": ("ReplicaOutOfSync", "sim/orders-1/3"),
+                "90a46a6c25c3d7ddb18f": ("UnderReplicated", "sim/orders-1"),
+                "c639ecfc43b779649a73": ("AtMinIsr", "sim/orders-1")}
+FORMAT0_RESOLVED_AT = 1767225660265
+
+
+def test_a_format0_blob_is_migrated_with_its_open_episodes_which_then_resolve_as_before():
     """bucket_format0.pickle: the first 2,600 events of paused_and_slow (seed 0) processed by
-    the code before issue 13 (tests/state/data/README.md). Migrated, it must go on over the rest
-    exactly as one bucket that saw all the events. If the engine's classes have since changed
-    so that the old objects no longer load, the blob must be refused with what to do."""
+    the code before issue 13 (tests/state/data/README.md). Migrated, it keeps the episodes the
+    old code had open, and going on over the rest of the scenario resolves them at the event
+    time the old code did (replica 3 caught up again)."""
     spec = scenarios.get("paused_and_slow")
     events, _ = simulate(spec, seed=0)
     cfg = MonitorConfig(replica_lag_time_max_ms=10000, min_insync_replicas=2)
-    blob = (DATA / "bucket_format0.pickle").read_bytes()
-    try:
-        migrated = decode(blob, bucket_id=0, buckets=1, cfg=cfg)
-    except StateFormatError as exc:
-        assert "format 0" in str(exc) and "spark.checkpoint_dir" in str(exc)
-        return
-    # the format-0 writer fed the first 2,600 events as one batch, then advanced
-    unbroken = Bucket(0, 1)
-    alerts_before: list = []
-    unbroken.process([as_tuple(e) for e in sorted(events[:2600], key=lambda e: (e["ts"], TYPE_RANK[e["type"]]))],
-                     cfg, alerts_before, [])
-    unbroken.advance(cfg, alerts_before)
-    assert state_of(migrated) == state_of(unbroken)
-    _, after_migrated = feed(events[2600:], cfg, roundtrip=True, bucket=migrated)
-    _, after_unbroken = feed(events[2600:], cfg, roundtrip=False, bucket=unbroken)
-    assert after_migrated[0] and after_migrated == after_unbroken
+    migrated = decode((DATA / "bucket_format0.pickle").read_bytes(), bucket_id=0, buckets=1, cfg=cfg)
+    open_now = {a.alert_id: key for w in migrated.partitions.values() for key, a in w.book.open.items()}
+    assert open_now == FORMAT0_OPEN
+    assert sorted(k[1:] for k in migrated.partitions) == [("orders", 0), ("orders", 1)]
+    _, (alerts, quarantine, _, _) = feed(events[2600:], cfg, roundtrip=True, bucket=migrated)
+    resolved = {a["alert_id"]: a["ts"] for a in alerts if a["status"] == "resolved"}
+    assert {aid: resolved.get(aid) for aid in FORMAT0_OPEN} == dict.fromkeys(FORMAT0_OPEN, FORMAT0_RESOLVED_AT)
+    assert quarantine == []
 
 
 def test_a_format0_blob_written_with_another_bucket_count_is_refused():
