@@ -109,28 +109,30 @@ class Phases:
                         + "\n")
 
 
-# The bucket this worker process last wrote, by bucket id, with the tag it wrote it under. The
-# state store's blob stays the truth: the cached object is used only when the blob handed in is
-# the one this process wrote (same tag), which saves decoding the whole bucket every batch. An
-# entry is taken out while its bucket is being changed, so a call that fails leaves no entry.
-_WRITTEN: dict[int, tuple[bytes, Bucket]] = {}
+# The bucket this worker process last wrote, with the tag it wrote it under, by bucket id, bucket
+# count and settings (one worker serves every query of its Spark session). The state store's
+# blob stays the truth: the kept object is used only when the blob handed in is the one this
+# process wrote (same tag) for the same bucket count and settings, which saves decoding the
+# whole bucket every batch. An entry is taken out while its bucket is being changed, so a call
+# that fails leaves none.
+_WRITTEN: dict[tuple, tuple[bytes, Bucket]] = {}
 
 
 def load_bucket(state, cfg: MonitorConfig, bucket_id: int, buckets: int) -> Bucket:
+    key = (bucket_id, buckets, cfg)
+    cached = _WRITTEN.pop(key, None)
     if not state.exists:
-        _WRITTEN.pop(bucket_id, None)
         return Bucket(bucket_id, buckets)
     blob = state.get[0]
-    cached = _WRITTEN.pop(bucket_id, None)
     if cached is not None and cached[0] == tag_of(blob):
         return cached[1]
     return decode(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg)
 
 
-def save_bucket(state, bucket: Bucket) -> None:
+def save_bucket(state, bucket: Bucket, cfg: MonitorConfig) -> None:
     tag = os.urandom(TAG_BYTES)
     state.update((encode(bucket, tag),))
-    _WRITTEN[bucket.bucket_id] = (tag, bucket)
+    _WRITTEN[(bucket.bucket_id, bucket.buckets, cfg)] = (tag, bucket)
 
 
 def make_state_func(cfg: MonitorConfig, buckets: int, max_future_ms: int,
@@ -162,7 +164,7 @@ def make_state_func(cfg: MonitorConfig, buckets: int, max_future_ms: int,
         bucket.statuses(cfg, partitions, replicas)
         phases.lap("engine")
         timeout = bucket.next_timeout_ms(cfg)
-        save_bucket(state, bucket)
+        save_bucket(state, bucket, cfg)
         if timeout is not None:
             state.setTimeoutTimestamp(max(timeout, watermark + 1, 1))
         phases.lap("state_save")

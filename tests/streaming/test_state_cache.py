@@ -2,7 +2,10 @@
 wrote (no Spark: a stand-in for GroupState with the calls the adapter makes)."""
 from __future__ import annotations
 
+import pytest
+
 from replmon.state.bucket import Bucket
+from replmon.state.codec import StateFormatError
 from replmon.state.monitor import MonitorConfig
 from replmon.streaming import stateful
 
@@ -29,10 +32,10 @@ def test_the_bucket_written_last_is_reused_for_its_own_blob_only():
     state = FakeState()
     first = stateful.load_bucket(state, CFG, 3, 8)
     first.global_ms = 42
-    stateful.save_bucket(state, first)
+    stateful.save_bucket(state, first, CFG)
     written = state.blob
     assert stateful.load_bucket(state, CFG, 3, 8) is first          # the blob it wrote: reused
-    stateful.save_bucket(state, first)
+    stateful.save_bucket(state, first, CFG)
     # Another blob for the same bucket (a replayed batch hands in the previous version): decoded.
     older = FakeState(written)
     again = stateful.load_bucket(older, CFG, 3, 8)
@@ -42,7 +45,7 @@ def test_the_bucket_written_last_is_reused_for_its_own_blob_only():
 def test_a_call_that_fails_after_loading_leaves_nothing_to_reuse():
     state = FakeState()
     bucket = stateful.load_bucket(state, CFG, 5, 8)
-    stateful.save_bucket(state, bucket)
+    stateful.save_bucket(state, bucket, CFG)
     loaded = stateful.load_bucket(state, CFG, 5, 8)
     loaded.global_ms = 99           # changed, then the call fails before save_bucket
     retried = stateful.load_bucket(state, CFG, 5, 8)
@@ -51,7 +54,20 @@ def test_a_call_that_fails_after_loading_leaves_nothing_to_reuse():
 
 def test_no_state_starts_a_fresh_bucket_and_forgets_a_kept_one():
     state = FakeState()
-    stateful.save_bucket(state, Bucket(7, 8))
+    stateful.save_bucket(state, Bucket(7, 8), CFG)
     fresh = stateful.load_bucket(FakeState(), CFG, 7, 8)
     assert isinstance(fresh, Bucket) and fresh.partitions == {}
-    assert 7 not in stateful._WRITTEN
+    assert (7, 8, CFG) not in stateful._WRITTEN
+
+
+def test_a_kept_bucket_is_not_used_for_another_bucket_count_or_other_settings():
+    # One worker serves every query of the session: a run restarted on the same checkpoint with
+    # another stream.buckets must be refused by the format, not handed the kept object.
+    state = FakeState()
+    stateful.save_bucket(state, Bucket(0, 2), CFG)
+    with pytest.raises(StateFormatError, match="stream.buckets = 2, and this run has stream.buckets = 3"):
+        stateful.load_bucket(state, CFG, 0, 3)
+    stateful.save_bucket(state, Bucket(0, 2), CFG)
+    other = MonitorConfig(replica_lag_time_max_ms=5000)
+    kept = stateful._WRITTEN[(0, 2, CFG)][1]
+    assert stateful.load_bucket(state, other, 0, 2) is not kept
