@@ -42,7 +42,7 @@ def _empty(ax, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#555")
 
 
-def alert_timeline(episodes: list[dict], window) -> bytes:
+def alert_timeline(episodes: list[dict], window, title: str = "Alerts") -> bytes:
     """One row per (alert, subject): a bar from firing (or the window start) to resolved (or
     the window end); a hatched bar started before the window."""
     rows = sorted({(e["subject"], e["name"]) for e in episodes})
@@ -58,37 +58,49 @@ def alert_timeline(episodes: list[dict], window) -> bytes:
     ax.set_yticks(range(len(rows)), [f"{n}  {s}" for s, n in rows], fontsize=8)
     ax.invert_yaxis()
     _time_axis(ax, window)
-    ax.set_title("Alerts (bar: firing → resolved; hatched: already firing at the start; "
+    ax.set_title(f"{title} (bar: firing → resolved; hatched: already firing at the start; "
                  "outlined: still firing at the end)", fontsize=10)
     if not rows:
         _empty(ax, "no alert in the window")
     return _png(fig)
 
 
-def replica_lag(samples: list[dict], isr_exits: list[dict], window) -> bytes:
+def replica_lag(samples: list[dict], isr_exits: list[dict], window,
+                message_limit: int | None = None) -> bytes:
     """Time since each follower was last caught up, with replica.lag.time.max.ms and the moments
-    the leader shrank the ISR."""
+    the leader shrank the ISR; below, how many messages it is behind (with Kafka 0.8's
+    replica.lag.max.messages when a variant uses that rule)."""
     series = defaultdict(list)
     for r in samples:
         series[(r["cluster"], r["topic"], r["partition"], r["replica"])].append(r)
-    worst = sorted(series, key=lambda k: -max((r["lag_ms"] or 0) for r in series[k]))[:MAX_LINES]
-    fig, ax = plt.subplots(figsize=(11, 4))
+    worst = sorted(series, key=lambda k: (-max((r["lag_ms"] or 0) for r in series[k]),
+                                          -max(r["lag_messages"] for r in series[k])))[:MAX_LINES]
+    fig, (ax, msgs) = plt.subplots(2, 1, figsize=(11, 6), sharex=True, height_ratios=(3, 2))
     limits = set()
     for key in sorted(worst):
         rows = series[key]
-        ax.plot([_t(r["ts"]) for r in rows], [(r["lag_ms"] or 0) / 1000 for r in rows],
-                label=f"{key[1]}-{key[2]} replica {key[3]}", linewidth=1.2)
+        times = [_t(r["ts"]) for r in rows]
+        line, = ax.plot(times, [(r["lag_ms"] or 0) / 1000 for r in rows],
+                        label=f"{key[1]}-{key[2]} replica {key[3]}", linewidth=1.2)
+        msgs.plot(times, [r["lag_messages"] for r in rows], color=line.get_color(), linewidth=1)
         limits.update(r["limit_ms"] for r in rows)
     for limit in sorted(limits):
         ax.axhline(limit / 1000, color="#d62728", linestyle="--", linewidth=1)
         ax.text(_t(window.start_ms), limit / 1000, f" replica.lag.time.max.ms = {limit / 1000:g} s",
                 color="#d62728", va="bottom", fontsize=8)
+    if message_limit:
+        msgs.axhline(message_limit, color="#9467bd", linestyle="--", linewidth=1)
+        msgs.text(_t(window.start_ms), message_limit, f" replica.lag.max.messages = {message_limit:,} (Kafka 0.8)",
+                  color="#9467bd", va="bottom", fontsize=8)
     for i, x in enumerate(e for e in isr_exits if window.contains(e["ts"])):
-        ax.axvline(_t(x["ts"]), color="#444", linestyle=":", linewidth=1,
-                   label="ISR shrink" if i == 0 else None)
+        for a in (ax, msgs):
+            a.axvline(_t(x["ts"]), color="#444", linestyle=":", linewidth=1,
+                      label="ISR shrink" if i == 0 and a is ax else None)
     ax.set_ylabel("time since caught up (s)")
-    ax.set_title("Per-replica lag in time", fontsize=10)
-    _time_axis(ax, window)
+    msgs.set_ylabel("messages behind")
+    ax.set_title("Per-replica lag in time (top) and in messages (bottom)", fontsize=10)
+    for a in (ax, msgs):
+        _time_axis(a, window)
     if worst:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     else:
@@ -166,6 +178,6 @@ def variant_bars(summaries: list) -> bytes:
         ax.set_title(title, fontsize=9)
         ax.grid(True, axis="x", alpha=0.3)
         for i, v in enumerate(values):
-            ax.text(v, i, f" {v:g}" if isinstance(v, int) else f" {v:.1f}", va="center", fontsize=8)
+            ax.text(v, i, f" {v:g}" if isinstance(v, int) else f" {v:.2f}", va="center", fontsize=8)
     fig.suptitle("What-if variants against the actual settings (inside the window)", fontsize=10)
     return _png(fig)

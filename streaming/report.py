@@ -36,16 +36,23 @@ def write_report(report_dir: Path, result, summaries, comparisons) -> Path:
     view = window_view(result.of(0, "alerts"), window)
     eps = episodes(view, window)
     stalled = sorted({_partition_key(e) for e in eps if e["name"] == "HighWatermarkStalled"})
+    v0_8 = [v.config.replica_lag_max_messages for v in result.variants if v.config.rule_set == "v0_8"]
     figures = [
         ("alerts.png", "Alert timeline", plots.alert_timeline(eps, window)),
         ("replica_lag.png", "Per-replica lag", plots.replica_lag(result.of(0, "replica_lag"),
-                                                                 result.of(0, "isr_exit"), window)),
+                                                                 result.of(0, "isr_exit"), window,
+                                                                 v0_8[0] if v0_8 else None)),
         ("isr.png", "ISR size and under-replicated partitions",
          plots.isr_and_urp(result.of(0, "partition"), result.of(0, "urp"), window)),
         ("hw.png", "High watermark stalls", plots.hw_stalls(result.of(0, "partition"), stalled, window)),
     ]
     if len(summaries) > 1:
         figures.append(("variants.png", "What-if variants", plots.variant_bars(summaries)))
+    for v in result.variants[1:]:
+        v_eps = episodes(window_view(result.of(v.variant_id, "alerts"), window), window)
+        if [(e["alert_id"], e["to_ms"]) for e in v_eps] != [(e["alert_id"], e["to_ms"]) for e in eps]:
+            figures.append((f"alerts-what-if-{v.variant_id}.png", f"Alert timeline with {v.name}",
+                            plots.alert_timeline(v_eps, window, title=f"What if {v.name}")))
     for name, _, png in figures:
         (report_dir / name).write_bytes(png)
     page = report_dir / "index.html"
