@@ -88,6 +88,11 @@ def test_embedded_default_simulates_the_demo_and_alerts_on_each_fault(tmp_path):
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "simulating scenario 'demo'" in proc.stdout
+    # The quiet console (streaming/console.py): no py4j, Spark or JVM log lines unless --verbose.
+    # The JVM's own "WARNING: Using incubator modules" cannot be configured away.
+    noise = [line for line in (proc.stdout + proc.stderr).splitlines()
+             if re.search(r"Received command|\b(INFO|WARN)\b|Setting default log level|NativeCodeLoader", line)]
+    assert noise == [], noise[:5]
     (sim_dir,) = [p for p in tmp_path.iterdir() if p.name.startswith("replmon-sim-")]
     truth = [json.loads(line) for line in (sim_dir / "truth.jsonl").read_text().splitlines()]
     outputs = read_outputs(tmp_path / "replmon-out")
