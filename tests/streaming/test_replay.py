@@ -5,12 +5,16 @@ time-only rule does not); the report renders in headless Chromium; `--input FILE
 from __future__ import annotations
 
 import json
-import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
+from replmon.streaming.bridge import OutputRouter
+from replmon.streaming.query import start_query
+from replmon.streaming.settings import Settings
 from replmon.streaming.simulator import cli as simulate_cli
+from replmon.streaming.sources import file_source
 from tests.browser import pixel_shares, screenshot
 from tests.streaming.helpers import read_outputs
 
@@ -30,17 +34,25 @@ def config(tmp_path) -> Path:
     return path
 
 
-def test_a_window_replay_gives_the_live_transitions_and_ids(spark, tmp_path, config, capsys, monkeypatch):
+def test_a_window_replay_gives_the_live_transitions_and_ids(spark, tmp_path, config, capsys):
     from replmon.streaming import cli
 
     assert simulate_cli.main(["--scenario", "paused_and_slow", "--out", str(tmp_path / "sim")]) == 0
     (events_file,) = sorted((tmp_path / "sim" / "events").glob("*.jsonl"))   # one FILE, not a folder
-    # the live query over the whole input, from the single file (it used to fail on a file)
-    assert cli.main(["run", "--config", str(config), "--input", str(events_file), "--once",
-                     "--output", str(tmp_path / "live"), "--quiet"]) == 0
+    # The live query over the whole input, from the single file (a streaming file source used
+    # to fail on a file: "Option 'basePath' must be a directory").
+    settings = Settings(stream={"buckets": 2}, output_dir=str(tmp_path / "live"))
+    query = start_query(spark, file_source(spark, str(events_file)), settings,
+                        OutputRouter(settings.output_dir, None), once=True,
+                        name=f"replay_live_{uuid.uuid4().hex[:8]}")
+    try:
+        query.awaitTermination(300)
+        assert not query.isActive, "the live query did not finish within 300 s"
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
     live = read_outputs(tmp_path / "live")["alerts"]
     t1, t2 = START_MS + 30_000, START_MS + 90_000
-    monkeypatch.setattr(sys, "stdout", sys.stdout)
     rc = cli.main(["replay", "--config", str(config), "--input", str(events_file),
                    "--from", "2026-01-01T00:00:30Z", "--to", str(t2), "--output", str(tmp_path / "replay")])
     printed = capsys.readouterr().out
