@@ -128,6 +128,17 @@ class Bucket:
                         quarantine.append(_quarantine(ev, f"late: event time {ts} is before the "
                                                           f"partition's processed time {watch.time_ms}"))
                         continue
+                    if (kind == "append" and ts < watch.time_ms
+                            and ev[LEADER_LEO] <= watch.leader.leader_leo):
+                        continue  # a resent or reordered append that does not grow the LEO: nothing
+                    if kind == "fetch" and _older_than_last_fetch(watch, ev):
+                        # A follower's fetches reach its leader one at a time, so this is a resend
+                        # (an at-least-once producer) or out of order: not a new observation.
+                        quarantine.append(_quarantine(
+                            ev, f"stale fetch: replica {ev[REPLICA]}'s fetch at {ts} is not after its "
+                                f"last fetch at {watch.leader.followers[ev[REPLICA]].last_fetch_ms} "
+                                f"(a duplicate or out of order)"))
+                        continue
                     ts = watch.time_ms
                 watch.advance_to(ts, alerts, cfg, self._roots(key, view))
                 watch.last_event_ms = ts
@@ -583,6 +594,15 @@ class Bucket:
             replicas.extend(watch.replica_statuses(cfg))
             watch.dirty = watch.significant = False
             watch.last_status_ms = watch.time_ms
+
+
+def _older_than_last_fetch(watch: PartitionWatch, ev) -> bool:
+    """Before the replica's last fetch, or that same fetch again (same time, offset and LEO)."""
+    st = watch.leader.followers.get(ev[REPLICA])
+    if st is None or ev[TS] > st.last_fetch_ms:
+        return False
+    return ev[TS] < st.last_fetch_ms or (ev[FETCH_OFFSET] == st.leo
+                                         and ev[LEADER_LEO] == st.last_fetch_leader_leo)
 
 
 def _set_broker(leader: PartitionLeader, broker: int, state: str, epoch) -> None:

@@ -62,3 +62,20 @@ def test_beyond_the_lateness_events_are_quarantined_and_counted(demo_events):
     late = [q for q in quarantined if q["reason"].startswith("late:")]
     assert late, "events beyond the allowed lateness are quarantined"
     assert all(q["stage"] == "state" and q["raw"] for q in late)
+
+
+def test_duplicated_events_lose_or_repeat_no_alert_transition(demo_events, whole):
+    """An at-least-once producer may send an event twice; a resend is read later (here: the
+    next batch). Every fifth fetch or append duplicated, in 2 s batches with cluster-wide events 5 s ahead.
+    A resent fetch is older than its replica's last fetch and quarantined as stale (a resend
+    more than stream.reorder_tolerance_ms behind its partition as late); a resent append
+    changes nothing. (A resent metadata event of the current leader epoch is not recognised
+    as one: the contract carries no partition epoch.)"""
+    batches = skewed_batches(demo_events, 2_000, 5_000)
+    resent = [[*batch, *(e for e in (batches[i - 1] if i else [])[::5]
+                         if e["type"] in ("fetch", "append"))]
+              for i, batch in enumerate(batches)]
+    cut, quarantined = run_batches(resent, CFG)
+    assert quarantined and all(q["reason"].startswith(("late", "stale fetch"))
+                               for q in quarantined)
+    assert transitions(cut) == whole
