@@ -231,11 +231,12 @@ run_java() {  # run_java NODE MAINCLASS ARGS...: exec a JVM for a Kafka node
 format_kafka() {  # format_kafka N: fresh storage for an N-node cluster
   local n="$1" i cluster_id d
   rm -rf "$KRUN"; mkdir -p "$KRUN"
+  # --cluster-id=ID: a base64url id may start with "-", which "-t ID" would take for an option.
   cluster_id="$("$PY" -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
   for i in $(seq 1 "$n"); do
     write_kafka_config "$i" "$n"
     d="$(node_dir "$i")"
-    if ! (run_java "$i" kafka.tools.StorageTool format -t "$cluster_id" -c "$d/server.properties") \
+    if ! (run_java "$i" kafka.tools.StorageTool format --cluster-id="$cluster_id" -c "$d/server.properties") \
         >"$d/logs/format.log" 2>&1; then
       tail_log "$d/logs/format.log" 20
       die "formatting KRaft storage for node $i failed"
