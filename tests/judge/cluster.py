@@ -98,6 +98,11 @@ class JudgeCluster:
             self.env[f"REPLMON_KAFKA_NODE_PROPS_{i}"] = props
         self.services("up", "--brokers", "3")
 
+    def restart_node_with(self, broker: int, props: str) -> None:
+        """Start the (stopped) node again with extra server.properties lines."""
+        self.env[f"REPLMON_KAFKA_NODE_PROPS_{broker}"] = props
+        self.services("up", "--brokers", "3")
+
     def shrinks(self, topic: str, since_ms: int) -> list[Shrink]:
         out = []
         for b in (1, 2, 3):
