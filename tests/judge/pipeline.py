@@ -154,7 +154,8 @@ class Producer:
 
 def describe(admin, topic: str) -> dict[int, dict]:
     (t,) = admin.describe_topics([topic])
-    return {p["partition_index"]: {"leader": p["leader_id"], "isr": sorted(p["isr_nodes"]),
+    return {p["partition_index"]: {"leader": p["leader_id"], "leader_epoch": p["leader_epoch"],
+                                   "isr": sorted(p["isr_nodes"]),
                                    "replicas": p["replica_nodes"]} for p in t["partitions"]}
 
 
