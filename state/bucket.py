@@ -486,26 +486,8 @@ class Bucket:
     def _name_root(self, cluster: str, broker: int, root, since: int, alerts: list) -> None:
         """Replica alerts of `broker` that started with the root (possibly earlier in this batch)
         name it, and so do the partition alerts that named one of them."""
-        renamed = {}
-        for (c, _, _), w in self.partitions.items():
-            if c != cluster:
-                continue
-            rsub = f"{cluster}/{w.name}/{broker}"
-            for name in REPLICA_ROOTED:
-                episode = w.book.open.get((name, rsub))
-                if episode is not None and episode.started_ms >= since and episode.caused_by is None:
-                    episode.caused_by = root.alert_id
-                    renamed[episode.alert_id] = root.alert_id
-            for episode in w.book.open.values():
-                if episode.caused_by in renamed:
-                    episode.caused_by = root.alert_id
-        for a in alerts:
-            if a["alert_id"] in renamed or a.get("caused_by") in renamed:
-                if a["alert_id"] in renamed and a.get("caused_by") is not None:
-                    continue
-                a["caused_by"] = root.alert_id
-                a["root_cause"] = False
-                a["notify"] = is_notified(a["name"], root.alert_id)
+        watches = [w for (c, _, _), w in self.partitions.items() if c == cluster]
+        _adopt_episodes(root.alert_id, cluster, broker, watches, since, alerts)
 
     def _fetch_resumed(self, cluster: str, view: ClusterView, watch, replica: int, ts: int,
                        cfg: MonitorConfig, alerts: list) -> None:
@@ -546,24 +528,7 @@ class Bucket:
                       counts={})
         # The replica alerts of the group that started with the stall (possibly earlier in this
         # batch) name it; so do the partition alerts that named one of them.
-        renamed = {}
-        for w, _ in members:
-            rsub = f"{cluster}/{w.name}/{follower}"
-            for name in REPLICA_ROOTED:
-                episode = w.book.open.get((name, rsub))
-                if episode is not None and episode.started_ms >= since and episode.caused_by is None:
-                    episode.caused_by = root.alert_id
-                    renamed[episode.alert_id] = root.alert_id
-            for episode in w.book.open.values():
-                if episode.caused_by in renamed:
-                    episode.caused_by = root.alert_id
-        for a in alerts:
-            if a["alert_id"] in renamed or a.get("caused_by") in renamed:
-                if a["alert_id"] in renamed and a.get("caused_by") is not None:
-                    continue
-                a["caused_by"] = root.alert_id
-                a["root_cause"] = False
-                a["notify"] = is_notified(a["name"], root.alert_id)
+        _adopt_episodes(root.alert_id, cluster, follower, [w for w, _ in members], since, alerts)
 
     @staticmethod
     def _close_fetcher_root(cluster, key, root, view: ClusterView, alerts: list, at: int) -> None:
@@ -623,3 +588,28 @@ def _quarantine(ev, reason: str) -> dict:
                          separators=(",", ":"))
     return {"raw": raw, "reason": reason, "stage": "state", "cluster": ev[CLUSTER],
             "ts": ev[TS]}
+
+
+def _adopt_episodes(root_id: str, cluster: str, replica: int, watches, since: int,
+                    alerts: list) -> None:
+    """The replica alerts of `replica` in `watches` that started with the root (possibly earlier
+    in this batch) name it as `caused_by`, and so do the partition alerts that named one of them;
+    records already emitted this batch are rewritten to match."""
+    renamed = {}
+    for w in watches:
+        rsub = f"{cluster}/{w.name}/{replica}"
+        for name in REPLICA_ROOTED:
+            episode = w.book.open.get((name, rsub))
+            if episode is not None and episode.started_ms >= since and episode.caused_by is None:
+                episode.caused_by = root_id
+                renamed[episode.alert_id] = root_id
+        for episode in w.book.open.values():
+            if episode.caused_by in renamed:
+                episode.caused_by = root_id
+    for a in alerts:
+        if a["alert_id"] in renamed or a.get("caused_by") in renamed:
+            if a["alert_id"] in renamed and a.get("caused_by") is not None:
+                continue
+            a["caused_by"] = root_id
+            a["root_cause"] = False
+            a["notify"] = is_notified(a["name"], root_id)
