@@ -1,0 +1,142 @@
+"""`replmon run` interrupted as people and machines interrupt it, as a subprocess in its own
+session (its own JVM), over the simulated `demo` cluster read one file per micro-batch:
+
+- Ctrl-C in the middle of a batch (SIGINT to the whole process group, as a terminal sends it):
+  exit 0 promptly, with no traceback and no flood of Spark/py4j error lines.
+- kill -9 in the middle of a batch, then a restart on the same checkpoint: every alert transition
+  is in Redis exactly once, and Redis and the output files hold what an uninterrupted run over
+  the same input gives.
+
+A Redis restart during a run is tests/streaming/test_outage.py; a Kafka broker restart is
+tests/faults/test_kafka_faults.py.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from replmon.sinks.keys import Keys
+from replmon.streaming.simulator import cli as simulate_cli
+from tests.streaming.helpers import read_outputs
+from tests.streaming.test_outage import split_into_files, transitions_in_redis, wait_for
+
+pytestmark = pytest.mark.spark
+
+FILES = 4
+
+
+@pytest.fixture(scope="module")
+def events(tmp_path_factory) -> Path:
+    """The demo scenario's events in FILES files, read one per micro-batch."""
+    root = tmp_path_factory.mktemp("interrupts")
+    assert simulate_cli.main(["--scenario", "demo", "--out", str(root / "sim")]) == 0
+    split_into_files(root / "sim" / "events" / "part-00000.jsonl", root / "events", FILES)
+    return root / "events"
+
+
+def run_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REPLMON_")}
+    env.update(REPLMON_STREAM__BUCKETS="4", REPLMON_SPARK__MAX_FILES_PER_TRIGGER="1",
+               REPLMON_SPARK__DRIVER_MEMORY="1g",
+               REPLMON_SUPERVISE__STALLED_AFTER_S="600",    # a loaded machine is not a stall here
+               REPLMON_SUPERVISE__MAX_EVENT_LAG_S="0")      # a replay of old events: no lag check
+    env.update(extra)
+    return env
+
+
+def start(tmp_path: Path, events: Path, out: Path, *args: str, **env: str) -> subprocess.Popen:
+    """`replmon run` in a session of its own, so that a signal can go to its whole group."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "replmon.streaming.cli", "run", "--input", str(events),
+         "--output", str(out), "--quiet", *args],
+        cwd=tmp_path, env=run_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def batch_in_flight(checkpoint: Path, first: int = 0) -> int | None:
+    """The id of a micro-batch (>= first) whose offsets are written and not yet committed."""
+    offsets, commits = checkpoint / "offsets", checkpoint / "commits"
+    planned = {int(p.name) for p in offsets.glob("[0-9]*")} if offsets.exists() else set()
+    done = {int(p.name) for p in commits.glob("[0-9]*")} if commits.exists() else set()
+    running = sorted(b for b in planned - done if b >= first)
+    return running[0] if running else None
+
+
+def kill_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def test_ctrl_c_in_the_middle_of_a_batch_exits_0_quietly(tmp_path, events):
+    out = tmp_path / "out"
+    proc = start(tmp_path, events, out)
+    try:
+        batch = wait_for(lambda: batch_in_flight(out / "_checkpoint") is not None
+                         or proc.poll() is not None, 180, "the first micro-batch to start")
+        assert proc.poll() is None and batch, proc.stderr.read()[-3000:]
+        kill_group(proc, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        kill_group(proc, signal.SIGKILL)
+        proc.wait(timeout=30)
+    lines = stderr.splitlines()
+    assert proc.returncode == 0, stderr[-3000:]
+    assert not [line for line in lines if "Traceback" in line or "ERROR" in line
+                or "Exception" in line], stderr[-3000:]
+    # The JVM's own "WARNING: Using incubator modules" line may be there; nothing like a flood.
+    assert len(lines) <= 5, stderr[-3000:]
+    assert f"outputs in {out}" in stdout
+
+
+def alert_pairs(rows: list[dict]) -> Counter:
+    return Counter((a["alert_id"], a["status"], a["name"]) for a in rows)
+
+
+@pytest.mark.services
+def test_kill_9_mid_batch_then_restart_gives_every_transition_once(tmp_path, events,
+                                                                   redis_server, redis_client):
+    # The reference: the same input, uninterrupted, to its own prefix.
+    reference = subprocess.run(
+        [sys.executable, "-m", "replmon.streaming.cli", "run", "--input", str(events),
+         "--output", str(tmp_path / "ref"), "--quiet", "--once", "--redis-url", redis_server.url],
+        cwd=tmp_path, env=run_env(REPLMON_REDIS__PREFIX="ref"), capture_output=True, text=True,
+        timeout=180, stdin=subprocess.DEVNULL)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    expected = transitions_in_redis(redis_client, Keys("ref"))
+    assert expected and max(expected.values()) == 1
+    assert alert_pairs(read_outputs(tmp_path / "ref")["alerts"]) == expected
+
+    out, keys = tmp_path / "out", Keys("replmon")
+    proc = start(tmp_path, events, out, "--redis-url", redis_server.url)
+    try:
+        # Killed while a batch after the first is running: some transitions are in Redis, the
+        # batch's own may be half written.
+        wait_for(lambda: batch_in_flight(out / "_checkpoint", first=1) is not None
+                 or proc.poll() is not None, 180, "a second micro-batch to start")
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        kill_group(proc, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        kill_group(proc, signal.SIGKILL)
+    before = transitions_in_redis(redis_client, keys)
+    assert before and before != expected, "killed after every batch was done: nothing to replay"
+
+    restarted = subprocess.run(
+        [sys.executable, "-m", "replmon.streaming.cli", "run", "--input", str(events),
+         "--output", str(out), "--quiet", "--once", "--redis-url", redis_server.url],
+        cwd=tmp_path, env=run_env(), capture_output=True, text=True, timeout=180,
+        stdin=subprocess.DEVNULL)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    assert transitions_in_redis(redis_client, keys) == expected
+    assert alert_pairs(read_outputs(out)["alerts"]) == expected
+    firing = {k.decode() for k in redis_client.hkeys(keys.alerts_firing())}
+    assert firing == {k.decode() for k in redis_client.hkeys(Keys("ref").alerts_firing())}
