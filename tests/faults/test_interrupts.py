@@ -104,11 +104,11 @@ def alert_pairs(rows: list[dict]) -> Counter:
 @pytest.mark.services
 def test_kill_9_mid_batch_then_restart_gives_every_transition_once(tmp_path, events,
                                                                    redis_server, redis_client):
-    # The reference: the same input, uninterrupted, to its own prefix.
+    # The reference: the same input, uninterrupted and in one batch, to its own prefix.
     reference = subprocess.run(
         [sys.executable, "-m", "replmon.streaming.cli", "run", "--input", str(events),
          "--output", str(tmp_path / "ref"), "--quiet", "--once", "--redis-url", redis_server.url],
-        cwd=tmp_path, env=run_env(REPLMON_REDIS__PREFIX="ref"), capture_output=True, text=True,
+        cwd=tmp_path, env=run_env(REPLMON_REDIS__PREFIX="ref", REPLMON_SPARK__MAX_FILES_PER_TRIGGER=str(FILES)), capture_output=True, text=True,
         timeout=180, stdin=subprocess.DEVNULL)
     assert reference.returncode == 0, reference.stderr[-3000:]
     expected = transitions_in_redis(redis_client, Keys("ref"))
@@ -130,10 +130,12 @@ def test_kill_9_mid_batch_then_restart_gives_every_transition_once(tmp_path, eve
     before = transitions_in_redis(redis_client, keys)
     assert before and before != expected, "killed after every batch was done: nothing to replay"
 
+    # The restart replays the killed batch as planned, then the rest in one batch.
     restarted = subprocess.run(
         [sys.executable, "-m", "replmon.streaming.cli", "run", "--input", str(events),
          "--output", str(out), "--quiet", "--once", "--redis-url", redis_server.url],
-        cwd=tmp_path, env=run_env(), capture_output=True, text=True, timeout=180,
+        cwd=tmp_path, env=run_env(REPLMON_SPARK__MAX_FILES_PER_TRIGGER=str(FILES)),
+        capture_output=True, text=True, timeout=180,
         stdin=subprocess.DEVNULL)
     assert restarted.returncode == 0, restarted.stderr[-3000:]
     assert transitions_in_redis(redis_client, keys) == expected
