@@ -3,3 +3,4 @@ the local Kafka broker (tests/integration/conftest.py) and the shared Spark sess
 from tests.integration.conftest import (kafka_bootstrap, local_services, redis_url,  # noqa: F401
                                         spark_kafka_jars)
 from tests.redis_server import redis_client, redis_server  # noqa: F401  (pytest fixtures)
+from tests.faults.reference import demo_reference  # noqa: F401,E402  (pytest fixture)

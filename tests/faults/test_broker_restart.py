@@ -18,25 +18,12 @@ from pathlib import Path
 import pytest
 
 from replmon.sinks.keys import Keys
-from replmon.streaming.simulator import scenarios
-from replmon.streaming.simulator.model import simulate
-from replmon.streaming.simulator.writers import (create_topic, kafka_producer, publish,
-                                                 write_events)
+from replmon.streaming.simulator.writers import create_topic, kafka_producer, publish
+from tests.faults.reference import run_env
 from tests.integration.conftest import run_services, services_up_args
 from tests.streaming.test_outage import transitions_in_redis, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.services]
-
-
-def run_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REPLMON_")}
-    env.update(REPLMON_STREAM__BUCKETS="4", REPLMON_SPARK__DRIVER_MEMORY="1g",
-               REPLMON_SUPERVISE__RESTART_BACKOFF_INITIAL_S="1",
-               REPLMON_SUPERVISE__RESTART_BACKOFF_MAX_S="4",
-               REPLMON_SUPERVISE__STALLED_AFTER_S="600",
-               REPLMON_SUPERVISE__MAX_EVENT_LAG_S="0")      # a replay of old events: no lag check
-    env.update(extra)
-    return env
 
 
 def stop_broker(local_services) -> None:
@@ -55,25 +42,14 @@ def stop_broker(local_services) -> None:
 
 
 def test_a_broker_restart_loses_and_duplicates_no_transition(
-        tmp_path, local_services, kafka_bootstrap, redis_server, redis_client, spark_kafka_jars):
-    redis_url = redis_server.url
-    events, _ = simulate(scenarios.get("demo"), seed=0)
+        tmp_path, local_services, kafka_bootstrap, demo_reference, redis_server, redis_client,
+        spark_kafka_jars):
+    redis_url, expected = redis_server.url, demo_reference.transitions
     topic = f"replmon.restart-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, topic, partitions=4)
     producer = kafka_producer(kafka_bootstrap)
-    publish(events, producer, topic)
+    publish(demo_reference.events, producer, topic)
     producer.close()
-
-    write_events(tmp_path / "file", events)
-    reference = subprocess.run(
-        [sys.executable, "-m", "replmon.streaming.cli", "run", "--input",
-         str(tmp_path / "file" / "events"), "--output", str(tmp_path / "ref"), "--quiet", "--once",
-         "--redis-url", redis_url],
-        cwd=tmp_path, env=run_env(REPLMON_REDIS__PREFIX="ref"), capture_output=True, text=True,
-        timeout=180, stdin=subprocess.DEVNULL)
-    assert reference.returncode == 0, reference.stderr[-3000:]
-    expected = transitions_in_redis(redis_client, Keys("ref"))
-    assert expected and max(expected.values()) == 1
 
     keys = Keys("restart")
     log_path = tmp_path / "replmon.log"

@@ -16,39 +16,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from replmon.sinks.keys import Keys
-from replmon.streaming.simulator import cli as simulate_cli
+from tests.faults.reference import FILES, run_env
 from tests.streaming.helpers import read_outputs
-from tests.streaming.test_outage import split_into_files, transitions_in_redis, wait_for
+from tests.streaming.test_outage import transitions_in_redis, wait_for
 
 pytestmark = pytest.mark.spark
-
-FILES = 4
-
-
-@pytest.fixture(scope="module")
-def events(tmp_path_factory) -> Path:
-    """The demo scenario's events in FILES files, read one per micro-batch."""
-    root = tmp_path_factory.mktemp("interrupts")
-    assert simulate_cli.main(["--scenario", "demo", "--out", str(root / "sim")]) == 0
-    split_into_files(root / "sim" / "events" / "part-00000.jsonl", root / "events", FILES)
-    return root / "events"
-
-
-def run_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REPLMON_")}
-    env.update(REPLMON_STREAM__BUCKETS="4", REPLMON_SPARK__MAX_FILES_PER_TRIGGER="1",
-               REPLMON_SPARK__DRIVER_MEMORY="1g",
-               REPLMON_SUPERVISE__STALLED_AFTER_S="600",    # a loaded machine is not a stall here
-               REPLMON_SUPERVISE__MAX_EVENT_LAG_S="0")      # a replay of old events: no lag check
-    env.update(extra)
-    return env
 
 
 def start(tmp_path: Path, events: Path, out: Path, *args: str, **env: str) -> subprocess.Popen:
@@ -56,8 +34,8 @@ def start(tmp_path: Path, events: Path, out: Path, *args: str, **env: str) -> su
     return subprocess.Popen(
         [sys.executable, "-m", "replmon.streaming.cli", "run", "--input", str(events),
          "--output", str(out), "--quiet", *args],
-        cwd=tmp_path, env=run_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, stdin=subprocess.DEVNULL, start_new_session=True)
+        cwd=tmp_path, env=run_env(REPLMON_SPARK__MAX_FILES_PER_TRIGGER="1", **env),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
 def batch_in_flight(checkpoint: Path, first: int = 0) -> int | None:
@@ -76,9 +54,9 @@ def kill_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def test_ctrl_c_in_the_middle_of_a_batch_exits_0_quietly(tmp_path, events):
+def test_ctrl_c_in_the_middle_of_a_batch_exits_0_quietly(tmp_path, demo_reference):
     out = tmp_path / "out"
-    proc = start(tmp_path, events, out)
+    proc = start(tmp_path, demo_reference.folder, out)
     try:
         batch = wait_for(lambda: batch_in_flight(out / "_checkpoint") is not None
                          or proc.poll() is not None, 180, "the first micro-batch to start")
@@ -102,19 +80,9 @@ def alert_pairs(rows: list[dict]) -> Counter:
 
 
 @pytest.mark.services
-def test_kill_9_mid_batch_then_restart_gives_every_transition_once(tmp_path, events,
+def test_kill_9_mid_batch_then_restart_gives_every_transition_once(tmp_path, demo_reference,
                                                                    redis_server, redis_client):
-    # The reference: the same input, uninterrupted and in one batch, to its own prefix.
-    reference = subprocess.run(
-        [sys.executable, "-m", "replmon.streaming.cli", "run", "--input", str(events),
-         "--output", str(tmp_path / "ref"), "--quiet", "--once", "--redis-url", redis_server.url],
-        cwd=tmp_path, env=run_env(REPLMON_REDIS__PREFIX="ref", REPLMON_SPARK__MAX_FILES_PER_TRIGGER=str(FILES)), capture_output=True, text=True,
-        timeout=180, stdin=subprocess.DEVNULL)
-    assert reference.returncode == 0, reference.stderr[-3000:]
-    expected = transitions_in_redis(redis_client, Keys("ref"))
-    assert expected and max(expected.values()) == 1
-    assert alert_pairs(read_outputs(tmp_path / "ref")["alerts"]) == expected
-
+    events, expected = demo_reference.folder, demo_reference.transitions
     out, keys = tmp_path / "out", Keys("replmon")
     proc = start(tmp_path, events, out, "--redis-url", redis_server.url)
     try:
@@ -141,4 +109,5 @@ def test_kill_9_mid_batch_then_restart_gives_every_transition_once(tmp_path, eve
     assert transitions_in_redis(redis_client, keys) == expected
     assert alert_pairs(read_outputs(out)["alerts"]) == expected
     firing = {k.decode() for k in redis_client.hkeys(keys.alerts_firing())}
-    assert firing == {k.decode() for k in redis_client.hkeys(Keys("ref").alerts_firing())}
+    assert firing == {aid for aid, s, _ in expected if s == "firing"} - {
+        aid for aid, s, _ in expected if s == "resolved"}
