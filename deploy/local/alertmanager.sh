@@ -7,14 +7,14 @@
 #   up      installs Debian's prometheus-alertmanager if missing, starts it on 127.0.0.1 with
 #           deploy/alertmanager/alertmanager.yml (clustering off), waits until /-/ready answers
 #   down    stops the process this script started (pid file under .run/alertmanager)
-# Port: 19093 + REPLMON_PORT_OFFSET. Data and log: deploy/local/.run/alertmanager/.
+# Port: 19393 + REPLMON_PORT_OFFSET (19093 is broker 2 of the 3-broker cluster). Data and log: deploy/local/.run/alertmanager/.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 RUN="$HERE/.run/alertmanager"
 CONFIG="${REPLMON_ALERTMANAGER_CONFIG:-$HERE/../alertmanager/alertmanager.yml}"
 HOST=127.0.0.1
-PORT=$((19093 + ${REPLMON_PORT_OFFSET:-0}))
+PORT=$((19393 + ${REPLMON_PORT_OFFSET:-0}))
 BIN=prometheus-alertmanager
 
 log() { echo "alertmanager: $*" >&2; }
