@@ -83,3 +83,20 @@ def spark_java_options() -> str | None:
         tmp.write_text(_QUIET_LOG4J2)
         tmp.replace(path)
     return f"-Dlog4j.configurationFile={path.as_uri()}"
+
+
+def silence_jvm_for_stop(query) -> None:
+    """Before a stop the user asked for (Ctrl-C, SIGTERM): stopping a query interrupts its
+    running tasks, which Spark logs as errors (e.g. TorrentBroadcast "Store broadcast ... fail");
+    they say nothing about replmon's health, so the quiet console drops them. --verbose keeps
+    them. Best effort: a JVM that is already going away is left alone."""
+    if _state["verbose"]:
+        return
+    try:
+        jvm = query.sparkSession.sparkContext._jvm
+        off = jvm.org.apache.logging.log4j.Level.OFF
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        configurator.setRootLevel(off)
+        configurator.setLevel("org.apache", off)
+    except Exception as exc:   # noqa: BLE001 - py4j raises several types while shutting down
+        logging.getLogger(__name__).debug("could not silence the JVM's logs: %s", exc)

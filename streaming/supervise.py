@@ -18,6 +18,7 @@ from typing import Callable
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import StreamingQuery
 
+from replmon.streaming.console import silence_jvm_for_stop
 from replmon.streaming.heartbeat import Heartbeat, LaggingAlert, lagging_reason, next_heartbeat
 from replmon.streaming.settings import Supervise
 
@@ -85,6 +86,7 @@ class Supervisor:
                     self._tick(query)
                     if self._stop.is_set():
                         log.info("stopping query %s (its checkpoint keeps its progress)", self._name)
+                        silence_jvm_for_stop(query)
                         query.stop()
                         self._tick(query, force=True)
                         return 0
