@@ -16,7 +16,7 @@ from replmon.streaming.settings import Settings
 from replmon.streaming.simulator.cli import main as simulate
 from replmon.streaming.sources import kafka_source
 from tests.integration.test_kafka_to_redis import delete_topics
-from tests.streaming.helpers import read_outputs
+from tests.streaming.helpers import await_end, read_outputs
 
 pytestmark = [pytest.mark.services, pytest.mark.spark]
 
@@ -43,12 +43,7 @@ def test_a_kafka_window_replay_matches_the_live_run(spark, kafka_bootstrap, spar
         router = OutputRouter(settings.output_dir, None)
         query = start_query(spark, kafka_source(spark, settings.kafka), settings, router, once=True,
                             name=f"it_replay_{uuid.uuid4().hex[:8]}")
-        try:
-            query.awaitTermination(300)
-            assert not query.isActive, "the live query did not finish within 300 s"
-            assert query.exception() is None, query.exception()
-        finally:
-            query.stop()
+        await_end(query, 300)
         live = read_outputs(tmp_path / "live")["alerts"]
 
         config = tmp_path / "replmon.toml"

@@ -16,7 +16,7 @@ from replmon.streaming.settings import Settings
 from replmon.streaming.simulator import cli as simulate_cli
 from replmon.streaming.sources import file_source
 from tests.browser import pixel_shares, screenshot
-from tests.streaming.helpers import read_outputs
+from tests.streaming.helpers import await_end, read_outputs
 
 pytestmark = pytest.mark.spark
 
@@ -45,12 +45,7 @@ def test_a_window_replay_gives_the_live_transitions_and_ids(spark, tmp_path, con
     query = start_query(spark, file_source(spark, str(events_file)), settings,
                         OutputRouter(settings.output_dir, None), once=True,
                         name=f"replay_live_{uuid.uuid4().hex[:8]}")
-    try:
-        query.awaitTermination(300)
-        assert not query.isActive, "the live query did not finish within 300 s"
-        assert query.exception() is None, query.exception()
-    finally:
-        query.stop()
+    await_end(query, 300)
     live = read_outputs(tmp_path / "live")["alerts"]
     t1, t2 = START_MS + 30_000, START_MS + 90_000
     rc = cli.main(["replay", "--config", str(config), "--input", str(events_file),
