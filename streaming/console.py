@@ -14,6 +14,7 @@ with WARN.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import sys
 import tempfile
@@ -33,6 +34,8 @@ rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
+# follow: the appender writes to whatever System.err is now, so that a stop can mute it
+appender.console.follow = true
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
 logger.apache.name = org.apache
@@ -74,10 +77,12 @@ def spark_log_level() -> str:
 def spark_java_options() -> str | None:
     """-D option for spark.driver.extraJavaOptions that makes the JVM quiet from its first line
     (None when verbose: Spark's own log4j2 defaults). The file is written to the temp folder:
-    the configuration is data, not a path into replmon's installation."""
+    the configuration is data, not a path into replmon's installation. Its name holds a digest
+    of its text, so that replmon versions running side by side never rewrite each other's."""
     if _state["verbose"]:
         return None
-    path = Path(tempfile.gettempdir()) / "replmon-log4j2-quiet.properties"
+    digest = hashlib.sha256(_QUIET_LOG4J2.encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"replmon-log4j2-quiet-{digest}.properties"
     if not path.is_file() or path.read_text() != _QUIET_LOG4J2:
         tmp = path.with_suffix(f".{id(path)}.tmp")
         tmp.write_text(_QUIET_LOG4J2)
@@ -85,18 +90,21 @@ def spark_java_options() -> str | None:
     return f"-Dlog4j.configurationFile={path.as_uri()}"
 
 
-def silence_jvm_for_stop(query) -> None:
+def silence_jvm_for_stop() -> None:
     """Before a stop the user asked for (Ctrl-C, SIGTERM): stopping a query interrupts its
     running tasks, which Spark logs as errors (e.g. TorrentBroadcast "Store broadcast ... fail");
-    they say nothing about replmon's health, so the quiet console drops them. --verbose keeps
-    them. Best effort: a JVM that is already going away is left alone."""
+    they say nothing about replmon's health, so the quiet console drops them: the JVM's
+    System.err is replaced by a null stream, which the quiet configuration's console appender
+    follows (one JVM-wide call, whatever log4j2 LoggerContext a logger belongs to). --verbose
+    keeps them. Best effort: a JVM that is already going away is left alone."""
     if _state["verbose"]:
         return
     try:
-        jvm = query.sparkSession.sparkContext._jvm
-        off = jvm.org.apache.logging.log4j.Level.OFF
-        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
-        configurator.setRootLevel(off)
-        configurator.setLevel("org.apache", off)
+        from pyspark import SparkContext
+        context = SparkContext._active_spark_context
+        if context is None:
+            return
+        jvm = context._jvm
+        jvm.java.lang.System.setErr(jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream()))
     except Exception as exc:   # noqa: BLE001 - py4j raises several types while shutting down
         logging.getLogger(__name__).debug("could not silence the JVM's logs: %s", exc)

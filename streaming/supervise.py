@@ -86,7 +86,7 @@ class Supervisor:
                     self._tick(query)
                     if self._stop.is_set():
                         log.info("stopping query %s (its checkpoint keeps its progress)", self._name)
-                        silence_jvm_for_stop(query)
+                        silence_jvm_for_stop()
                         query.stop()
                         self._tick(query, force=True)
                         return 0

@@ -67,3 +67,28 @@ def test_the_jvm_is_quiet_unless_verbose(restore_logging):
     console.setup_logging(True, stream=io.StringIO())
     assert console.spark_java_options() is None
     assert console.spark_log_level() == "WARN"
+
+
+@pytest.mark.spark
+def test_silence_for_stop_mutes_the_jvms_stderr_unless_verbose(spark, restore_logging):
+    """A stop the user asked for mutes the JVM's System.err (which the quiet console appender
+    follows); --verbose leaves it. The session's own System.err is put back afterwards."""
+    system = spark.sparkContext._jvm.java.lang.System
+    original = system.err
+    try:
+        console.setup_logging(verbose=True)
+        console.silence_jvm_for_stop()
+        assert system.err.equals(original)
+        console.setup_logging(verbose=False)
+        console.silence_jvm_for_stop()
+        assert not system.err.equals(original)
+    finally:
+        system.setErr(original)
+
+
+def test_the_quiet_appender_follows_system_err(restore_logging):
+    """Without `follow`, log4j2's console appender keeps the stream it started with and the
+    stop's muting would not reach it."""
+    console.setup_logging(verbose=False)
+    path = console.spark_java_options().split("=", 1)[1].removeprefix("file://")
+    assert "appender.console.follow = true" in open(path).read().splitlines()
