@@ -9,7 +9,8 @@ micro-batch, then runs:
   2. the monitor query (parse, watermark, bucketed applyInPandasWithState, outputs collected).
 Each run prints where a batch's time goes: the stateless parse and validation of the same input
 (JVM), and the stateful step's own phases in Python (input: Arrow to pandas; validation and
-event-time sort; state load; engine; state save; output encoding). With --runs N the whole is
+event-time sort; state load; engine; state save; output encoding), as wall time and as the
+CPU time the Python threads used (unaffected by other work on the machine). With --runs N the whole is
 repeated N times in one session and every figure is the median, with its min-max spread. The
 last line is one JSON object with all figures.
 """
@@ -151,16 +152,18 @@ PHASES = ("input", "validate_and_sort", "state_load", "engine", "state_save", "o
 
 def read_phases(folder: Path, batches: int) -> dict:
     """The stateful step's own timings (streaming/stateful.py Phases), as ms per micro-batch
-    summed over the parallel tasks (wall time inside the Python function: on a shared machine
-    it includes waiting for a core); the first (warm-up) batch's calls cannot be told apart, so
-    this averages over all batches."""
-    totals = dict.fromkeys(PHASES, 0.0)
+    summed over the parallel tasks: `k` the wall time inside the Python function (on a shared
+    machine it includes waiting for a core), `k_cpu` the CPU time the function's thread used
+    (what the code costs, whatever else runs). The first (warm-up) batch's calls cannot be told
+    apart, so this averages over all batches."""
+    names = [*PHASES, *(f"{k}_cpu" for k in PHASES)]
+    totals = dict.fromkeys(names, 0.0)
     calls = 0
     for f in folder.glob("phases-*.jsonl"):
         for line in f.read_text().splitlines():
             row = json.loads(line)
             calls += 1
-            for k in PHASES:
+            for k in names:
                 totals[k] += row.get(k, 0.0)
     return {k: v / max(1, batches) for k, v in totals.items()} | {"calls": calls}
 
@@ -209,7 +212,8 @@ def one_run(spark, work: Path, args, n: int) -> dict:
           f"{state_bytes / replicas:.0f} B state per replica")
     print(f"  where a batch goes: stateless parse+validate+count of the same input (JVM) "
           f"{r['ceiling_batch_ms_p50']:.0f} ms wall; stateful step in Python, ms summed over the "
-          f"parallel tasks: " + ", ".join(f"{k} {phases[k]:.0f}" for k in PHASES)
+          f"parallel tasks, wall (CPU): " + ", ".join(f"{k} {phases[k]:.0f} ({phases[k + '_cpu']:.0f})"
+                                                      for k in PHASES)
           + f"; the rest of the batch (shuffle, Arrow transfer, JVM state store) is wall minus "
           f"Python over {args.cores} cores")
     return r
@@ -268,7 +272,10 @@ def main() -> int:
                       "batch_ms_p99": round(med["batch_ms_p99"]),
                       "state_bytes_per_replica": round(med["state_bytes_per_replica"]),
                       "peak_rss_mb": round(rss.peak / 2**20),
-                      "phases_cpu_ms_per_batch": {k: round(med[f"py_{k}_ms"]) for k in PHASES},
+                      # the stateful step's phases, ms per batch summed over the parallel tasks:
+                      # wall time, and the CPU time its threads used (unaffected by other load)
+                      "phases_wall_ms_per_batch": {k: round(med[f"py_{k}_ms"]) for k in PHASES},
+                      "phases_cpu_ms_per_batch": {k: round(med[f"py_{k}_cpu_ms"]) for k in PHASES},
                       "spread": {k: [round(v["min"], 3), round(v["max"], 3)]
                                  for k, v in summary.items()},
                       "per_run": [{k: round(v, 3) for k, v in r.items()} for r in runs]}))

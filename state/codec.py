@@ -139,23 +139,25 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
         view.base_roots = {b: BrokerRoot(*r) for b, r in base_roots.items()}
     bucket.broker_pos = dict(doc.get("broker_pos", ()))
     fields = doc["fields"]
-    read_watch = _reader(fields["watch"], WATCH_FIELDS)
-    read_leader = _reader(fields["leader"], LEADER_FIELDS)
-    read_replica = _reader(fields["replica"], REPLICA_FIELDS)
+    new_watch = _builder(PartitionWatch, WATCH_FIELDS, _reader(fields["watch"], WATCH_FIELDS))
+    new_leader = _builder(PartitionLeader, LEADER_FIELDS, _reader(fields["leader"], LEADER_FIELDS))
+    new_replica = _builder(ReplicaState, REPLICA_FIELDS, _reader(fields["replica"], REPLICA_FIELDS))
+    from_rows = AlertBook.from_rows
     configs: dict = {}
+    partitions = bucket.partitions
     for watch_values, leader_values, followers, book in doc["partitions"]:
-        watch = _new(PartitionWatch, read_watch(watch_values))
+        watch = new_watch(watch_values)
         watch.name = f"{watch.topic}-{watch.partition}"
-        watch.book = AlertBook.from_rows(book)
+        watch.book = from_rows(book)
         overrides = (watch.lag_override, watch.min_isr_override)
         config = configs.get(overrides)
         if config is None:
             config = configs[overrides] = cfg.partition_config(*overrides)
-        leader = _new(PartitionLeader, read_leader(leader_values))
+        leader = new_leader(leader_values)
         leader.config = config
-        leader.followers = {r: _new(ReplicaState, read_replica(values)) for r, values in followers}
+        leader.followers = {r: new_replica(values) for r, values in followers}
         watch.leader = leader
-        bucket.partitions[(watch.cluster, watch.topic, watch.partition)] = watch
+        partitions[(watch.cluster, watch.topic, watch.partition)] = watch
     return bucket
 
 
@@ -177,26 +179,36 @@ def _partition_rows(watches) -> list[tuple]:
 
 
 def _reader(stored: tuple, wanted: tuple):
-    """A function from a stored row to (name, value) pairs of the fields this code wants."""
+    """A function from a stored row to the values of the fields this code wants, in order."""
     if tuple(stored) == wanted:
-        return lambda row: zip(wanted, row)
+        return None   # rows are already in this order
     position = {name: i for i, name in enumerate(stored)}
     missing = [n for n in wanted if n not in position and n not in DEFAULTS]
     if missing:
         raise StateFormatError(f"the checkpoint's state lacks the field(s) {missing}. "
                                f"{_WHAT_TO_DO}.")
-    plan = [(n, position.get(n), DEFAULTS.get(n)) for n in wanted]
+    plan = [(position.get(n), DEFAULTS.get(n)) for n in wanted]
 
     def read(row: tuple) -> list:
-        return [(n, row[i] if i is not None else default) for n, i, default in plan]
+        return [row[i] if i is not None else default for i, default in plan]
     return read
 
 
-def _new(cls, pairs):
-    obj = object.__new__(cls)
-    for name, value in pairs:
-        setattr(obj, name, value)
-    return obj
+def _builder(cls, names: tuple, reader):
+    """A function from a stored row to a new `cls` object with `names` set from it, without
+    calling __init__. Decoding builds one per partition and replica, so it is the state load's
+    inner loop: the attributes are set by one generated tuple assignment (about 3x faster
+    than a setattr per field). The names come from the field lists above, never from a blob."""
+    if not all(n.isidentifier() for n in names):
+        raise ValueError(f"not field names: {names}")
+    targets = "".join(f"o.{n}, " for n in names)
+    local: dict = {}   # apart from the globals, so the function is not in a reference cycle
+    exec(f"def build(row):\n    o = new(cls)\n    {targets}= row\n    return o\n",
+         {"new": object.__new__, "cls": cls}, local)
+    build = local["build"]
+    if reader is None:
+        return build
+    return lambda row: build(reader(row))
 
 
 def _check_buckets(stored: int, buckets: int) -> None:
