@@ -17,12 +17,19 @@ the fastest builtin-only serialiser in the standard library; the schema is the f
 below, stored in every blob, so a decoder matches fields by name: a field added later gets its
 default when an older blob lacks it, and a stored field this code does not know is ignored.
 
+Format 2 stores the partitions by column (one tuple per field across the bucket's partitions,
+the followers' fields likewise), format 1 stored a tuple per partition. Same fields; by column
+a bucket pickles about 4x and unpickles about 3x faster and compresses to about a third (the
+values of one field look alike), and the state save and load are a large share of a
+micro-batch at 100k partitions. Format 1 blobs are still read.
+
 Format 0 is the unversioned pickle of `Bucket` objects written before this module existed; it
 is migrated when its objects still load, else refused with a message (see `decode`).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import operator
 import pickle
@@ -36,7 +43,8 @@ from replmon.state.replica import ReplicaState
 from replmon.state.root_cause import (BrokerRoot, fetcher_roots_from_book, roots_from_book,
                                       silent_roots_from_book)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)   # and format 0, which has no header
 MAGIC = b"replmon-state\x00"
 COMPRESSION_LEVEL = 1      # level 1: most of the size win for a fraction of the time of level 6
 
@@ -82,7 +90,7 @@ def encode(bucket: Bucket, tag: bytes = bytes(TAG_BYTES)) -> bytes:
         "fields": {"watch": WATCH_FIELDS, "leader": LEADER_FIELDS, "replica": REPLICA_FIELDS},
         "clusters": [(name, v.clock_ms, v.brokers, v.book.to_rows(), v.root_book.to_rows())
                      for name, v in bucket.clusters.items()],
-        "partitions": _partition_rows(bucket.partitions.values()),
+        "partitions": _partition_columns(list(bucket.partitions.values())),
         # Broker events not yet applied by every partition, the roots as of the log's start
         # (state/bucket.py), and how far each partition has applied the log. getattr: format 0
         # objects, re-encoded by _migrate_format0, predate them.
@@ -98,7 +106,7 @@ def encode(bucket: Bucket, tag: bytes = bytes(TAG_BYTES)) -> bytes:
 
 
 def tag_of(blob: bytes) -> bytes | None:
-    """The tag a format-1 blob was written with (None for any other blob)."""
+    """The tag a versioned blob was written with (None for a format 0 blob or anything else)."""
     if blob[:len(MAGIC)] != MAGIC or len(blob) < _HEADER:
         return None
     return bytes(blob[_HEADER - TAG_BYTES:_HEADER])
@@ -110,10 +118,10 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
     if blob[:len(MAGIC)] != MAGIC:
         return _migrate_format0(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg)
     version = int.from_bytes(blob[len(MAGIC):len(MAGIC) + 2], "big")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise StateFormatError(
             f"the checkpoint's state is in format {version}, and this replmon reads formats 0 "
-            f"and {FORMAT_VERSION}: it was written by another (newer?) replmon version. Run the "
+            f"to {FORMAT_VERSION}: it was written by another (newer?) replmon version. Run the "
             f"version that wrote it, or start over. {_WHAT_TO_DO}.")
     try:
         doc = _BuiltinsOnly(io.BytesIO(zlib.decompress(blob[_HEADER:]))).load()
@@ -139,13 +147,15 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
         view.base_roots = {b: BrokerRoot(*r) for b, r in base_roots.items()}
     bucket.broker_pos = dict(doc.get("broker_pos", ()))
     fields = doc["fields"]
-    new_watch = _builder(PartitionWatch, WATCH_FIELDS, _reader(fields["watch"], WATCH_FIELDS))
-    new_leader = _builder(PartitionLeader, LEADER_FIELDS, _reader(fields["leader"], LEADER_FIELDS))
-    new_replica = _builder(ReplicaState, REPLICA_FIELDS, _reader(fields["replica"], REPLICA_FIELDS))
+    rows = (_rows_from_columns(doc["partitions"], fields) if version >= 2
+            else _rows_from_format1(doc["partitions"], fields))
+    new_watch = _builder(PartitionWatch, WATCH_FIELDS)
+    new_leader = _builder(PartitionLeader, LEADER_FIELDS)
+    new_replica = _builder(ReplicaState, REPLICA_FIELDS)
     from_rows = AlertBook.from_rows
     configs: dict = {}
     partitions = bucket.partitions
-    for watch_values, leader_values, followers, book in doc["partitions"]:
+    for watch_values, leader_values, followers, book in rows:
         watch = new_watch(watch_values)
         watch.name = f"{watch.topic}-{watch.partition}"
         watch.book = from_rows(book)
@@ -166,49 +176,96 @@ _leader_values = operator.attrgetter(*LEADER_FIELDS)
 _replica_values = operator.attrgetter(*REPLICA_FIELDS)
 
 
-def _partition_rows(watches) -> list[tuple]:
-    """(watch values, leader values, ((replica, values), ...), open alerts) per partition."""
-    rows = []
-    append = rows.append
-    for w in watches:
-        p = w.leader
-        append((_watch_values(w), _leader_values(p),
-                tuple([(r, _replica_values(st)) for r, st in p.followers.items()]),
-                w.book.to_rows() if w.book.open else ()))
-    return rows
+def _partition_columns(watches: list) -> dict:
+    """Format 2: the partitions' fields by column, their followers' likewise (with how many
+    each partition has and their ids), and the open alerts of the partitions that have any."""
+    leaders = [w.leader for w in watches]
+    counts, ids, replicas = [], [], []
+    for p in leaders:
+        followers = p.followers
+        counts.append(len(followers))
+        ids.extend(followers)
+        replicas.extend(map(_replica_values, followers.values()))
+    return {"count": len(watches),
+            "watch": _transpose(map(_watch_values, watches), _WIDTH["watch"]),
+            "leader": _transpose(map(_leader_values, leaders), _WIDTH["leader"]),
+            "followers": (tuple(counts), tuple(ids), _transpose(replicas, _WIDTH["replica"])),
+            "books": [(i, w.book.to_rows()) for i, w in enumerate(watches) if w.book.open]}
+
+
+_WIDTH = {"watch": len(WATCH_FIELDS), "leader": len(LEADER_FIELDS), "replica": len(REPLICA_FIELDS)}
+
+
+def _transpose(rows, width: int) -> list[tuple]:
+    return list(zip(*rows)) or [()] * width
+
+
+def _rows_from_columns(part: dict, fields: dict):
+    """Format 2 -> (watch values, leader values, ((replica, values), ...), open alerts) per
+    partition, each in the order of this code's field lists."""
+    n = part["count"]
+    watch = zip(*_columns(part["watch"], fields["watch"], WATCH_FIELDS, n))
+    leader = zip(*_columns(part["leader"], fields["leader"], LEADER_FIELDS, n))
+    counts, ids, replica_columns = part["followers"]
+    replicas = list(zip(ids, zip(*_columns(replica_columns, fields["replica"], REPLICA_FIELDS,
+                                            len(ids)))))
+    books = dict(part["books"])
+    start = 0
+    for i, (w, p, k) in enumerate(zip(watch, leader, counts)):
+        yield w, p, replicas[start:start + k], books.get(i, ())
+        start += k
+
+
+def _columns(stored: list, stored_names: tuple, wanted: tuple, n: int) -> list:
+    """The stored columns in the order of `wanted`; a field the blob lacks takes its default."""
+    if tuple(stored_names) == wanted:
+        return stored
+    position = {name: i for i, name in enumerate(stored_names)}
+    _check_fields(wanted, position)
+    return [stored[position[f]] if f in position else (DEFAULTS[f],) * n for f in wanted]
+
+
+def _rows_from_format1(rows: list, fields: dict):
+    """Format 1 (a tuple per partition) -> the rows `_rows_from_columns` gives."""
+    read_watch = _reader(fields["watch"], WATCH_FIELDS)
+    read_leader = _reader(fields["leader"], LEADER_FIELDS)
+    read_replica = _reader(fields["replica"], REPLICA_FIELDS)
+    for w, p, followers, book in rows:
+        yield (read_watch(w), read_leader(p),
+               [(r, read_replica(values)) for r, values in followers], book)
 
 
 def _reader(stored: tuple, wanted: tuple):
     """A function from a stored row to the values of the fields this code wants, in order."""
     if tuple(stored) == wanted:
-        return None   # rows are already in this order
+        return lambda row: row
     position = {name: i for i, name in enumerate(stored)}
+    _check_fields(wanted, position)
+    plan = [(position.get(n), DEFAULTS.get(n)) for n in wanted]
+    return lambda row: [row[i] if i is not None else default for i, default in plan]
+
+
+def _check_fields(wanted: tuple, position: dict) -> None:
     missing = [n for n in wanted if n not in position and n not in DEFAULTS]
     if missing:
         raise StateFormatError(f"the checkpoint's state lacks the field(s) {missing}. "
                                f"{_WHAT_TO_DO}.")
-    plan = [(position.get(n), DEFAULTS.get(n)) for n in wanted]
-
-    def read(row: tuple) -> list:
-        return [row[i] if i is not None else default for i, default in plan]
-    return read
 
 
-def _builder(cls, names: tuple, reader):
-    """A function from a stored row to a new `cls` object with `names` set from it, without
-    calling __init__. Decoding builds one per partition and replica, so it is the state load's
-    inner loop: the attributes are set by one generated tuple assignment (about 3x faster
-    than a setattr per field). The names come from the field lists above, never from a blob."""
+@functools.lru_cache(maxsize=None)
+def _builder(cls, names: tuple):
+    """A function from a row of values (in the order of `names`) to a new `cls` object with
+    those fields, without calling __init__. Decoding builds one per partition and replica, so
+    it is the state load's inner loop: the attributes are set by one generated tuple assignment
+    (about 3x faster than a setattr per field). The names come from the field lists above,
+    never from a blob."""
     if not all(n.isidentifier() for n in names):
         raise ValueError(f"not field names: {names}")
     targets = "".join(f"o.{n}, " for n in names)
     local: dict = {}   # apart from the globals, so the function is not in a reference cycle
     exec(f"def build(row):\n    o = new(cls)\n    {targets}= row\n    return o\n",
          {"new": object.__new__, "cls": cls}, local)
-    build = local["build"]
-    if reader is None:
-        return build
-    return lambda row: build(reader(row))
+    return local["build"]
 
 
 def _check_buckets(stored: int, buckets: int) -> None:

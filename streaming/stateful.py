@@ -36,20 +36,34 @@ _INTS = ("ts", "partition", "replica", "fetch_offset", "leader_leo", "leader_epo
 
 
 def _column(pdf: pd.DataFrame, name: str) -> list:
-    """A column as a list of Python values, None for null (ints arrive as float with NaN)."""
+    """A column as a list of Python values, None for null (ints arrive as float with NaN).
+    Most columns of a batch are all null (a fetch has no `isr`, an append no `replica`):
+    those cost one check."""
     col = pdf[name]
+    n = len(col)
     if name in _INTS:
         values = col.to_numpy()
         if values.dtype.kind == "f":
             mask = np.isnan(values)
+            if mask.all():
+                return [None] * n
+            if not mask.any():
+                return values.astype(np.int64).tolist()
             out = np.where(mask, 0, values).astype(np.int64).astype(object)
             out[mask] = None
             return out.tolist()
         return values.astype(np.int64).tolist()
+    values = col.to_numpy(dtype=object)
+    mask = pd.isna(values)
+    if mask.all():
+        return [None] * n
+    if mask.any():
+        values = values.copy()
+        values[mask] = None
     if name in ARRAY_FIELDS:  # "1,2,3" (see parse.monitor_input); "" is an empty array
         return [None if v is None else tuple(int(x) for x in v.split(",") if x)
-                for v in col.tolist()]
-    return [None if v is None or v is np.nan else v for v in col.tolist()]
+                for v in values.tolist()]
+    return values.tolist()
 
 
 def events_from_frames(frames: Iterator[pd.DataFrame], quarantine: list, *, bucket_id: int,
@@ -84,8 +98,8 @@ def events_from_frames(frames: Iterator[pd.DataFrame], quarantine: list, *, buck
     # changes, fetches, appends and heartbeats; then the source order (Kafka offset).
     rank = pdf["type"].map(_TYPE_RANK).to_numpy()
     order = np.lexsort((pdf["seq"].to_numpy(), rank, pdf["ts"].to_numpy()))
-    pdf = pdf.iloc[order]
-    return list(zip(*(_column(pdf, name) for name in EVENT_FIELDS)))
+    rows = list(zip(*(_column(pdf, name) for name in EVENT_FIELDS)))
+    return [rows[i] for i in order.tolist()]
 
 
 class Phases:

@@ -40,7 +40,7 @@ def test_a_format0_checkpoint_is_restored_and_continues_as_the_old_code_did(spar
     assert sorted(map(_key, out["alerts"])) == sorted(map(_key, expected))
     assert out["quarantine"] == []
 
-    # The checkpoint is now in format 1 with 2 buckets; a run with 3 is refused, by the CLI,
+    # The checkpoint is now in the current format with 2 buckets; a run with 3 is refused, by the CLI,
     # with what to do, and nothing is written for the new input.
     from replmon.streaming import cli
     shutil.copy(FORMAT0 / "events-2.jsonl", inp / "part-00002.jsonl")
