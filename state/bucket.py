@@ -122,7 +122,8 @@ class Bucket:
             watch = self.partitions.get(key)
             if watch is not None:
                 # Broker events come first on equal times (streaming/stateful.py's order).
-                self._apply_broker_log(key, watch, view, ts + 1, cfg, alerts)
+                if view.broker_log:
+                    self._apply_broker_log(key, watch, view, ts + 1, cfg, alerts)
                 if ts < watch.time_ms:
                     if ts < watch.time_ms - cfg.reorder_tolerance_ms:
                         quarantine.append(_quarantine(ev, f"late: event time {ts} is before the "
@@ -140,7 +141,10 @@ class Bucket:
                                 f"(a duplicate or out of order)"))
                         continue
                     ts = watch.time_ms
-                watch.advance_to(ts, alerts, cfg, self._roots(key, view))
+                if watch.deadline_ms <= ts:
+                    watch.advance_to(ts, alerts, cfg, self._roots(key, view))
+                elif ts > watch.time_ms:   # what advance_to does when no deadline is due
+                    watch.time_ms = ts
                 watch.last_event_ms = ts
             if kind == "fetch":
                 if watch is None:
@@ -172,6 +176,8 @@ class Bucket:
             self._fetcher_triggers(cfg, alerts, mark)
 
     def _roots(self, key: tuple, view: ClusterView) -> dict:
+        if not (view.broker_log or view.fetcher_roots or view.silent_roots):
+            return view.base_roots   # the common case: no broker event pending, nothing stalled
         roots = view.roots_at(key[0], self.broker_pos.get(key, 0))
         if view.fetcher_roots or view.silent_roots:  # rare: a stalled fetcher or a silent broker
             roots = {**view.fetcher_roots, **view.silent_roots, **roots}
