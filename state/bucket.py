@@ -311,6 +311,8 @@ class Bucket:
 
     def _trim_broker_logs(self) -> None:
         """Fold into each cluster's broker states the log entries every partition has applied."""
+        if not any(view.broker_log for view in self.clusters.values()):
+            return   # nothing to fold (the common case: no broker event pending)
         applied: dict[str, int] = {}
         for key in self.partitions:
             pos = self.broker_pos.get(key, 0)
@@ -364,9 +366,13 @@ class Bucket:
             if target >= watch.last_event_ms + cfg.evict_after_ms:
                 idle.append(key)
                 continue
-            self._apply_broker_log(key, watch, view, target + 1, cfg, alerts)
+            if view.broker_log:
+                self._apply_broker_log(key, watch, view, target + 1, cfg, alerts)
             if target > watch.time_ms:
-                watch.advance_to(target, alerts, cfg, self._roots(key, view))
+                if watch.deadline_ms <= target:
+                    watch.advance_to(target, alerts, cfg, self._roots(key, view))
+                else:   # what advance_to does when no deadline is due
+                    watch.time_ms = target
         for key in idle:
             watch = self.partitions[key]
             view = self.clusters[key[0]]
