@@ -44,12 +44,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 RUN="${REPLMON_SERVICES_RUN:-$HERE/.run}"
 KAFKA_LIBS="$HERE/kafka-libs"
 SPARK_JARS="$HERE/jars"
-# The project's interpreter: $REPLMON_PYTHON, else the repo's .venv (made by
-# deploy/dev.sh setup), else python3.
-PY="${REPLMON_PYTHON:-}"
-if [ -z "$PY" ]; then
-  if [ -x "$HERE/../../.venv/bin/python" ]; then PY="$(cd "$HERE/../.." && pwd)/.venv/bin/python"; else PY=python3; fi
-fi
+# shellcheck source=deploy/local/lib.sh
+. "$HERE/lib.sh"   # PY (the project's interpreter), HOST, port_open, pid_matches
 export REPLMON_PYTHON="$PY"  # fetch-jars.sh uses the same one
 TIMEOUT="${REPLMON_SERVICES_TIMEOUT:-120}"
 HEAP="${REPLMON_KAFKA_HEAP:--Xms128m -Xmx512m}"
@@ -66,18 +62,6 @@ die() { echo "services: ERROR: $*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- helpers
 
-port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
-
-# pid_matches PIDFILE PATTERN: the pid in PIDFILE is alive, not a zombie, and
-# its command line contains PATTERN (guards against a recycled pid).
-pid_matches() {
-  local f="$1" pat="$2" pid
-  [ -s "$f" ] || return 1
-  pid="$(cat "$f")"
-  [ -r "/proc/$pid/cmdline" ] || return 1
-  [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$pat"
-}
 
 tail_log() {  # tail_log FILE [N]
   local f="$1" n="${2:-40}"

@@ -18,11 +18,9 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SRUN="$HERE/.run/spark"
-PY="${REPLMON_PYTHON:-}"
-if [ -z "$PY" ]; then
-  if [ -x "$HERE/../../.venv/bin/python" ]; then PY="$(cd "$HERE/../.." && pwd)/.venv/bin/python"; else PY=python3; fi
-fi
 HOST=127.0.0.1
+# shellcheck source=deploy/local/lib.sh
+. "$HERE/lib.sh"   # PY (the project's interpreter), port_open, pid_matches
 OFFSET="${REPLMON_PORT_OFFSET:-0}"
 MASTER_PORT=$((17077 + OFFSET))
 MASTER_UI=$((18080 + OFFSET))
@@ -34,21 +32,10 @@ MASTER_URL="spark://$HOST:$MASTER_PORT"
 
 log() { echo "spark-cluster: $*" >&2; }
 die() { echo "spark-cluster: ERROR: $*" >&2; exit 1; }
-port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
 
 spark_home() {
   "$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))' 2>/dev/null \
     || die "'$PY' cannot import pyspark (run deploy/dev.sh setup, or set REPLMON_PYTHON)"
-}
-
-# The pid in FILE is alive and its command line mentions PATTERN (not a recycled pid).
-pid_matches() {
-  local f="$1" pat="$2" pid
-  [ -s "$f" ] || return 1
-  pid="$(cat "$f")"
-  [ -r "/proc/$pid/cmdline" ] || return 1
-  [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$pat"
 }
 
 master_running() { pid_matches "$SRUN/master.pid" "deploy.master.Master"; }
