@@ -1,7 +1,9 @@
 """What the Admin API says: topic ids and names, partition metadata, broker liveness.
 
 `metadata` and `broker` events are emitted when what the cluster reports changes (and once
-at start), stamped with the collector's clock when it asked. Each metadata event carries the
+at start), stamped with the collector's clock when the answers were in: never before the
+cluster said it (a request to a stopped broker can take its whole timeout, and an event
+stamped when it was asked would reach the reorder buffer after the watermark passed it). Each metadata event carries the
 leader broker's `replica.lag.time.max.ms` and the topic's `min.insync.replicas`, so replmon
 judges with the cluster's own settings.
 """
@@ -59,7 +61,8 @@ def broker_states(registered: dict[int, bool], known: set[int]) -> dict[int, str
 
 
 class AdminView:
-    """Polls the Admin API; `poll(now_ms)` returns the events for what changed."""
+    """Polls the Admin API: `ask()` sends the requests, `changes(answers, now_ms)` turns the
+    answers into events for what changed; `poll(now_ms)` does both."""
 
     def __init__(self, admin, cluster: str, wanted=lambda topic: True) -> None:
         self.admin, self.cluster, self.wanted = admin, cluster, wanted
@@ -94,10 +97,17 @@ class AdminView:
             except Exception as e:   # noqa: BLE001
                 log.warning("topic %s: cannot read min.insync.replicas (%s)", t, e)
 
-    def poll(self, now_ms: int) -> list[dict]:
-        cluster = self.admin.describe_cluster()
-        registered = {int(b["broker_id"]): bool(b.get("is_fenced", False)) for b in cluster["brokers"]}
+    def ask(self) -> tuple:
+        """The topics first, then the brokers: the controller fences a broker and removes it
+        from the ISRs in one metadata batch, so a cluster description answered after the topic
+        description shows any fence behind an ISR change it shows."""
         topics = [t for t in self.admin.describe_topics() if self.wanted(t["name"])]
+        cluster = self.admin.describe_cluster()
+        return topics, cluster
+
+    def changes(self, answers: tuple, now_ms: int) -> list[dict]:
+        topics, cluster = answers
+        registered = {int(b["broker_id"]): bool(b.get("is_fenced", False)) for b in cluster["brokers"]}
         for t in topics:
             if t.get("topic_id"):
                 self.names[kafka_topic_id(t["topic_id"])] = t["name"]
@@ -116,3 +126,6 @@ class AdminView:
                 self._metadata[key] = ev
                 events.append(ev)
         return events
+
+    def poll(self, now_ms: int) -> list[dict]:
+        return self.changes(self.ask(), now_ms)

@@ -126,10 +126,11 @@ class Collector:
         return len(out)
 
     def poll_admin(self) -> None:
-        """One Admin API poll; its events go to the loop through a queue."""
-        now = int(self.clock() * 1000)
+        """One Admin API poll; its events go to the loop through a queue, stamped when the
+        answers came (admin.py: never before the cluster said it, never behind the watermark)."""
         try:
-            for ev in self.admin.poll(now):
+            answers = self.admin.ask()
+            for ev in self.admin.changes(answers, int(self.clock() * 1000)):
                 self._admin_events.put(ev)
         except Exception as e:   # noqa: BLE001 - the cluster may be partly down; keep tailing
             log.warning("Admin API poll failed (%s); metadata events wait for the next one", e)

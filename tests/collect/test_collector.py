@@ -23,7 +23,10 @@ class NoAdmin:
     def name_of(self, topic_id):
         return {TOPIC_ID: "t1"}.get(topic_id)
 
-    def poll(self, now_ms):
+    def ask(self):
+        return None
+
+    def changes(self, answers, now_ms):
         return []
 
 
@@ -86,3 +89,37 @@ def test_heartbeat_carries_the_release_watermark(tmp_path):
     c.start()
     c.step()
     assert rec.sent == [{"type": "heartbeat", "ts": T - 1500, "cluster": "c"}]
+
+
+class SlowAdmin(NoAdmin):
+    """An Admin API whose answer takes 5 s (a request to a stopped broker waits for its
+    timeout) and reports broker 3 fenced."""
+
+    def __init__(self, clock):
+        self.clock = clock
+
+    def ask(self):
+        self.clock.ms += 5000
+        return "fenced"
+
+    def changes(self, answers, now_ms):
+        return [{"type": "broker", "ts": now_ms, "cluster": "c", "broker": 3, "state": answers}]
+
+
+def test_admin_events_are_stamped_when_the_answer_came(tmp_path):
+    # Stamped when asked (T), the fence would leave the buffer behind the events the 5 s of
+    # request-log lines released meanwhile, and replmon would quarantine it as late.
+    log = tmp_path / "kafka-request.log"
+    log.write_text("")
+    rec, clock = Recorder(), Clock(T)
+    c = Collector("c", {1: str(log)}, SlowAdmin(clock), rec, tmp_path / "s", hold_ms=1500,
+                  heartbeat_ms=10**9, clock=clock)
+    c.start()
+    c.poll_admin()
+    c.step()
+    released = [e for e in rec.sent if e["type"] != "heartbeat"]
+    assert released == []                       # held: its time is T + 5000, the watermark T + 3500
+    clock.ms += 1500
+    c.step()
+    released = [e for e in rec.sent if e["type"] != "heartbeat"]
+    assert [(e["type"], e["ts"]) for e in released] == [("broker", T + 5000)]

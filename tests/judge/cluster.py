@@ -20,6 +20,9 @@ _SHRINK = re.compile(
     r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO \[Partition (?P<topic>[\w.-]+)-(?P<partition>\d+) "
     r"broker=(?P<leader>\d+)\] Shrinking ISR from (?P<old>[\d,]+) to (?P<new>[\d,]+)\..*Out of sync replicas: "
     r"(?P<replicas>.*)\. \(kafka\.cluster\.Partition\)")
+# Every KRaft controller logs the committed fence when it replays it (fenced=1: fence, -1: unfence).
+_FENCE = re.compile(r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO .*Replayed "
+                    r"BrokerRegistrationChangeRecord .*brokerId=(?P<broker>\d+), brokerEpoch=\d+, fenced=1,")
 _OUT = re.compile(r"brokerId: (\d+), endOffset: (-?\d+), lastCaughtUpTimeMs: (\d+)")
 
 
@@ -52,13 +55,17 @@ def parse_shrinks(text: str) -> list[Shrink]:
 
 
 class JudgeCluster:
-    def __init__(self, lag_ms: int, session_timeout_ms: int, node_props: dict[int, str] | None = None):
+    def __init__(self, lag_ms: int, session_timeout_ms: int | None,
+                 node_props: dict[int, str] | None = None):
+        """session_timeout_ms None: Kafka's default broker.session.timeout.ms (9 s)."""
         offset = int(os.environ.get("REPLMON_PORT_OFFSET", "0")) + PORT_SHIFT
         self.lag_ms = lag_ms
         self.env = dict(os.environ, REPLMON_PYTHON=sys.executable, REPLMON_SERVICES_RUN=str(RUN_DIR),
                         REPLMON_PORT_OFFSET=str(offset), REPLMON_REQUEST_LOG="1",
-                        REPLMON_REPLICA_LAG_TIME_MAX_MS=str(lag_ms),
-                        REPLMON_BROKER_SESSION_TIMEOUT_MS=str(session_timeout_ms))
+                        REPLMON_REPLICA_LAG_TIME_MAX_MS=str(lag_ms))
+        self.env.pop("REPLMON_BROKER_SESSION_TIMEOUT_MS", None)
+        if session_timeout_ms is not None:
+            self.env["REPLMON_BROKER_SESSION_TIMEOUT_MS"] = str(session_timeout_ms)
         for i, props in (node_props or {}).items():
             self.env[f"REPLMON_KAFKA_NODE_PROPS_{i}"] = props
         self.bootstrap = ",".join(f"127.0.0.1:{19092 + offset + i}" for i in range(3))
@@ -111,6 +118,24 @@ class JudgeCluster:
                 out += [s for s in parse_shrinks(f.read_text(errors="replace"))
                         if s.topic == topic and s.log_ms >= since_ms]
         return out
+
+    def fences(self, since_ms: int) -> list[tuple[int, int]]:
+        """(log time, broker) of every fence the controllers replayed since since_ms (the
+        controller's own verdict, e.g. a broker whose session timed out), earliest first."""
+        out = set()
+        for b in (1, 2, 3):
+            for f in (self.node_dir(b) / "logs").glob("*.log"):
+                if f.name.startswith("kafka-request"):
+                    continue
+                for line in f.read_text(errors="replace").splitlines():
+                    m = _FENCE.match(line)
+                    if m and log_ms(m["when"]) >= since_ms:
+                        out.add((log_ms(m["when"]), int(m["broker"])))
+        first: dict[int, int] = {}
+        for t, b in sorted(out):    # the same record, replayed by each controller: keep the first
+            if all(abs(t - u) > 2000 for u, c in first.items() if c == b):
+                first[t] = b
+        return sorted(first.items())
 
     def server_log(self, broker: int) -> str:
         return (self.node_dir(broker) / "logs" / "server.log").read_text(errors="replace")

@@ -2,7 +2,10 @@
 with the request log on, in deploy/local/.run-judge, ports shifted by 500 from the worktree's
 offset) and the pipeline under judgement on top of the 1-broker services (tests/integration).
 
-The cluster is formatted fresh for every session and stopped at the end (it is heavy).
+Each test module gets its own cluster, formatted fresh and stopped when the module ends (it is
+heavy: never two at once), with the module's `LAG_MS` (replica.lag.time.max.ms) and
+`SESSION_TIMEOUT_MS` (broker.session.timeout.ms; None: Kafka's default, 9 s): both are startup
+settings, so the cases that need other values live in their own module.
 """
 from __future__ import annotations
 
@@ -19,9 +22,10 @@ TOPIC = "orders"
 PARTITIONS = 3
 
 
-@pytest.fixture(scope="session")
-def judge_cluster():
-    cluster = JudgeCluster(LAG_MS, LONG_SESSION_MS)
+@pytest.fixture(scope="module")
+def judge_cluster(request):
+    cluster = JudgeCluster(getattr(request.module, "LAG_MS", LAG_MS),
+                           getattr(request.module, "SESSION_TIMEOUT_MS", LONG_SESSION_MS))
     cluster.fresh()
     try:
         yield cluster
@@ -30,10 +34,12 @@ def judge_cluster():
         cluster.services("down")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def judge_admin(judge_cluster):
     from kafka.admin import KafkaAdminClient, NewTopic
-    admin = KafkaAdminClient(bootstrap_servers=judge_cluster.bootstrap.split(","))
+    # A request to a stopped broker waits for this timeout (kafka-python's default is 30 s).
+    admin = KafkaAdminClient(bootstrap_servers=judge_cluster.bootstrap.split(","),
+                             request_timeout_ms=5000)
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])
     wait_for("the topic's partitions to have leaders", lambda: all(
         v["leader"] >= 0 for v in describe(admin, TOPIC).values()), 60)
@@ -41,7 +47,7 @@ def judge_admin(judge_cluster):
     admin.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pipeline(judge_cluster, judge_admin, local_services, tmp_path_factory):  # noqa: F811
     p = Pipeline(judge_cluster, local_services, tmp_path_factory.mktemp("judge"))
     p.start_collect()

@@ -56,7 +56,7 @@ class Pipeline:
                    REPLMON_RULES__MIN_INSYNC_REPLICAS="2",
                    REPLMON_SPARK__JARS=json.dumps(self.services["spark_jars"]))
         self._spawn("run", ["run", "--kafka-bootstrap", self.services["kafka_bootstrap"],
-                            "--redis-url", self.services["redis_url"], "--quiet"], env)
+                            "--redis-url", self.services["redis_url"], "--quiet", "--verbose"], env)
 
     def check_alive(self) -> None:
         for name, p in self.procs.items():
@@ -91,7 +91,7 @@ class Pipeline:
         for entry_id, fields in self.redis.xrange(f"{self.prefix}:alerts"):
             rec = dict(fields)
             rec["written_ms"] = int(entry_id.split("-")[0])
-            for k in ("ts", "started_ms", "partition", "replica"):
+            for k in ("ts", "started_ms", "partition", "replica", "broker"):
                 if rec.get(k) not in (None, ""):
                     rec[k] = int(rec[k])
             out.append(rec)
