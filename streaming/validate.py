@@ -13,7 +13,10 @@ from replmon.streaming.contract import (AT_LEAST_ONE, BROKER_STATES, MALFORMED, 
 
 
 def _num(pdf: pd.DataFrame, name: str) -> np.ndarray:
-    return pd.to_numeric(pdf[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    col = pdf[name]
+    if col.dtype.kind in "fiu":   # as Arrow delivers the contract's ints: no conversion to pay
+        return col.to_numpy(dtype=float)
+    return pd.to_numeric(col, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
 
 def invalid_reasons(pdf: pd.DataFrame, now_ms: int, max_future_ms: int) -> np.ndarray:
