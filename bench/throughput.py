@@ -10,9 +10,9 @@ micro-batch, then runs:
 Each run prints where a batch's time goes: the stateless parse and validation of the same input
 (JVM), and the stateful step's own phases in Python (input: Arrow to pandas; validation and
 event-time sort; state load; engine; state save; output encoding), as wall time and as the
-CPU time the Python threads used (unaffected by other work on the machine). With --runs N the whole is
-repeated N times in one session and every figure is the median, with its min-max spread. The
-last line is one JSON object with all figures.
+CPU time the Python threads used (less affected by other work on the machine). With --runs N
+the whole is repeated N times in one session and every figure is the median, with its min-max
+spread. The last line is one JSON object with all figures.
 """
 from __future__ import annotations
 
@@ -273,7 +273,7 @@ def main() -> int:
                       "state_bytes_per_replica": round(med["state_bytes_per_replica"]),
                       "peak_rss_mb": round(rss.peak / 2**20),
                       # the stateful step's phases, ms per batch summed over the parallel tasks:
-                      # wall time, and the CPU time its threads used (unaffected by other load)
+                      # wall time, and the CPU time its threads used (less affected by other load)
                       "phases_wall_ms_per_batch": {k: round(med[f"py_{k}_ms"]) for k in PHASES},
                       "phases_cpu_ms_per_batch": {k: round(med[f"py_{k}_cpu_ms"]) for k in PHASES},
                       "spread": {k: [round(v["min"], 3), round(v["max"], 3)]

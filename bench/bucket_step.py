@@ -1,0 +1,168 @@
+"""One bucket's stateful step without Spark: where the Python time of a micro-batch goes.
+
+    python bench/bucket_step.py [--partitions 1560] [--batches 12] [--miss] [--repeats 3]
+
+Feeds the real stateful function (streaming/stateful.make_state_func) the bench's steady traffic
+for one bucket (bench/throughput.py: per partition and round an append and a fetch by each of
+two followers, plus a heartbeat; 1,560 partitions is one bucket's share of 100k partitions over
+64 buckets), as pandas frames shaped as Arrow hands them over, with a stand-in for Spark's
+GroupState. Prints the CPU time of each phase per call (validation and sort, state load, engine,
+state save, output), median and min over the steady calls. `--miss` makes every call decode the
+bucket, as when the task lands on the other Python worker. The Arrow-to-pandas step and the JVM
+are not in it: bench/throughput.py measures those. Iterate on the Python side with this; confirm
+with bench/throughput.py.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from replmon.state.monitor import MonitorConfig
+from replmon.streaming import stateful
+from replmon.streaming.contract import ARRAY_FIELDS, FIELDS
+
+T0 = 1_767_225_600_000
+INTERVAL_MS = 500
+PHASES = ("validate_and_sort", "state_load", "engine", "state_save", "output")
+
+
+class GroupStateStandIn:
+    """The calls the adapter makes on Spark's GroupState."""
+
+    def __init__(self) -> None:
+        self.blob: bytes | None = None
+        self.watermark_ms = 0
+        self.hasTimedOut = False
+
+    @property
+    def exists(self) -> bool:
+        return self.blob is not None
+
+    @property
+    def get(self) -> tuple:
+        return (self.blob,)
+
+    def update(self, row: tuple) -> None:
+        self.blob = row[0]
+
+    def getCurrentWatermarkMs(self) -> int:
+        return self.watermark_ms
+
+    def setTimeoutTimestamp(self, ms: int) -> None:
+        pass
+
+
+def rounds(partitions: int, n: int) -> list[list[dict]]:
+    """Round 0: every partition's metadata; then `n` rounds of the steady traffic."""
+    out = []
+    for s in range(n + 1):
+        t, leo, rows = T0 + s * INTERVAL_MS, s * 10, []
+        for i in range(partitions):
+            leader = 1 + i % 6
+            f1, f2 = 1 + leader % 6, 1 + (leader + 1) % 6
+            key = {"cluster": "bench", "topic": f"topic-{i // 1000}", "partition": i}
+            if s == 0:
+                rows.append({"type": "metadata", "ts": T0, **key, "leader": leader,
+                             "leader_epoch": 1, "replicas": [leader, f1, f2],
+                             "isr": [leader, f1, f2], "leader_leo": 0, "hw": 0})
+                continue
+            jt = t + i % 97
+            rows += [{"type": "append", "ts": jt, **key, "leader_leo": leo},
+                     {"type": "fetch", "ts": jt + 1, **key, "replica": f1, "fetch_offset": leo,
+                      "leader_leo": leo},
+                     {"type": "fetch", "ts": jt + 2, **key, "replica": f2,
+                      "fetch_offset": leo - 5, "leader_leo": leo}]
+        if s:
+            rows.append({"type": "heartbeat", "ts": t, "cluster": "bench"})
+        out.append(rows)
+    return out
+
+
+def frame(rows: list[dict], seq0: int) -> pd.DataFrame:
+    """The rows as Arrow hands them to pandas: ints with a null as float64 NaN, strings as
+    objects, arrays as "1,2,3" (streaming/parse.monitor_input)."""
+    raws = [json.dumps(r, separators=(",", ":")) for r in rows]
+    data: dict = {}
+    for name in stateful.INPUT_COLUMNS:
+        if name == "raw":
+            values = raws
+        elif name == "seq":
+            values = list(range(seq0, seq0 + len(rows)))
+        elif name == "size":
+            values = [None] * len(rows)
+        else:
+            values = [r.get(name) for r in rows]
+        if name == "malformed":
+            data[name] = np.zeros(len(rows), dtype=bool)
+        elif FIELDS.get(name) == "int" or name in ("seq", "size"):
+            if all(v is not None for v in values):
+                data[name] = np.array(values, dtype=np.int64)
+            else:
+                data[name] = np.array([np.nan if v is None else v for v in values], dtype=float)
+        elif name in ARRAY_FIELDS:
+            data[name] = pd.Series([None if v is None else ",".join(map(str, v)) for v in values],
+                                   dtype=object)
+        else:
+            data[name] = pd.Series(values, dtype=object)
+    return pd.DataFrame(data)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", type=int, default=1560, help="partitions in the bucket")
+    ap.add_argument("--batches", type=int, default=12, help="steady micro-batches")
+    ap.add_argument("--miss", action="store_true", help="decode the bucket on every call")
+    ap.add_argument("--repeats", type=int, default=3, help="runs; the figures are over all")
+    args = ap.parse_args()
+    frames, seq = [], 0
+    for rows in rounds(args.partitions, args.batches):
+        frames.append(frame(rows, seq))
+        seq += len(rows)
+    cfg = MonitorConfig(status_interval_ms=10_000)   # as bench/throughput.py
+    calls: list[dict] = []
+    for _ in range(args.repeats):
+        folder = tempfile.mkdtemp(prefix="replmon-bucket-step-")
+        func = stateful.make_state_func(cfg, 64, 10 ** 15, profile_dir=folder)
+        state = GroupStateStandIn()
+        stateful._WRITTEN.clear()
+        for s, f in enumerate(frames):
+            state.watermark_ms = T0 + s * INTERVAL_MS - 10_000
+            if args.miss:
+                stateful._WRITTEN.clear()
+            for _ in func((0,), iter([f]), state):
+                pass
+        lines = [json.loads(line) for p in Path(folder).glob("phases-*.jsonl")
+                 for line in p.read_text().splitlines()]
+        calls += lines[2:]    # leave out the metadata round and the first steady call
+    events = len(frames[-1])
+    print(f"one bucket: {args.partitions:,} partitions, {events:,} events per call, "
+          f"{'decoding the bucket every call' if args.miss else 'the kept bucket reused'}; "
+          f"state blob {len(state.blob):,} B ({len(state.blob) / (3 * args.partitions):.1f} B "
+          f"per replica); CPU ms per call over {len(calls)} calls:")
+    total = []
+    for k in PHASES:
+        v = [c.get(f"{k}_cpu", 0.0) for c in calls]
+        print(f"  {k:18s} median {statistics.median(v):7.2f}  min {min(v):7.2f}")
+    total = [sum(c.get(f"{k}_cpu", 0.0) for k in PHASES) for c in calls]
+    med = statistics.median(total)
+    print(f"  {'total':18s} median {med:7.2f}  min {min(total):7.2f}  "
+          f"({events / med * 1000:,.0f} events/s on one core)")
+    print(json.dumps({"partitions": args.partitions, "events_per_call": events, "miss": args.miss,
+                      "state_bytes": len(state.blob),
+                      "cpu_ms_median": {k: round(statistics.median(c.get(f"{k}_cpu", 0.0) for c in calls), 2)
+                                        for k in PHASES},
+                      "cpu_ms_min": {k: round(min(c.get(f"{k}_cpu", 0.0) for c in calls), 2)
+                                     for k in PHASES},
+                      "total_ms_median": round(med, 2)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
