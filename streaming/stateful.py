@@ -166,10 +166,12 @@ def quiet_collector():
     and a call allocates tens of thousands more: the collector's full passes, triggered by those
     allocations, scanned every kept object again and again (measured: state load and save took
     about twice as long with it). The engine builds no reference cycles (tests/streaming/
-    test_state_cache.py checks a call leaves no cyclic garbage), so the objects are freed by
-    reference counting; a young collection at the end of the call still frees any cycle made
-    during it before the survivors are frozen (gc.freeze: left out of every later collection,
-    still freed when no longer referenced)."""
+    test_state_cache.py checks a whole simulated incident), so its objects are freed by
+    reference counting; a young collection at the end of the call frees any cycle made during
+    it, then the survivors are frozen (gc.freeze: left out of later collections, still freed
+    when no longer referenced). Other code in the worker (pyspark's own per-task objects) may
+    hold cycles that are alive when they are frozen and die later: `full_collection_if_grown`
+    reclaims them."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -177,8 +179,30 @@ def quiet_collector():
     finally:
         gc.collect(0)
         gc.freeze()
+        full_collection_if_grown()
         if enabled:
             gc.enable()
+
+
+# A full collection of the frozen objects once their number has grown by this factor (and at
+# least this many) since the last one: garbage cycles frozen by mistake are reclaimed, at the
+# cost of one full pass per such growth, as CPython's own rule for its oldest generation does.
+FULL_COLLECTION_GROWTH = 1.25
+FULL_COLLECTION_MIN_OBJECTS = 100_000
+_frozen_after_full = 0
+
+
+def full_collection_if_grown() -> bool:
+    """Unfreeze, collect everything and freeze again, if the frozen objects have grown enough."""
+    global _frozen_after_full
+    frozen = gc.get_freeze_count()
+    if frozen < max(FULL_COLLECTION_MIN_OBJECTS, FULL_COLLECTION_GROWTH * _frozen_after_full):
+        return False
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    _frozen_after_full = gc.get_freeze_count()
+    return True
 
 
 def make_state_func(cfg: MonitorConfig, buckets: int, max_future_ms: int,

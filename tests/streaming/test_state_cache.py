@@ -114,3 +114,29 @@ def test_a_call_leaves_the_collector_as_it_found_it_and_its_objects_frozen():
         finally:
             gc.enable()
     assert gc.get_freeze_count() > frozen    # what the calls kept is left out of collections
+
+
+class _Node:
+    pass
+
+
+def test_cyclic_garbage_frozen_while_alive_is_reclaimed_once_the_frozen_objects_grow(monkeypatch):
+    # A cycle that other code in the worker still held when a call froze it, dropped afterwards:
+    # left out of every collection until the frozen objects have grown by the set factor, then
+    # reclaimed by one full pass.
+    import weakref
+    monkeypatch.setattr(stateful, "FULL_COLLECTION_MIN_OBJECTS", 0)
+    monkeypatch.setattr(stateful, "_frozen_after_full", 10 ** 12)   # as if just collected
+    a, b = _Node(), _Node()
+    a.other, b.other = b, a
+    gone = weakref.ref(a)
+    gc.freeze()
+    del a, b
+    gc.collect()
+    assert gone() is not None                 # frozen: the collector does not see it
+    assert stateful.full_collection_if_grown() is False
+    monkeypatch.setattr(stateful, "_frozen_after_full", 0)           # grown since the last pass
+    assert stateful.full_collection_if_grown() is True
+    assert gone() is None
+    assert stateful._frozen_after_full == gc.get_freeze_count()
+    gc.unfreeze()
