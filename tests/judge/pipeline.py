@@ -167,3 +167,40 @@ def wait_full_isr(admin, topic: str, timeout_s: float) -> dict:
     return wait_for(f"every ISR of {topic} to be full again",
                     lambda: (d := describe(admin, topic)) and all(
                         len(v["isr"]) == len(v["replicas"]) for v in d.values()) and d, timeout_s)
+
+
+class JavaProducer:
+    """Kafka's own producer at a fixed rate (kafka-tools' ProducerPerformance, a JVM from
+    deploy/local/kafka-libs): one record per batch (batch.size 1, linger.ms 0), up to 5 produce
+    requests in flight per broker, so a leader takes batches faster than a follower that is
+    given one batch per fetch can copy them, whatever the machine's load."""
+
+    def __init__(self, bootstrap: str, topic: str, per_second: int, seconds: float, size: int,
+                 log: Path) -> None:
+        props = [f"bootstrap.servers={bootstrap}", "acks=1", "batch.size=1", "linger.ms=0",
+                 "max.in.flight.requests.per.connection=5"]
+        self.args = ["java", "-Xmx256m", "-cp", str(ROOT / "deploy" / "local" / "kafka-libs") + "/*",
+                     "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
+                     "--num-records", str(int(per_second * seconds)), "--record-size", str(size),
+                     "--throughput", str(per_second), "--reporting-interval", "5000",
+                     "--command-property", *props]
+        self.log = log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "JavaProducer":
+        self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=open(self.log, "ab"),
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        return self
+
+    def stop(self) -> str:
+        """Stop it (if still sending) and return its last report line."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        lines = [x for x in self.log.read_text(errors="replace").splitlines() if "records sent" in x]
+        return lines[-1] if lines else ""

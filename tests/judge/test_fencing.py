@@ -139,8 +139,10 @@ def test_killed_leader_fenced_leaders_move_and_return(judge_cluster, judge_admin
         moved = wait_for(f"the controller to fence broker {victim} and move its leaders",
                          lambda: _fenced_and_moved(judge_admin, victim), 3 * KAFKA_SESSION_MS / 1000, 1.0)
         moved_ms = int(time.time() * 1000)
+        # The killed broker stays down until the restart below: nothing changes `moved`
+        # (and an Admin request may wait on the dead broker's address).
         at_move = wait_for("replmon's leaders, epochs and ISRs to be describe_topics' after the move",
-                           lambda: leaders_as_described(pipeline, judge_admin, TOPIC), 60, 1.0)
+                           lambda: leaders_as_described(pipeline, judge_admin, TOPIC, moved), 60, 1.0)
         judge_cluster.services("up", "--brokers", "3")      # starts the one that is not running
         restarted_ms = int(time.time() * 1000)
         wait_full_isr(judge_admin, TOPIC, 120)

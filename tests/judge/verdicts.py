@@ -20,11 +20,12 @@ def firing_now(pipeline: Pipeline, names: tuple[str, ...], topic: str) -> list[d
             and a.get("topic") in (topic, None)]
 
 
-def leaders_as_described(pipeline: Pipeline, admin, topic: str) -> dict | None:
-    """describe_topics' partitions when replmon reports each one's leader, leader epoch and ISR
-    the same; None otherwise (or while the Admin API does not answer)."""
+def leaders_as_described(pipeline: Pipeline, admin, topic: str, described: dict | None = None) -> dict | None:
+    """describe_topics' partitions (or `described`, an answer already in hand while nothing
+    can change them) when replmon reports each one's leader, leader epoch and ISR the same;
+    None otherwise (or while the Admin API does not answer)."""
     try:
-        now = describe(admin, topic)
+        now = described or describe(admin, topic)
     except Exception:   # noqa: BLE001 - a stopped broker: ask again
         return None
     for p, v in now.items():
