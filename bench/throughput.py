@@ -82,15 +82,18 @@ def generate(folder: Path, partitions: int, seconds: float, interval_ms: int,
 
 
 class RssSampler(threading.Thread):
-    """Peak resident memory of this process and all its descendants (JVM, Python workers)."""
+    """Peak resident memory of this process and all its descendants (JVM, Python workers), and
+    of the Python workers alone (pyspark.daemon and the workers it forks; their shared pages are
+    counted once per process, so this is an upper bound)."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.peak = 0
+        self.peak_workers = 0
         self.stop = threading.Event()
 
-    def _tree_rss(self) -> int:
-        pids, total = {os.getpid()}, 0
+    def _tree_rss(self) -> tuple[int, int]:
+        pids = {os.getpid()}
         children: dict[int, list[int]] = {}
         for d in os.listdir("/proc"):
             if d.isdigit():
@@ -105,17 +108,24 @@ class RssSampler(threading.Thread):
             for c in children.get(stack.pop(), []):
                 pids.add(c)
                 stack.append(c)
+        total = workers = 0
         for pid in pids:
             try:
                 with open(f"/proc/{pid}/statm") as f:
-                    total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                    rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    worker = b"pyspark.daemon" in f.read()
             except OSError:
-                pass
-        return total
+                continue
+            total += rss
+            workers += rss if worker else 0
+        return total, workers
 
     def run(self) -> None:
         while not self.stop.is_set():
-            self.peak = max(self.peak, self._tree_rss())
+            total, workers = self._tree_rss()
+            self.peak = max(self.peak, total)
+            self.peak_workers = max(self.peak_workers, workers)
             time.sleep(0.5)
 
 
@@ -262,7 +272,8 @@ def main() -> int:
     med = {k: v["median"] for k, v in summary.items()}
     print(f"summary over {args.runs} run(s) (median, min-max): " + "; ".join(
         f"{k} {v['median']:,.2f} ({v['min']:,.2f}-{v['max']:,.2f})" for k, v in summary.items()))
-    print(f"peak RSS (JVM + Python workers) {rss.peak / 2**20:,.0f} MB")
+    print(f"peak RSS (JVM + Python workers) {rss.peak / 2**20:,.0f} MB, of which the Python "
+          f"workers at most {rss.peak_workers / 2**20:,.0f} MB")
     print(json.dumps({"partitions": args.partitions, "events": runs[0]["events"],
                       "batch_events": batch_events, "buckets": args.buckets, "runs": args.runs,
                       "events_per_s": round(med["events_per_s"]),
@@ -272,6 +283,7 @@ def main() -> int:
                       "batch_ms_p99": round(med["batch_ms_p99"]),
                       "state_bytes_per_replica": round(med["state_bytes_per_replica"]),
                       "peak_rss_mb": round(rss.peak / 2**20),
+                      "peak_rss_python_workers_mb": round(rss.peak_workers / 2**20),
                       # the stateful step's phases, ms per batch summed over the parallel tasks:
                       # wall time, and the CPU time its threads used (less affected by other load)
                       "phases_wall_ms_per_batch": {k: round(med[f"py_{k}_ms"]) for k in PHASES},
