@@ -27,6 +27,9 @@ from replmon.state.monitor import MonitorConfig
 OUTPUT_SCHEMA = "kind string, payload string"
 STATE_SCHEMA = "blob binary"
 INPUT_COLUMNS = [f for f in EVENT_FIELDS] + ["seq", "malformed", "byte_problem", "size", "sha256"]
+# json.dumps(r, separators=...) builds an encoder per call: one, made once, is a quarter faster
+# (the output of a batch whose partitions all report a status is hundreds of thousands of rows).
+_encode = json.JSONEncoder(separators=(",", ":")).encode
 # Ties in event time: a broker's state first, then the partition changes the controller made
 # because of it at the same instant (fencing removes the broker from every ISR), so that the
 # ISR exit is explained by the fence (state/root_cause.py).
@@ -248,9 +251,7 @@ def make_state_func(cfg: MonitorConfig, buckets: int, max_future_ms: int,
                  + ["replica_status"] * len(replicas) + ["quarantine"] * len(quarantine))
         out = None
         if kinds:
-            dumps = json.dumps
-            payload = [dumps(r, separators=(",", ":")) for r in (*alerts, *partitions, *replicas,
-                                                                 *quarantine)]
+            payload = [_encode(r) for r in (*alerts, *partitions, *replicas, *quarantine)]
             out = pd.DataFrame({"kind": kinds, "payload": payload})
             phases.lap("output")
         phases.write(bucket=bucket_id, events=len(events), partitions=len(bucket.partitions),
