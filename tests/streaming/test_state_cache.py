@@ -138,5 +138,7 @@ def test_cyclic_garbage_frozen_while_alive_is_reclaimed_once_the_frozen_objects_
     monkeypatch.setattr(stateful, "_frozen_after_full", 0)           # grown since the last pass
     assert stateful.full_collection_if_grown() is True
     assert gone() is None
-    assert stateful._frozen_after_full == gc.get_freeze_count()
+    # The baseline is the freeze count right after that pass (frozen objects freed since then,
+    # by this process's other threads too, can only lower the count: never an exact match).
+    assert stateful._frozen_after_full >= gc.get_freeze_count() > 0
     gc.unfreeze()
