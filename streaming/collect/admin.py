@@ -62,7 +62,7 @@ def broker_states(registered: dict[int, bool], known: set[int]) -> dict[int, str
 
 class AdminView:
     """Polls the Admin API: `ask()` sends the requests, `changes(answers, now_ms)` turns the
-    answers into events for what changed; `poll(now_ms)` does both."""
+    answers into events for what changed."""
 
     def __init__(self, admin, cluster: str, wanted=lambda topic: True) -> None:
         self.admin, self.cluster, self.wanted = admin, cluster, wanted
@@ -126,6 +126,3 @@ class AdminView:
                 self._metadata[key] = ev
                 events.append(ev)
         return events
-
-    def poll(self, now_ms: int) -> list[dict]:
-        return self.changes(self.ask(), now_ms)
