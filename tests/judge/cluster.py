@@ -99,12 +99,6 @@ class JudgeCluster:
         self.services("clean")
         self.services("up", "--brokers", "3")
 
-    def restart(self, broker_props: dict[int, str] | None = None) -> None:
-        self.services("down")
-        for i, props in (broker_props or {}).items():
-            self.env[f"REPLMON_KAFKA_NODE_PROPS_{i}"] = props
-        self.services("up", "--brokers", "3")
-
     def restart_node_with(self, broker: int, props: str) -> None:
         """Start the (stopped) node again with extra server.properties lines."""
         self.env[f"REPLMON_KAFKA_NODE_PROPS_{broker}"] = props
