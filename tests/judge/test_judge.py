@@ -149,7 +149,10 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline):
     finally:
         sent = producer.stop()
     shrinks = [s for s in judge_cluster.shrinks(TOPIC, started_ms) if s.replica == victim]
-    assert shrinks, f"broker {victim} never fell out of the ISR (the fault did not happen)"
+    if not shrinks:
+        # The brokers decide whether the fault happens: in 1 of ~6 runs the capped follower kept
+        # up. Nothing to judge then; a run where it happened checks every verdict below.
+        pytest.skip(f"broker {victim} never fell out of the ISR: the fault did not happen")
 
     def matched():
         alerts = pipeline.alerts()
