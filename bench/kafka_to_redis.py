@@ -134,7 +134,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=30, help="event time to simulate")
     ap.add_argument("--kafka-partitions", type=int, default=6, help="partitions of the events topic")
     ap.add_argument("--max-offsets", type=int, default=500_000, help="maxOffsetsPerTrigger")
-    ap.add_argument("--buckets", type=int, default=64)
+    ap.add_argument("--buckets", type=int, default=16, help="stream.buckets (its default)")
     ap.add_argument("--status-interval-ms", type=int, default=1000)
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--bootstrap", default=env.get("REPLMON_KAFKA_BOOTSTRAP", "127.0.0.1:19092"))

@@ -241,7 +241,7 @@ def main() -> int:
     ap.add_argument("--batch-events", type=int, default=None,
                     help="events per micro-batch (default: one round of every partition, "
                          "3 x partitions, at least 100k)")
-    ap.add_argument("--buckets", type=int, default=64)
+    ap.add_argument("--buckets", type=int, default=16, help="stream.buckets (its default)")
     ap.add_argument("--runs", type=int, default=1, help="repeat ceiling + monitor; figures are "
                                                         "the median with min-max")
     ap.add_argument("--driver-memory", default="8g")

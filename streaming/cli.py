@@ -183,7 +183,9 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     from replmon.streaming.sources import file_source, kafka_options, kafka_source
     from replmon.streaming.query import start_query
     from replmon.streaming.supervise import Supervisor
+    from replmon.streaming.checkpoint import with_checkpoint_buckets
 
+    settings = with_checkpoint_buckets(settings)
     redis_sink = silences = alertmanager = None
     if settings.redis.url is not None:
         from replmon.sinks.silences import SilenceStore
