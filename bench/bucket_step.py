@@ -30,7 +30,7 @@ from replmon.streaming.contract import ARRAY_FIELDS, FIELDS
 
 T0 = 1_767_225_600_000
 INTERVAL_MS = 500
-PHASES = ("validate_and_sort", "state_load", "engine", "state_save", "output")
+PHASES = ("quarantine_and_sort", "state_load", "engine", "state_save", "output")
 
 
 class GroupStateStandIn:
@@ -87,21 +87,17 @@ def rounds(partitions: int, n: int) -> list[list[dict]]:
 
 def frame(rows: list[dict], seq0: int) -> pd.DataFrame:
     """The rows as Arrow hands them to pandas: ints with a null as float64 NaN, strings as
-    objects, arrays as "1,2,3" (streaming/parse.monitor_input)."""
-    raws = [json.dumps(r, separators=(",", ":")) for r in rows]
+    objects, arrays as "1,2,3"; valid events, so no `reason` and no `raw`
+    (streaming/parse.monitor_input)."""
     data: dict = {}
     for name in stateful.INPUT_COLUMNS:
-        if name == "raw":
-            values = raws
-        elif name == "seq":
+        if name == "seq":
             values = list(range(seq0, seq0 + len(rows)))
-        elif name == "size":
+        elif name in ("size", "raw"):
             values = [None] * len(rows)
         else:
             values = [r.get(name) for r in rows]
-        if name == "malformed":
-            data[name] = np.zeros(len(rows), dtype=bool)
-        elif FIELDS.get(name) == "int" or name in ("seq", "size"):
+        if FIELDS.get(name) == "int" or name in ("seq", "size"):
             if all(v is not None for v in values):
                 data[name] = np.array(values, dtype=np.int64)
             else:
@@ -129,7 +125,7 @@ def main() -> int:
     calls: list[dict] = []
     for _ in range(args.repeats):
         folder = tempfile.mkdtemp(prefix="replmon-bucket-step-")
-        func = stateful.make_state_func(cfg, 64, 10 ** 15, profile_dir=folder)
+        func = stateful.make_state_func(cfg, 64, profile_dir=folder)
         state = GroupStateStandIn()
         stateful._WRITTEN.clear()
         for s, f in enumerate(frames):

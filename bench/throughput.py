@@ -8,8 +8,8 @@ micro-batch, then runs:
   1. the stateless ceiling: the same files parsed, validated and counted (no state);
   2. the monitor query (parse, watermark, bucketed applyInPandasWithState, outputs collected).
 Each run prints where a batch's time goes: the stateless parse and validation of the same input
-(JVM), and the stateful step's own phases in Python (input: Arrow to pandas; validation and
-event-time sort; state load; engine; state save; output encoding), as wall time and as the
+(JVM), and the stateful step's own phases in Python (input: Arrow to pandas; quarantine of the
+rows the JVM found invalid, and event-time sort; state load; engine; state save; output encoding), as wall time and as the
 CPU time the Python threads used (less affected by other work on the machine). With --runs N
 the whole is repeated N times in one session and every figure is the median, with its min-max
 spread. The last line is one JSON object with all figures.
@@ -157,7 +157,7 @@ def p99(values: list[float]) -> float:
     return v[min(len(v) - 1, int(round(0.99 * (len(v) - 1))))]
 
 
-PHASES = ("input", "validate_and_sort", "state_load", "engine", "state_save", "output")
+PHASES = ("input", "quarantine_and_sort", "state_load", "engine", "state_save", "output")
 
 
 def read_phases(folder: Path, batches: int) -> dict:
@@ -181,7 +181,7 @@ def read_phases(folder: Path, batches: int) -> dict:
 def one_run(spark, work: Path, args, n: int) -> dict:
     from pyspark.sql import functions as F
 
-    from replmon.streaming.parse import parse_events
+    from replmon.streaming.parse import contract_reason, parse_events
     from replmon.streaming.query import monitor_outputs
     from replmon.streaming.settings import Settings
     from replmon.streaming.sources import file_source
@@ -196,7 +196,8 @@ def one_run(spark, work: Path, args, n: int) -> dict:
     def ceiling_df():
         src = file_source(spark, str(work / "in"), 1)
         parsed = parse_events(src, seq=F.col("seq"))
-        return parsed.where(~F.col("malformed")).select("ts")
+        # the same contract checks as the monitor's (parse.contract_reason), then a count
+        return parsed.where(contract_reason(settings.stream.max_future_ms).isNull()).select("ts")
 
     def monitor_df():
         return monitor_outputs(file_source(spark, str(work / "in"), 1), settings)

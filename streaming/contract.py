@@ -62,6 +62,11 @@ def malformed_reason(raw: str | None) -> str:
     return "mistyped field: a value has the wrong JSON type"
 
 
+def describe(reason: str, raw: str | None) -> str:
+    """The final reason text: a malformed record is examined to name what is wrong."""
+    return malformed_reason(raw) if reason == MALFORMED else reason
+
+
 def bounded_quarantine(record: dict) -> dict:
     """A quarantine record with its `raw` text cut to RAW_PREFIX_BYTES (UTF-8, never inside a
     character), the whole record's `size` in bytes and its `sha256` (kept when the parser set

@@ -1,22 +1,25 @@
 """Parse events (docs/events.md) in Spark SQL and route them to buckets.
 
-The JVM side does only what must happen before the shuffle: the byte checks (a record value
-arrives as bytes and becomes a string only once it is known to be valid UTF-8, within the
-maximum record size and free of NUL bytes: any other byte sequence would make a string that
-cannot cross into Python), one typed `from_json` (a record that is not JSON, or has a field of
-the wrong JSON type, comes back flagged in `_corrupt_record`), the bucket, and the event time
-for the watermark. The contract checks
-(required fields, signs, known type and state) run vectorised on the Python side
-(streaming/validate.py): as one large SQL expression referenced by several columns, they made
-the optimiser inline it again and again and run out of memory planning each micro-batch.
+Everything that decides whether a record is valid happens here, on the JVM, before the
+shuffle: the byte checks (a record value arrives as bytes and becomes a string only once it is
+known to be valid UTF-8, within the maximum record size and free of NUL bytes: any other byte
+sequence would make a string that cannot cross into Python), one typed `from_json` (a record
+that is not JSON, or has a field of the wrong JSON type, comes back flagged in
+`_corrupt_record`), and the contract checks (required fields, signs, known type and state, event
+time not too far ahead): `contract_reason`, computed once per row in a projection of its own
+and referenced from there. Then the bucket and the event time. Only a row that breaks the
+contract keeps its raw text: valid events cross into Python without it (it was about 40% of
+the bytes sent to the stateful step). streaming/validate.py is the same checks in Python, the
+reference the tests compare this with.
 """
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from replmon.streaming.contract import (ARRAY_FIELDS, BROADCAST, DEFAULT_MAX_RECORD_BYTES, FIELDS,
-                                        PARTITIONED, RAW_PREFIX_BYTES)
+from replmon.streaming.contract import (ARRAY_FIELDS, AT_LEAST_ONE, BROADCAST, BROKER_STATES,
+                                        DEFAULT_MAX_RECORD_BYTES, FIELDS, MALFORMED, NON_NEGATIVE,
+                                        PARTITIONED, RAW_PREFIX_BYTES, REQUIRED)
 
 _SQL_TYPE = {"int": "bigint", "str": "string", "ints": "array<bigint>"}
 _TYPED_SCHEMA = ", ".join(f"`{n}` {_SQL_TYPE[k]}" for n, k in FIELDS.items()) + \
@@ -62,28 +65,61 @@ def parse_events(lines: DataFrame, *, seq: Column | None = None,
                 *[F.col(f"j.{n}").alias(n) for n in FIELDS]))
 
 
+def contract_reason(max_future_ms: int) -> Column:
+    """Why a parsed row breaks the contract (docs/events.md), null when it does not: the first
+    failing check, in the order and words of streaming/validate.py (the Python reference the
+    tests compare this with). A malformed record's reason is MALFORMED: the stateful step names
+    what exactly is wrong from its raw text (contract.malformed_reason)."""
+    kind, cluster, ts = F.col("type"), F.col("cluster"), F.col("ts")
+    reason = (F.when(F.col("byte_problem").isNotNull(), F.col("byte_problem"))
+              .when(F.col("malformed"), F.lit(MALFORMED))
+              .when(kind.isNull(), F.lit("missing field: type"))
+              .when(~kind.isin(*REQUIRED), F.concat(F.lit("unknown type: "), kind))
+              .when(ts.isNull(), F.lit("missing field: ts"))
+              .when(cluster.isNull() | (cluster == ""), F.lit("missing field: cluster")))
+    for event_type, names in REQUIRED.items():
+        for name in names:
+            reason = reason.when((kind == event_type) & F.col(name).isNull(),
+                                 F.lit(f"missing field for {event_type}: {name}"))
+    for name in NON_NEGATIVE:
+        reason = reason.when(F.col(name) < 0, F.lit(f"negative {name}"))
+    for name in AT_LEAST_ONE:
+        reason = reason.when(F.col(name) < 1, F.lit(f"{name} must be at least 1"))
+    state = F.col("state")
+    reason = reason.when((kind == "broker") & state.isNotNull() & ~state.isin(*BROKER_STATES),
+                         F.concat(F.lit("unknown broker state: "), state))
+    return reason.when(ts > F.unix_millis(F.current_timestamp()) + F.lit(max_future_ms),
+                       F.concat(F.lit("event time "), ts.cast("string"),
+                                F.lit(f" is more than {max_future_ms} ms ahead of the wall clock")))
+
+
 def monitor_input(parsed: DataFrame, buckets: int, max_future_ms: int) -> DataFrame:
-    """Rows for the stateful step, with their bucket and event time.
+    """Rows for the stateful step, with their bucket, event time and `reason`: why the row
+    breaks the contract, null for a valid event.
 
     A partition's events go to one bucket; broker and heartbeat events concern the whole
-    cluster and go to every bucket. Anything else (malformed records, unknown types) is hashed
-    to one bucket and quarantined there. Only well-formed events whose time is not beyond
-    `max_future_ms` from the wall clock get an event time, so a bad record can never move the
-    watermark.
+    cluster and go to every bucket. A row that breaks the contract is hashed to one bucket and
+    quarantined there, once; it alone keeps its `raw` text (what quarantine shows): a valid
+    event's raw text is dropped here, before the shuffle, so the bulk of the input crosses into
+    Python without it. Only valid events get an event time (a record from too far in the future
+    is not valid), so a bad record can never move the watermark.
     """
-    ok = ~F.col("malformed")
-    broadcast = ok & F.col("type").isin(*BROADCAST) & F.col("cluster").isNotNull()
+    # `reason` is computed in a projection of its own and referenced from there (the optimiser
+    # keeps a non-trivial expression that is used several times in its own projection).
+    checked = parsed.withColumn("reason", contract_reason(max_future_ms))
+    ok = F.col("reason").isNull()
+    broadcast = ok & F.col("type").isin(*BROADCAST)
     every = F.sequence(F.lit(0).cast("bigint"), F.lit(buckets - 1).cast("bigint"))
     one = F.array(F.pmod(F.xxhash64("cluster", "topic", "partition", "type"), F.lit(buckets)))
-    one = F.when(F.col("type").isin(*PARTITIONED),
+    one = F.when(ok & F.col("type").isin(*PARTITIONED),
                  F.array(F.pmod(F.xxhash64("cluster", "topic", "partition"), F.lit(buckets))))\
         .otherwise(one)
-    in_time = F.col("ts") <= F.unix_millis(F.current_timestamp()) + F.lit(max_future_ms)
     # Array columns cross into pandas two orders of magnitude slower than strings (measured:
     # 500k rows with them 150 s, without 7 s), so they travel as "1,2,3".
     for name in ARRAY_FIELDS:
-        parsed = parsed.withColumn(name, F.array_join(F.col(name).cast("array<string>"), ","))
-    return (parsed
+        checked = checked.withColumn(name, F.array_join(F.col(name).cast("array<string>"), ","))
+    return (checked
+            .withColumn("raw", F.when(~ok, F.col("raw")))
             .withColumn("bucket", F.explode(F.when(broadcast, every).otherwise(one)))
             .withColumn("bucket", F.col("bucket").cast("int"))
-            .withColumn("event_time", F.when(ok & in_time, F.timestamp_millis(F.col("ts")))))
+            .withColumn("event_time", F.when(ok, F.timestamp_millis(F.col("ts")))))

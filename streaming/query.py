@@ -22,8 +22,7 @@ def monitor_outputs(source: DataFrame, settings: Settings) -> DataFrame:
     rows = (monitor_input(parsed, stream.buckets, stream.max_future_ms)
             .withWatermark("event_time", f"{stream.watermark_delay_ms} milliseconds")
             .select("bucket", "event_time", *INPUT_COLUMNS))
-    func = make_state_func(settings.monitor_config(), stream.buckets, stream.max_future_ms,
-                           profile_dir=stream.profile_dir)
+    func = make_state_func(settings.monitor_config(), stream.buckets, profile_dir=stream.profile_dir)
     return rows.groupBy("bucket").applyInPandasWithState(
         func, OUTPUT_SCHEMA, STATE_SCHEMA, "append", "EventTimeTimeout")
 

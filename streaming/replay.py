@@ -114,11 +114,11 @@ def replay_rows(events: DataFrame, settings: Settings, window: Window,
     spark = events.sparkSession
     rows = monitor_input(events, stream.buckets, stream.max_future_ms).select("bucket", *INPUT_COLUMNS)
     ids = spark.createDataFrame([(v.variant_id,) for v in variants], "variant int")
-    func = make_replay_func(variants, window, stream.buckets, stream.max_future_ms)
+    func = make_replay_func(variants, window, stream.buckets)
     return rows.crossJoin(F.broadcast(ids)).groupBy("variant", "bucket").applyInPandas(func, REPLAY_SCHEMA)
 
 
-def make_replay_func(variants: list[Variant], window: Window, buckets: int, max_future_ms: int):
+def make_replay_func(variants: list[Variant], window: Window, buckets: int):
     by_id = {v.variant_id: v for v in variants}
 
     def func(key, pdf):  # (no type hints: applyInPandas would try to infer an eval type from them)
@@ -127,9 +127,7 @@ def make_replay_func(variants: list[Variant], window: Window, buckets: int, max_
         for name in variant.ignore_event_fields:
             pdf[name] = float("nan")   # as a null int column arrives from Arrow
         quarantine: list = []
-        events = events_from_frames([pdf[INPUT_COLUMNS]], quarantine, bucket_id=bucket_id,
-                                    buckets=buckets, now_ms=int(time.time() * 1000),
-                                    max_future_ms=max_future_ms)
+        events = events_from_frames([pdf[INPUT_COLUMNS]], quarantine)
         out = run_bucket(events, variant, window, Bucket(bucket_id, buckets), sample=variant.variant_id == 0)
         out["quarantine"] = quarantine + out["quarantine"] if variant.variant_id == 0 else []
         kinds, payloads = [], []

@@ -18,15 +18,16 @@ from typing import Iterable, Iterator
 import numpy as np
 import pandas as pd
 
-from replmon.state.bucket import EVENT_FIELDS, Bucket, owner_bucket
+from replmon.state.bucket import EVENT_FIELDS, Bucket
 from replmon.state.codec import TAG_BYTES, decode, encode, tag_of
-from replmon.streaming.contract import ARRAY_FIELDS, BROADCAST, bounded_quarantine
-from replmon.streaming.validate import describe, invalid_reasons
+from replmon.streaming.contract import ARRAY_FIELDS, bounded_quarantine, describe
 from replmon.state.monitor import MonitorConfig
 
 OUTPUT_SCHEMA = "kind string, payload string"
 STATE_SCHEMA = "blob binary"
-INPUT_COLUMNS = [f for f in EVENT_FIELDS] + ["seq", "malformed", "byte_problem", "size", "sha256"]
+# `reason` (parse.contract_reason) is null for a valid event, whose `raw` is null too; `size` and
+# `sha256` are set only for a record whose bytes could not be read as text.
+INPUT_COLUMNS = [f for f in EVENT_FIELDS] + ["seq", "reason", "size", "sha256"]
 # json.dumps(r, separators=...) builds an encoder per call: one, made once, is a quarter faster
 # (the output of a batch whose partitions all report a status is hundreds of thousands of rows).
 _encode = json.JSONEncoder(separators=(",", ":")).encode
@@ -71,28 +72,21 @@ def _column(pdf: pd.DataFrame, name: str) -> Iterable:
     return values.tolist()
 
 
-def events_from_frames(frames: Iterator[pd.DataFrame], quarantine: list, *, bucket_id: int,
-                       buckets: int, now_ms: int, max_future_ms: int) -> list[tuple]:
-    """All input rows of one call, as EVENT_FIELDS tuples in event-time order. Records that
-    break the contract are appended to `quarantine` instead (once: a cluster-wide record that
-    was delivered to every bucket is reported by its cluster's owner bucket only)."""
+def events_from_frames(frames: Iterator[pd.DataFrame], quarantine: list) -> list[tuple]:
+    """All input rows of one call, as EVENT_FIELDS tuples in event-time order. Rows the parser
+    found to break the contract (`reason` set; parse.contract_reason) are appended to
+    `quarantine` instead, with their raw text and the reason."""
     frames = [f for f in frames if len(f)]
     if not frames:
         return []
     pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    reasons = invalid_reasons(pdf, now_ms, max_future_ms)
-    invalid = reasons != None  # noqa: E711 (element-wise)
+    reasons = pdf["reason"].to_numpy(dtype=object)
+    invalid = pd.notna(reasons)
     if invalid.any():
         bad = pdf[invalid]
-        sizes = _column(bad, "size") if "size" in bad else [None] * len(bad)
-        digests = _column(bad, "sha256") if "sha256" in bad else [None] * len(bad)
-        for raw, reason, kind, cluster, ts, malformed, size, digest in zip(
-                bad["raw"].tolist(), reasons[invalid].tolist(), bad["type"].tolist(),
-                _column(bad, "cluster"), _column(bad, "ts"), bad["malformed"].tolist(),
-                sizes, digests):
-            broadcast = kind in BROADCAST and cluster is not None and not malformed
-            if broadcast and owner_bucket(cluster, buckets) != bucket_id:
-                continue
+        for raw, reason, cluster, ts, size, digest in zip(
+                bad["raw"].tolist(), reasons[invalid].tolist(), _column(bad, "cluster"),
+                _column(bad, "ts"), _column(bad, "size"), _column(bad, "sha256")):
             quarantine.append(bounded_quarantine(
                 {"raw": raw, "reason": describe(reason, raw), "stage": "parse",
                  "cluster": cluster, "ts": ts, "size": size, "sha256": digest}))
@@ -208,8 +202,7 @@ def full_collection_if_grown() -> bool:
     return True
 
 
-def make_state_func(cfg: MonitorConfig, buckets: int, max_future_ms: int,
-                    profile_dir: str | None = None):
+def make_state_func(cfg: MonitorConfig, buckets: int, profile_dir: str | None = None):
     """The function handed to applyInPandasWithState (closes over plain config only)."""
 
     def func(key, frames, state) -> Iterator[pd.DataFrame]:
@@ -228,10 +221,8 @@ def make_state_func(cfg: MonitorConfig, buckets: int, max_future_ms: int,
         if not state.hasTimedOut:
             frames = [f for f in frames if len(f)]
             phases.lap("input")
-            events = events_from_frames(frames, quarantine, bucket_id=bucket_id, buckets=buckets,
-                                        now_ms=int(time.time() * 1000),
-                                        max_future_ms=max_future_ms)
-            phases.lap("validate_and_sort")
+            events = events_from_frames(frames, quarantine)
+            phases.lap("quarantine_and_sort")
         bucket = load_bucket(state, cfg, bucket_id, buckets)
         phases.lap("state_load")
         stage = len(quarantine)

@@ -1,7 +1,8 @@
-"""The contract checks (docs/events.md), vectorised over one pandas frame of parsed events.
-
-Runs inside the stateful step (no Spark here). Each check is a numpy mask; the first failing
-check of a row is its quarantine reason.
+"""The contract checks (docs/events.md) in Python, vectorised over a pandas frame of parsed
+events: the reference for the JVM's checks (parse.contract_reason, which the query runs), which
+tests compare with it row by row, and the checks of the tests' Spark-free drivers
+(tests/faults/replay.py). Each check is a numpy mask; the first failing check of a row is its
+quarantine reason.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from replmon.streaming.contract import (AT_LEAST_ONE, BROKER_STATES, MALFORMED, NON_NEGATIVE,
-                                REQUIRED, malformed_reason)
+                                        REQUIRED)
 
 
 def _num(pdf: pd.DataFrame, name: str) -> np.ndarray:
@@ -66,8 +67,3 @@ def invalid_reasons(pdf: pd.DataFrame, now_ms: int, max_future_ms: int) -> np.nd
         if mask.any():
             reasons[mask] = reason[mask] if isinstance(reason, np.ndarray) else reason
     return reasons
-
-
-def describe(reason: str, raw: str) -> str:
-    """The final reason text: a malformed record is examined to name what is wrong."""
-    return malformed_reason(raw) if reason == MALFORMED else reason

@@ -1,6 +1,8 @@
 """Drive the engine as the streaming query does, with the input cut into micro-batches any way
-a test likes (no Spark): each batch goes through the real adapter (`events_from_frames`:
-validation, then event-time order) into the buckets, then the end-of-batch `advance`."""
+a test likes (no Spark): each batch is checked by the contract checks' Python reference
+(streaming/validate.py; the query runs the same checks on the JVM) and goes through the real
+adapter (`events_from_frames`: quarantine, then event-time order) into the buckets, then the
+end-of-batch `advance`."""
 from __future__ import annotations
 
 import zlib
@@ -11,6 +13,7 @@ from replmon.state.bucket import EVENT_FIELDS, Bucket
 from replmon.state.monitor import MonitorConfig
 from replmon.streaming.contract import ARRAY_FIELDS, BROADCAST, FIELDS
 from replmon.streaming.simulator.events import encode
+from replmon.streaming.validate import invalid_reasons
 
 INT_FIELDS = [name for name, kind in FIELDS.items() if kind == "int" and name in EVENT_FIELDS]
 NOW_MS = 1 << 52  # wall clock for the future check: far after any test event
@@ -28,13 +31,17 @@ def _frame(events: list[dict], seqs: list[int]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=[*EVENT_FIELDS, "seq", "malformed"])
     for name in INT_FIELDS:  # as Arrow hands them to pandas: float with NaN where null
         frame[name] = pd.to_numeric(frame[name]).astype("float64")
+    frame["reason"] = invalid_reasons(frame, NOW_MS, 3_600_000)
+    frame[["size", "sha256"]] = None
     return frame
 
 
-def bucket_of(event: dict, buckets: int) -> list[int]:
-    if event["type"] in BROADCAST:
+def bucket_of(event: dict, buckets: int, valid: bool) -> list[int]:
+    """As parse.monitor_input routes: a valid cluster-wide event to every bucket, anything else
+    to one."""
+    if valid and event["type"] in BROADCAST:
         return list(range(buckets))
-    key = f"{event['cluster']}/{event['topic']}/{event['partition']}".encode()
+    key = f"{event.get('cluster')}/{event.get('topic')}/{event.get('partition')}".encode()
     return [zlib.crc32(key) % buckets]
 
 
@@ -48,8 +55,9 @@ def run_batches(batches: list[list[dict]], cfg: MonitorConfig, buckets: int = 4)
     seq = 0
     for batch in batches:
         per_bucket: dict[int, tuple[list, list]] = {}
-        for e in batch:
-            for b in bucket_of(e, buckets):
+        reasons = _frame(batch, list(range(len(batch))))["reason"].tolist() if batch else []
+        for e, reason in zip(batch, reasons):
+            for b in bucket_of(e, buckets, reason is None):
                 evs, seqs = per_bucket.setdefault(b, ([], []))
                 evs.append(e)
                 seqs.append(seq)
@@ -57,9 +65,7 @@ def run_batches(batches: list[list[dict]], cfg: MonitorConfig, buckets: int = 4)
         for b, bucket in state.items():
             if b in per_bucket:
                 evs, seqs = per_bucket[b]
-                events = events_from_frames([_frame(evs, seqs)], quarantine, bucket_id=b,
-                                            buckets=buckets, now_ms=NOW_MS,
-                                            max_future_ms=3_600_000)
+                events = events_from_frames([_frame(evs, seqs)], quarantine)
                 bucket.process(events, cfg, alerts, quarantine)
             bucket.advance(cfg, alerts)
     return alerts, quarantine

@@ -1,6 +1,7 @@
 """The stateful adapter's input side (streaming/stateful.events_from_frames): columns as Arrow
 hands them to pandas become EVENT_FIELDS tuples in event-time order, nulls as None, whatever
-mix of null and non-null a column holds; contract breaches go to quarantine. No Spark."""
+mix of null and non-null a column holds; rows the parser found to break the contract go to
+quarantine with their raw text and reason. No Spark."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,9 +21,7 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
     data = {}
     for name in INPUT_COLUMNS:
         values = [r.get(name) for r in rows]
-        if name == "malformed":
-            data[name] = np.array([bool(v) for v in values])
-        elif FIELDS.get(name) == "int" or name in ("seq", "size"):
+        if FIELDS.get(name) == "int" or name in ("seq", "size"):
             if all(isinstance(v, int) for v in values):
                 data[name] = np.array(values, dtype=np.int64)
             else:
@@ -55,8 +54,7 @@ ROWS = [
 
 def test_columns_become_event_tuples_in_event_time_order_with_nulls_as_none():
     quarantine: list = []
-    got = events_from_frames([_frame([r for r, _ in ROWS])], quarantine, bucket_id=0, buckets=1,
-                             now_ms=T + 10_000, max_future_ms=60_000)
+    got = events_from_frames([_frame([r for r, _ in ROWS])], quarantine)
     fetch, append, metadata, heartbeat = (dict(r) for r, _ in ROWS)
     metadata.update(replicas=(1, 2, 3), isr=(1, 2), adding_replicas=())
     assert got == [_expected(metadata), _expected(append), _expected(fetch), _expected(heartbeat)]
@@ -67,10 +65,13 @@ def test_columns_become_event_tuples_in_event_time_order_with_nulls_as_none():
 
 def test_a_row_that_breaks_the_contract_is_quarantined_with_its_raw_text_and_the_rest_go_on():
     bad = {"type": "fetch", "ts": T + 3, "cluster": "c", "topic": "t", "partition": 0,
-           "replica": 2, "leader_leo": 10, "raw": "{\"no\": \"fetch_offset\"}", "seq": 4}
+           "replica": 2, "leader_leo": 10, "raw": "{\"no\": \"fetch_offset\"}", "seq": 4,
+           "reason": "missing field for fetch: fetch_offset"}
+    malformed = {"raw": '{"type": "fetch", "ts": "soon"}', "reason": "malformed", "seq": 5}
     quarantine: list = []
-    got = events_from_frames([_frame([ROWS[1][0], bad])], quarantine, bucket_id=0, buckets=1,
-                             now_ms=T + 10_000, max_future_ms=60_000)
+    got = events_from_frames([_frame([ROWS[1][0], bad, malformed])], quarantine)
     assert got == [_expected(ROWS[1][0])]
-    assert [(q["raw"], q["reason"], q["stage"]) for q in quarantine] == \
-        [(bad["raw"], "missing field for fetch: fetch_offset", "parse")]
+    assert [(q["raw"], q["reason"], q["stage"], q["ts"]) for q in quarantine] == [
+        (bad["raw"], "missing field for fetch: fetch_offset", "parse", T + 3),
+        # the parser's mark is turned into what exactly is wrong
+        (malformed["raw"], "mistyped field: ts is not an integer", "parse", None)]

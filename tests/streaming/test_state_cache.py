@@ -101,7 +101,7 @@ def test_the_engine_makes_no_reference_cycles_so_freezing_what_a_call_keeps_leak
 
 def test_a_call_leaves_the_collector_as_it_found_it_and_its_objects_frozen():
     state = FakeState()
-    func = stateful.make_state_func(CFG, 8, 60_000)
+    func = stateful.make_state_func(CFG, 8)
     state.hasTimedOut = False
     state.getCurrentWatermarkMs = lambda: 0
     state.setTimeoutTimestamp = lambda t: None

@@ -1,0 +1,90 @@
+"""The contract checks the query runs on the JVM (parse.contract_reason) give, row by row, the
+reason of their Python reference (streaming/validate.invalid_reasons): on a case of every check
+and on seeded random damage to valid events of every type."""
+from __future__ import annotations
+
+import json
+import random
+import time
+
+import pytest
+
+from replmon.streaming.contract import AT_LEAST_ONE, FIELDS, NON_NEGATIVE, REQUIRED
+from replmon.streaming.parse import contract_reason, parse_events
+from replmon.streaming.validate import invalid_reasons
+
+pytestmark = pytest.mark.spark
+
+T = 1_767_225_600_000
+MAX_FUTURE_MS = 3_600_000
+VALID = {
+    "fetch": {"type": "fetch", "ts": T, "cluster": "c", "topic": "t", "partition": 1, "replica": 2,
+              "fetch_offset": 10, "leader_leo": 12, "leader_epoch": 3, "broker_epoch": 7,
+              "log_start_offset": 0},
+    "append": {"type": "append", "ts": T, "cluster": "c", "topic": "t", "partition": 1,
+               "leader_leo": 12},
+    "metadata": {"type": "metadata", "ts": T, "cluster": "c", "topic": "t", "partition": 1,
+                 "leader": 1, "leader_epoch": 3, "replicas": [1, 2, 3], "isr": [1, 2],
+                 "hw": 10, "min_insync_replicas": 2, "replica_lag_time_max_ms": 30000},
+    "broker": {"type": "broker", "ts": T, "cluster": "c", "broker": 3, "state": "fenced",
+               "broker_epoch": 9},
+    "heartbeat": {"type": "heartbeat", "ts": T, "cluster": "c"},
+}
+
+
+def _cases() -> list:
+    """Records (bytes, None for no value): every check failing on its own, then random damage."""
+    cases = [json.dumps(e).encode() for e in VALID.values()]
+    one = lambda e, **kw: json.dumps({**e, **kw}).encode()  # noqa: E731
+    for kind, event in VALID.items():
+        for name in ("type", "ts", "cluster", *REQUIRED[kind]):
+            cases.append(json.dumps({k: v for k, v in event.items() if k != name}).encode())
+        cases.append(one(event, cluster=""))
+        cases.append(one(event, ts=int(time.time() * 1000) + 100 * MAX_FUTURE_MS))
+        for name in (*NON_NEGATIVE, *AT_LEAST_ONE):
+            cases.append(one(event, **{name: -1 if name in NON_NEGATIVE else 0}))
+    cases += [one(VALID["broker"], state="asleep"), one(VALID["heartbeat"], type="gossip"),
+              one(VALID["fetch"], ts="soon"), one(VALID["metadata"], isr=[1, "2"]),
+              b'[1, 2]', b'{"type": "fetch", ', None, b'', b'{"cluster": "a\x00b"}', b'\xff\xfe',
+              one(VALID["broker"], state=None), one(VALID["fetch"], fetch_offset=2 ** 63)]
+    rng = random.Random(13)
+    ints = [n for n, k in FIELDS.items() if k == "int"]
+    for _ in range(600):
+        event = dict(rng.choice(list(VALID.values())))
+        for _ in range(rng.randint(1, 3)):
+            name = rng.choice(list(FIELDS))
+            action = rng.random()
+            if action < 0.35:
+                event.pop(name, None)
+            elif action < 0.7 and name in ints:
+                event[name] = rng.choice([-1, 0, 1, -(2 ** 40)])
+            elif action < 0.8:
+                event[name] = None
+            elif action < 0.9:
+                event["type"] = rng.choice([*REQUIRED, "x", ""])
+            else:
+                event[name] = rng.choice(["", "fenced", "running", [1], 2.5, True])
+        cases.append(json.dumps(event).encode())
+    return cases
+
+
+def test_the_jvm_checks_give_the_python_references_reason_for_every_row(spark):
+    cases = _cases()
+    values = spark.createDataFrame([(c,) for c in cases], "value binary")
+    parsed = parse_events(values, max_record_bytes=4096)
+    pdf = parsed.select("*", contract_reason(MAX_FUTURE_MS).alias("jvm_reason")).toPandas()
+    python = invalid_reasons(pdf, int(time.time() * 1000), MAX_FUTURE_MS)
+    assert len(pdf) == len(cases)
+    mismatches = [(raw, jvm, py) for raw, jvm, py in zip(pdf["raw"], pdf["jvm_reason"], python)
+                  if jvm != py]
+    assert not mismatches, mismatches[:5]
+    reasons = set(pdf["jvm_reason"].dropna())
+    # the corpus reaches every kind of check, and valid events stay valid
+    assert pdf["jvm_reason"].isna().sum() >= len(VALID)
+    for expected in ("malformed", "missing field: type", "unknown type: gossip", "missing field: ts",
+                     "missing field: cluster", "missing field for fetch: fetch_offset",
+                     "negative partition", "min_insync_replicas must be at least 1",
+                     "unknown broker state: asleep", "empty record: no value",
+                     "contains a NUL byte", "not valid UTF-8"):
+        assert expected in reasons, expected
+    assert any(r.startswith("event time ") and r.endswith("ahead of the wall clock") for r in reasons)
