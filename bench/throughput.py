@@ -187,6 +187,7 @@ def one_run(spark, work: Path, args, n: int) -> dict:
     from pyspark.sql import functions as F
 
     from replmon.streaming.parse import contract_reason, parse_events
+    from replmon.streaming.checkpoint import balanced_keys
     from replmon.streaming.query import monitor_outputs
     from replmon.streaming.settings import Settings
     from replmon.streaming.sources import file_source
@@ -206,8 +207,11 @@ def one_run(spark, work: Path, args, n: int) -> dict:
         # JSON parser into every check)
         return parsed.select(contract_reason(settings.stream.max_future_ms).isNull().alias("ok"))
 
+    # bucket keys as start_query gives a new checkpoint: spread evenly over the shuffle partitions
+    keys = balanced_keys(args.buckets, int(spark.conf.get("spark.sql.shuffle.partitions")))
+
     def monitor_df():
-        return monitor_outputs(file_source(spark, str(work / "in"), 1), settings)
+        return monitor_outputs(file_source(spark, str(work / "in"), 1), settings, keys)
 
     c_dur, c_rows, _, _ = run_query(spark, ceiling_df, work, f"ceiling{n}")
     ceiling = c_rows / (sum(c_dur) / 1000)

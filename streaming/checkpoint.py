@@ -1,10 +1,18 @@
-"""What replmon records beside Spark's checkpoint: the bucket count its state was written with.
+"""What replmon records beside Spark's checkpoint: the bucket count its state was written with,
+and the grouping key of each bucket.
 
 The state format (state/codec.py) refuses a bucket count other than the one it was written with
 (partitions would hash to other buckets and lose their state). A run that does not set
 `stream.buckets` therefore takes the count from the checkpoint it continues: from the marker
 file this module writes, or, for a checkpoint written before the marker existed, the default
 of those versions (64). A run that sets it keeps it, and the state format refuses a mismatch.
+
+Keys: Spark sends a group to shuffle partition pmod(murmur3(key), partitions), so buckets keyed
+0..n-1 land unevenly (16 buckets on 2 partitions: 7 and 9; the task with 9 sets the batch's
+pace). A new checkpoint keys bucket b with the smallest unused int that Spark sends to
+partition b mod partitions, and records the keys: state is keyed by them, so they never change
+for that checkpoint. Checkpoints written before keys were recorded, and remote ones, keep
+key = bucket id.
 """
 from __future__ import annotations
 
@@ -26,6 +34,65 @@ def local_path(checkpoint_dir: str) -> Path | None:
     return None
 
 
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+
+def spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark's Murmur3Hash of one int column (Murmur3_x86_32.hashInt), as a signed int."""
+    k1 = (value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF
+    k1 = _rotl(k1, 15) * 0x1B873593 & 0xFFFFFFFF
+    h1 = _rotl(seed ^ k1, 13)
+    h1 = (h1 * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & 0xFFFFFFFF
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & 0xFFFFFFFF
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
+
+
+def spark_partition(key: int, partitions: int) -> int:
+    """The shuffle partition Spark's hash partitioning gives an int grouping key."""
+    return spark_hash_int(key) % partitions
+
+
+def balanced_keys(buckets: int, partitions: int) -> list[int]:
+    """A grouping key per bucket such that bucket b lands in shuffle partition b % partitions."""
+    keys: list[int] = []
+    candidate = 0
+    by_partition: dict[int, list[int]] = {}
+    for b in range(buckets):
+        want = b % partitions
+        while not by_partition.get(want):
+            by_partition.setdefault(spark_partition(candidate, partitions), []).append(candidate)
+            candidate += 1
+        keys.append(by_partition[want].pop(0))
+    return keys
+
+
+def bucket_keys(checkpoint_dir: str, buckets: int, partitions: int) -> list[int]:
+    """The grouping key of each bucket for the query with this checkpoint (see the module's
+    docstring); a new local checkpoint gets balanced keys, recorded in its marker."""
+    identity = list(range(buckets))
+    folder = local_path(checkpoint_dir)
+    if folder is None:
+        return identity
+    marker = folder / MARKER
+    doc = json.loads(marker.read_text()) if marker.is_file() else {}
+    if "bucket_keys" in doc:
+        keys = [int(k) for k in doc["bucket_keys"]]
+        # another count is refused by the state format at the first batch, with what to do
+        return keys if len(keys) == buckets else identity
+    if doc or written_buckets(folder) is not None:
+        return identity           # state written before keys were recorded is keyed by bucket id
+    keys = balanced_keys(buckets, partitions)
+    folder.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"buckets": buckets, "bucket_keys": keys}) + "\n")
+    return keys
+
+
 def written_buckets(folder: Path) -> int | None:
     """The bucket count the checkpoint in `folder` was written with, None for a new checkpoint."""
     marker = folder / MARKER
@@ -39,17 +106,18 @@ def written_buckets(folder: Path) -> int | None:
 
 def with_checkpoint_buckets(settings):
     """`settings` with the bucket count of the checkpoint it continues when the run did not set
-    one; records the count in the checkpoint folder. Remote checkpoints are left as they are
-    (set stream.buckets there: docs/design.md)."""
+    one. A checkpoint from before the marker gets one saying it was written with the old
+    default. (A new checkpoint's marker is written with its keys: `bucket_keys`.) Remote
+    checkpoints are left as they are (set stream.buckets there: docs/design.md)."""
     folder = local_path(settings.checkpoint_dir)
     if folder is None:
         return settings
     written = written_buckets(folder)
-    if written is not None and "buckets" not in settings.stream.model_fields_set:
+    if written is None:
+        return settings
+    if "buckets" not in settings.stream.model_fields_set:
         stream = settings.stream.model_copy(update={"buckets": written})
         settings = settings.model_copy(update={"stream": stream})
-    if written is None or not (folder / MARKER).is_file():
-        if written is None or written == settings.stream.buckets:
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / MARKER).write_text(json.dumps({"buckets": settings.stream.buckets}) + "\n")
+    if not (folder / MARKER).is_file() and written == settings.stream.buckets:
+        (folder / MARKER).write_text(json.dumps({"buckets": written}) + "\n")
     return settings

@@ -93,9 +93,18 @@ def contract_reason(max_future_ms: int) -> Column:
                                 F.lit(f" is more than {max_future_ms} ms ahead of the wall clock")))
 
 
-def monitor_input(parsed: DataFrame, buckets: int, max_future_ms: int) -> DataFrame:
+def _keyed(bucket: Column, keys: list[int] | None) -> Column:
+    """The grouping key (int) of a bucket number (bigint, 0-based)."""
+    if keys is None or keys == list(range(len(keys))):
+        return bucket.cast("int")
+    return F.element_at(F.array(*[F.lit(int(k)) for k in keys]), (bucket + 1).cast("int"))
+
+
+def monitor_input(parsed: DataFrame, buckets: int, max_future_ms: int,
+                  keys: list[int] | None = None) -> DataFrame:
     """Rows for the stateful step, with their bucket, event time and `reason`: why the row
-    breaks the contract, null for a valid event.
+    breaks the contract, null for a valid event. The `bucket` column holds each bucket's
+    grouping key: `keys[b]` for bucket b (streaming/checkpoint.bucket_keys), else b itself.
 
     A partition's events go to one bucket; broker and heartbeat events concern the whole
     cluster and go to every bucket. A row that breaks the contract is hashed to one bucket and
@@ -121,5 +130,5 @@ def monitor_input(parsed: DataFrame, buckets: int, max_future_ms: int) -> DataFr
     return (checked
             .withColumn("raw", F.when(~ok, F.col("raw")))
             .withColumn("bucket", F.explode(F.when(broadcast, every).otherwise(one)))
-            .withColumn("bucket", F.col("bucket").cast("int"))
+            .withColumn("bucket", _keyed(F.col("bucket"), keys))
             .withColumn("event_time", F.when(ok, F.timestamp_millis(F.col("ts")))))

@@ -202,8 +202,11 @@ def full_collection_if_grown() -> bool:
     return True
 
 
-def make_state_func(cfg: MonitorConfig, buckets: int, profile_dir: str | None = None):
-    """The function handed to applyInPandasWithState (closes over plain config only)."""
+def make_state_func(cfg: MonitorConfig, buckets: int, profile_dir: str | None = None,
+                    keys: list[int] | None = None):
+    """The function handed to applyInPandasWithState (closes over plain config only). `keys`:
+    the grouping key of each bucket (parse.monitor_input), None when the key is the bucket."""
+    bucket_of_key = {int(k): b for b, k in enumerate(keys)} if keys is not None else None
 
     def func(key, frames, state) -> Iterator[pd.DataFrame]:
         with quiet_collector():
@@ -213,7 +216,7 @@ def make_state_func(cfg: MonitorConfig, buckets: int, profile_dir: str | None = 
 
     def step(key, frames, state) -> pd.DataFrame | None:
         phases = Phases(profile_dir)
-        bucket_id = int(key[0])
+        bucket_id = int(key[0]) if bucket_of_key is None else bucket_of_key[int(key[0])]
         alerts: list = []
         quarantine: list = []
         watermark = state.getCurrentWatermarkMs()

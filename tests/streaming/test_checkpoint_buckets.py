@@ -1,10 +1,15 @@
 """The bucket count a run uses with a checkpoint (streaming/checkpoint.py): unset, it is the count
-the checkpoint was written with, so a changed default never strands an existing checkpoint."""
+the checkpoint was written with, so a changed default never strands an existing checkpoint; and
+each bucket's grouping key: spread evenly over Spark's shuffle partitions for a new checkpoint,
+recorded, and the bucket number itself for state written before keys were recorded."""
 from __future__ import annotations
 
 import json
 
-from replmon.streaming.checkpoint import LEGACY_DEFAULT_BUCKETS, MARKER, with_checkpoint_buckets
+import pytest
+
+from replmon.streaming.checkpoint import (LEGACY_DEFAULT_BUCKETS, MARKER, balanced_keys,
+                                          bucket_keys, spark_partition, with_checkpoint_buckets)
 from replmon.streaming.settings import Settings
 
 
@@ -12,15 +17,21 @@ def _settings(checkpoint, **stream) -> Settings:
     return Settings(spark={"checkpoint_dir": str(checkpoint)}, stream=stream)
 
 
-def test_a_new_checkpoint_records_the_runs_count(tmp_path):
+def test_a_new_checkpoint_records_the_runs_count_and_balanced_keys(tmp_path):
     default = Settings().stream.buckets
-    got = with_checkpoint_buckets(_settings(tmp_path / "ck"))
-    assert got.stream.buckets == default
-    assert json.loads((tmp_path / "ck" / MARKER).read_text()) == {"buckets": default}
+    settings = with_checkpoint_buckets(_settings(tmp_path / "ck"))
+    assert settings.stream.buckets == default
+    keys = bucket_keys(settings.checkpoint_dir, default, 2)
+    assert json.loads((tmp_path / "ck" / MARKER).read_text()) == {"buckets": default,
+                                                                  "bucket_keys": keys}
+    assert [spark_partition(k, 2) for k in keys] == [b % 2 for b in range(default)]
+    assert len(set(keys)) == default
+    # the recorded keys stand, whatever the shuffle partitions of a later run
+    assert bucket_keys(settings.checkpoint_dir, default, 4) == keys
 
 
 def test_an_unset_count_follows_the_marker(tmp_path):
-    with_checkpoint_buckets(_settings(tmp_path, buckets=5))
+    bucket_keys(str(tmp_path), 5, 2)
     assert with_checkpoint_buckets(_settings(tmp_path)).stream.buckets == 5
 
 
@@ -30,13 +41,16 @@ def test_a_checkpoint_from_before_the_marker_was_written_with_the_old_default(tm
     got = with_checkpoint_buckets(_settings(tmp_path))
     assert got.stream.buckets == LEGACY_DEFAULT_BUCKETS != Settings().stream.buckets
     assert json.loads((tmp_path / MARKER).read_text()) == {"buckets": LEGACY_DEFAULT_BUCKETS}
+    # its state is keyed by bucket number
+    assert bucket_keys(str(tmp_path), LEGACY_DEFAULT_BUCKETS, 2) == list(range(LEGACY_DEFAULT_BUCKETS))
 
 
 def test_a_set_count_is_kept_and_the_marker_is_not_rewritten(tmp_path):
     # a mismatch is refused by the state format, with what to do (test_checkpoint_format.py)
-    with_checkpoint_buckets(_settings(tmp_path, buckets=4))
+    keys = bucket_keys(str(tmp_path), 4, 2)
     assert with_checkpoint_buckets(_settings(tmp_path, buckets=8)).stream.buckets == 8
-    assert json.loads((tmp_path / MARKER).read_text()) == {"buckets": 4}
+    assert bucket_keys(str(tmp_path), 8, 2) == list(range(8))
+    assert json.loads((tmp_path / MARKER).read_text()) == {"buckets": 4, "bucket_keys": keys}
     (tmp_path / MARKER).unlink()
     (tmp_path / "offsets").mkdir()
     (tmp_path / "offsets" / "0").write_text("v1\n")
@@ -47,3 +61,22 @@ def test_a_set_count_is_kept_and_the_marker_is_not_rewritten(tmp_path):
 def test_a_remote_checkpoint_is_left_to_the_settings(tmp_path):
     settings = Settings(spark={"checkpoint_dir": "s3a://bucket/replmon"})
     assert with_checkpoint_buckets(settings) is settings
+    assert bucket_keys("s3a://bucket/replmon", 16, 2) == list(range(16))
+
+
+@pytest.mark.parametrize("buckets,partitions", [(16, 2), (16, 4), (7, 3), (64, 8), (3, 5)])
+def test_balanced_keys_put_the_same_number_of_buckets_in_each_partition(buckets, partitions):
+    keys = balanced_keys(buckets, partitions)
+    assert len(set(keys)) == buckets
+    assert [spark_partition(k, partitions) for k in keys] == [b % partitions for b in range(buckets)]
+
+
+@pytest.mark.spark
+def test_the_partition_computed_here_is_the_one_spark_shuffles_a_key_to(spark):
+    from pyspark.sql import functions as F
+    for partitions in (2, 3, 5):
+        rows = (spark.range(300).select(F.col("id").cast("int").alias("k"))
+                .repartition(partitions, "k")
+                .select("k", F.spark_partition_id().alias("p")).collect())
+        assert len(rows) == 300
+        assert {r.k: r.p for r in rows} == {k: spark_partition(k, partitions) for k in range(300)}
