@@ -9,10 +9,10 @@ micro-batch, then runs:
   2. the monitor query (parse, watermark, bucketed applyInPandasWithState, outputs collected).
 Each run prints where a batch's time goes: the stateless parse and validation of the same input
 (JVM), and the stateful step's own phases in Python (input: Arrow to pandas; quarantine of the
-rows the JVM found invalid, and event-time sort; state load; engine; state save; output encoding), as wall time and as the
-CPU time the Python threads used (less affected by other work on the machine). With --runs N
-the whole is repeated N times in one session and every figure is the median, with its min-max
-spread. The last line is one JSON object with all figures.
+rows the JVM found invalid, and event-time sort; state load; engine; state save; output
+encoding), as wall time and as the CPU time the Python threads used (less affected by other
+work on the machine). With --runs N the whole is repeated N times in one session and every
+figure is the median, with its min-max spread. The last line is one JSON object with all figures.
 """
 from __future__ import annotations
 

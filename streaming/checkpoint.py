@@ -28,10 +28,21 @@ LEGACY_DEFAULT_BUCKETS = 64
 
 def local_path(checkpoint_dir: str) -> Path | None:
     """The checkpoint folder on this machine, or None for a remote one (hdfs://, s3a://, ...)."""
-    scheme = urlparse(checkpoint_dir).scheme
-    if scheme in ("", "file"):
-        return Path(urlparse(checkpoint_dir).path if scheme == "file" else checkpoint_dir)
-    return None
+    url = urlparse(checkpoint_dir)
+    if url.scheme == "file":
+        return Path(url.path)
+    return Path(checkpoint_dir) if url.scheme == "" else None
+
+
+def _marker(folder: Path) -> dict:
+    marker = folder / MARKER
+    return json.loads(marker.read_text()) if marker.is_file() else {}
+
+
+def _has_state(folder: Path) -> bool:
+    """Spark has committed a batch to this checkpoint."""
+    offsets = folder / "offsets"
+    return offsets.is_dir() and any(offsets.iterdir())
 
 
 def _rotl(x: int, r: int) -> int:
@@ -79,45 +90,34 @@ def bucket_keys(checkpoint_dir: str, buckets: int, partitions: int) -> list[int]
     folder = local_path(checkpoint_dir)
     if folder is None:
         return identity
-    marker = folder / MARKER
-    doc = json.loads(marker.read_text()) if marker.is_file() else {}
-    if "bucket_keys" in doc:
-        keys = [int(k) for k in doc["bucket_keys"]]
+    recorded = _marker(folder).get("bucket_keys")
+    if recorded is not None:
         # another count is refused by the state format at the first batch, with what to do
-        return keys if len(keys) == buckets else identity
-    if doc or written_buckets(folder) is not None:
+        return [int(k) for k in recorded] if len(recorded) == buckets else identity
+    if _has_state(folder):
         return identity           # state written before keys were recorded is keyed by bucket id
     keys = balanced_keys(buckets, partitions)
     folder.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"buckets": buckets, "bucket_keys": keys}) + "\n")
+    (folder / MARKER).write_text(json.dumps({"buckets": buckets, "bucket_keys": keys}) + "\n")
     return keys
 
 
 def written_buckets(folder: Path) -> int | None:
     """The bucket count the checkpoint in `folder` was written with, None for a new checkpoint."""
-    marker = folder / MARKER
-    if marker.is_file():
-        return int(json.loads(marker.read_text())["buckets"])
-    offsets = folder / "offsets"
-    if offsets.is_dir() and any(offsets.iterdir()):
-        return LEGACY_DEFAULT_BUCKETS
-    return None
+    recorded = _marker(folder).get("buckets")
+    if recorded is not None:
+        return int(recorded)
+    return LEGACY_DEFAULT_BUCKETS if _has_state(folder) else None
 
 
 def with_checkpoint_buckets(settings):
     """`settings` with the bucket count of the checkpoint it continues when the run did not set
-    one. A checkpoint from before the marker gets one saying it was written with the old
-    default. (A new checkpoint's marker is written with its keys: `bucket_keys`.) Remote
-    checkpoints are left as they are (set stream.buckets there: docs/design.md)."""
+    one. Remote checkpoints are left as they are (set stream.buckets there: docs/design.md)."""
     folder = local_path(settings.checkpoint_dir)
-    if folder is None:
+    if folder is None or "buckets" in settings.stream.model_fields_set:
         return settings
     written = written_buckets(folder)
     if written is None:
         return settings
-    if "buckets" not in settings.stream.model_fields_set:
-        stream = settings.stream.model_copy(update={"buckets": written})
-        settings = settings.model_copy(update={"stream": stream})
-    if not (folder / MARKER).is_file() and written == settings.stream.buckets:
-        (folder / MARKER).write_text(json.dumps({"buckets": written}) + "\n")
-    return settings
+    stream = settings.stream.model_copy(update={"buckets": written})
+    return settings.model_copy(update={"stream": stream})

@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-import time
 from dataclasses import dataclass, field
 
 import pandas as pd
