@@ -26,7 +26,7 @@ import pandas as pd
 
 from replmon.state.monitor import MonitorConfig
 from replmon.streaming import stateful
-from replmon.streaming.contract import ARRAY_FIELDS, FIELDS
+from replmon.streaming.contract import FIELDS, pack_extra
 
 T0 = 1_767_225_600_000
 INTERVAL_MS = 500
@@ -87,24 +87,23 @@ def rounds(partitions: int, n: int) -> list[list[dict]]:
 
 def frame(rows: list[dict], seq0: int) -> pd.DataFrame:
     """The rows as Arrow hands them to pandas: ints with a null as float64 NaN, strings as
-    objects, arrays as "1,2,3"; valid events, so no `reason` and no `raw`
+    objects, the rare fields packed in `extra`; valid events, so no `reason` and no `raw`
     (streaming/parse.monitor_input)."""
     data: dict = {}
     for name in stateful.INPUT_COLUMNS:
         if name == "seq":
             values = list(range(seq0, seq0 + len(rows)))
-        elif name in ("size", "raw"):
+        elif name == "extra":
+            values = [pack_extra(r) for r in rows]
+        elif name == "raw":
             values = [None] * len(rows)
         else:
             values = [r.get(name) for r in rows]
-        if FIELDS.get(name) == "int" or name in ("seq", "size"):
+        if FIELDS.get(name) == "int" or name == "seq":
             if all(v is not None for v in values):
                 data[name] = np.array(values, dtype=np.int64)
             else:
                 data[name] = np.array([np.nan if v is None else v for v in values], dtype=float)
-        elif name in ARRAY_FIELDS:
-            data[name] = pd.Series([None if v is None else ",".join(map(str, v)) for v in values],
-                                   dtype=object)
         else:
             data[name] = pd.Series(values, dtype=object)
     return pd.DataFrame(data)

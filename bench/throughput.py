@@ -1,12 +1,14 @@
 """Throughput of the real streaming query on a large simulated cluster.
 
-    python bench/throughput.py --partitions 100000 [--seconds 8] [--batch-events N] [--runs 3]
+    python bench/throughput.py --partitions 100000 [--seconds 8] [--batch-events N] [--runs 3] [--floor]
 
 Generates a steady cluster's events (replication factor 3: per partition an append and a fetch
 by each follower every `--interval-ms`, plus heartbeats) as JSON-lines files, one file per
 micro-batch, then runs:
   1. the stateless ceiling: the same files parsed, validated and counted (no state);
-  2. the monitor query (parse, watermark, bucketed applyInPandasWithState, outputs collected).
+  2. with --floor, the floor: the monitor's query with a Python step that only reads its input
+     (what Spark's plan costs, whatever the engine does: the most the monitor could reach);
+  3. the monitor query (parse, watermark, bucketed applyInPandasWithState, outputs collected).
 Each run prints where a batch's time goes: the stateless parse and validation of the same input
 (JVM), and the stateful step's own phases in Python (input: Arrow to pandas; quarantine of the
 rows the JVM found invalid, and event-time sort; state load; engine; state save; output
@@ -183,6 +185,16 @@ def read_phases(folder: Path, batches: int) -> dict:
     return {k: v / max(1, batches) for k, v in totals.items()} | {"calls": calls}
 
 
+def _read_only(key, frames, state):
+    """The floor's stateful step: reads every input row (the Arrow transfer and the conversion
+    to pandas happen as the frames are iterated), keeps a token state, emits nothing. What is
+    left of a batch is what Spark's plan costs whatever the engine does."""
+    for frame in frames:
+        len(frame)
+    state.update((b"floor",))
+    yield from ()
+
+
 def one_run(spark, work: Path, args, n: int) -> dict:
     from pyspark.sql import functions as F
 
@@ -213,8 +225,18 @@ def one_run(spark, work: Path, args, n: int) -> dict:
     def monitor_df():
         return monitor_outputs(file_source(spark, str(work / "in"), 1), settings, keys)
 
+    def floor_df():
+        return monitor_outputs(file_source(spark, str(work / "in"), 1), settings, keys,
+                               state_func=_read_only)
+
     c_dur, c_rows, _, _ = run_query(spark, ceiling_df, work, f"ceiling{n}")
     ceiling = c_rows / (sum(c_dur) / 1000)
+    floor = {}
+    if args.floor:
+        f_dur, f_rows, _, _ = run_query(spark, floor_df, work, f"floor{n}")
+        floor = {"floor_events_per_s": f_rows / (sum(f_dur) / 1000),
+                 "floor_batch_ms_p50": statistics.median(f_dur)}
+        floor["floor_share"] = floor["floor_events_per_s"] / ceiling
     m_dur, m_rows, last, out_rows = run_query(spark, monitor_df, work, f"monitor{n}")
     if os.environ.get("BENCH_DEBUG"):
         print(json.dumps(last, indent=1, default=str)[:8000])
@@ -227,11 +249,16 @@ def one_run(spark, work: Path, args, n: int) -> dict:
          "share": rate / ceiling, "batch_ms_p50": statistics.median(m_dur),
          "batch_ms_p99": p99(m_dur), "ceiling_batch_ms_p50": statistics.median(c_dur),
          "state_bytes_per_replica": state_bytes / replicas, "output_records": out_rows,
-         "batches": len(m_dur), **{f"py_{k}_ms": v for k, v in phases.items() if k != "calls"}}
+         "batches": len(m_dur), **floor,
+         **{f"py_{k}_ms": v for k, v in phases.items() if k != "calls"}}
     print(f"run {n}: monitor {m_rows:,} events in {len(m_dur)} steady micro-batches, "
           f"{rate:,.0f} events/s = {100 * r['share']:.0f}% of the ceiling {ceiling:,.0f}; "
           f"batch ms p50 {r['batch_ms_p50']:.0f} p99 {r['batch_ms_p99']:.0f}; "
           f"{state_bytes / replicas:.0f} B state per replica")
+    if floor:
+        print(f"  floor (the same query, its Python step only reading its input): "
+              f"{floor['floor_events_per_s']:,.0f} events/s = {100 * floor['floor_share']:.0f}% "
+              f"of the ceiling; batch ms p50 {floor['floor_batch_ms_p50']:.0f}")
     print(f"  where a batch goes: stateless parse+validate+count of the same input (JVM) "
           f"{r['ceiling_batch_ms_p50']:.0f} ms wall; stateful step in Python, ms summed over the "
           f"parallel tasks, wall (CPU): " + ", ".join(f"{k} {phases[k]:.0f} ({phases[k + '_cpu']:.0f})"
@@ -258,6 +285,9 @@ def main() -> int:
                                                         "the median with min-max")
     ap.add_argument("--driver-memory", default="8g")
     ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--floor", action="store_true",
+                    help="also run the floor: the monitor's query with a Python step that only "
+                         "reads its input (what the plan costs whatever the engine does)")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     batch_events = args.batch_events or max(100_000, 3 * args.partitions)
@@ -291,6 +321,8 @@ def main() -> int:
                       "events_per_s": round(med["events_per_s"]),
                       "ceiling_events_per_s": round(med["ceiling_events_per_s"]),
                       "share": round(med["share"], 3),
+                      **({"floor_events_per_s": round(med["floor_events_per_s"]),
+                          "floor_share": round(med["floor_share"], 3)} if args.floor else {}),
                       "batch_ms_p50": round(med["batch_ms_p50"]),
                       "batch_ms_p99": round(med["batch_ms_p99"]),
                       "state_bytes_per_replica": round(med["state_bytes_per_replica"]),

@@ -17,6 +17,18 @@ FIELDS = {
     "replica_lag_time_max_ms": "int", "broker": "int", "state": "str",
 }
 ARRAY_FIELDS = tuple(name for name, kind in FIELDS.items() if kind == "ints")
+# How a parsed event travels from the JVM to the stateful step (parse.monitor_input): the fields
+# every fetch and append may carry as columns of their own; the rest (a metadata or broker
+# event's fields, a fetch's error, and the size and digest of a record whose bytes were bad)
+# packed into one JSON object, `extra`, null for a row that has none of them. Every column
+# costs the shuffle and the Arrow transfer of every row, also where it is null: with all the
+# fields as columns, a Python step that only read its input reached about 50% of the stateless
+# ceiling at 100k partitions, with these about 65% (bench/throughput.py --floor).
+COLUMN_FIELDS = ("type", "ts", "cluster", "topic", "partition", "replica", "fetch_offset",
+                 "leader_leo", "leader_epoch", "broker_epoch", "log_start_offset")
+PACKED_FIELDS = ("error", "diverging_epoch", "leader", "replicas", "isr", "adding_replicas", "hw",
+                 "min_insync_replicas", "replica_lag_time_max_ms", "broker", "state", "size",
+                 "sha256")
 REQUIRED = {
     "fetch": ("topic", "partition", "replica", "fetch_offset", "leader_leo"),
     "append": ("topic", "partition", "leader_leo"),
@@ -38,6 +50,15 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and _INT64[0] <= v <= _INT64[1]
+
+
+def pack_extra(row: dict) -> str | None:
+    """The `extra` column of a row (a dict of its fields) as parse.monitor_input packs it on the
+    JVM: the PACKED_FIELDS it has, as a compact JSON object; None when it has none. For code
+    that builds the stateful step's input without Spark (tests, benches); a Spark test checks
+    that the JVM packs the same."""
+    packed = {name: row[name] for name in PACKED_FIELDS if row.get(name) is not None}
+    return json.dumps(packed, separators=(",", ":")) if packed else None
 
 
 def malformed_reason(raw: str | None) -> str:

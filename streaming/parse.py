@@ -14,12 +14,15 @@ reference the tests compare this with.
 """
 from __future__ import annotations
 
+import functools
+import operator
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from replmon.streaming.contract import (ARRAY_FIELDS, AT_LEAST_ONE, BROADCAST, BROKER_STATES,
+from replmon.streaming.contract import (AT_LEAST_ONE, BROADCAST, BROKER_STATES,
                                         DEFAULT_MAX_RECORD_BYTES, FIELDS, MALFORMED, NON_NEGATIVE,
-                                        PARTITIONED, RAW_PREFIX_BYTES, REQUIRED)
+                                        PACKED_FIELDS, PARTITIONED, RAW_PREFIX_BYTES, REQUIRED)
 
 _SQL_TYPE = {"int": "bigint", "str": "string", "ints": "array<bigint>"}
 _TYPED_SCHEMA = ", ".join(f"`{n}` {_SQL_TYPE[k]}" for n, k in FIELDS.items()) + \
@@ -110,7 +113,9 @@ def monitor_input(parsed: DataFrame, buckets: int, max_future_ms: int,
     cluster and go to every bucket. A row that breaks the contract is hashed to one bucket and
     quarantined there, once; it alone keeps its `raw` text (what quarantine shows): a valid
     event's raw text is dropped here, before the shuffle, so the bulk of the input crosses into
-    Python without it. Only valid events get an event time (a record from too far in the future
+    Python without it. The fields a fetch or an append may carry are columns; the others are
+    packed into one JSON column, `extra` (contract.PACKED_FIELDS, contract.pack_extra).
+    Only valid events get an event time (a record from too far in the future
     is not valid), so a bad record can never move the watermark.
     """
     # `reason` is computed in a projection of its own and referenced from there (the optimiser
@@ -123,12 +128,14 @@ def monitor_input(parsed: DataFrame, buckets: int, max_future_ms: int,
     one = F.when(ok & F.col("type").isin(*PARTITIONED),
                  F.array(F.pmod(F.xxhash64("cluster", "topic", "partition"), F.lit(buckets))))\
         .otherwise(one)
-    # Array columns cross into pandas two orders of magnitude slower than strings (measured:
-    # 500k rows with them 150 s, without 7 s), so they travel as "1,2,3".
-    for name in ARRAY_FIELDS:
-        checked = checked.withColumn(name, F.array_join(F.col(name).cast("array<string>"), ","))
+    # The rare fields travel packed in one JSON column (contract.PACKED_FIELDS): a column costs
+    # every row, null or not. (Array columns would also cross into pandas two orders of
+    # magnitude slower than strings: 500k rows with them 150 s, without 7 s.)
+    present = functools.reduce(operator.or_, [F.col(n).isNotNull() for n in PACKED_FIELDS])
+    extra = F.when(present, F.to_json(F.struct(*PACKED_FIELDS), {"ignoreNullFields": "true"}))
     return (checked
             .withColumn("raw", F.when(~ok, F.col("raw")))
+            .withColumn("extra", extra)
             .withColumn("bucket", F.explode(F.when(broadcast, every).otherwise(one)))
             .withColumn("bucket", _keyed(F.col("bucket"), keys))
             .withColumn("event_time", F.when(ok, F.timestamp_millis(F.col("ts")))))

@@ -15,17 +15,19 @@ from replmon.streaming.stateful import INPUT_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEM
 log = logging.getLogger(__name__)
 
 
-def monitor_outputs(source: DataFrame, settings: Settings, keys: list[int] | None = None) -> DataFrame:
+def monitor_outputs(source: DataFrame, settings: Settings, keys: list[int] | None = None,
+                    state_func=None) -> DataFrame:
     """All outputs as (kind, payload) rows: alerts, statuses, and quarantine from both the
     parse stage and the stateful stage (one pass over the source). `keys`: each bucket's
-    grouping key (streaming/checkpoint.bucket_keys), None for the bucket number itself."""
+    grouping key (streaming/checkpoint.bucket_keys), None for the bucket number itself.
+    `state_func`: another function for the stateful step (bench/throughput.py's floor)."""
     stream = settings.stream
     parsed = parse_events(source, seq=F.col("seq"), max_record_bytes=stream.max_record_bytes)
     rows = (monitor_input(parsed, stream.buckets, stream.max_future_ms, keys)
             .withWatermark("event_time", f"{stream.watermark_delay_ms} milliseconds")
             .select("bucket", "event_time", *INPUT_COLUMNS))
-    func = make_state_func(settings.monitor_config(), stream.buckets, profile_dir=stream.profile_dir,
-                           keys=keys)
+    func = state_func or make_state_func(settings.monitor_config(), stream.buckets,
+                                         profile_dir=stream.profile_dir, keys=keys)
     return rows.groupBy("bucket").applyInPandasWithState(
         func, OUTPUT_SCHEMA, STATE_SCHEMA, "append", "EventTimeTimeout")
 

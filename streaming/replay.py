@@ -123,10 +123,9 @@ def make_replay_func(variants: list[Variant], window: Window, buckets: int):
     def func(key, pdf):  # (no type hints: applyInPandas would try to infer an eval type from them)
         variant = by_id[int(key[0])]
         bucket_id = int(key[1])
-        for name in variant.ignore_event_fields:
-            pdf[name] = float("nan")   # as a null int column arrives from Arrow
         quarantine: list = []
-        events = events_from_frames([pdf[INPUT_COLUMNS]], quarantine)
+        events = events_from_frames([pdf[INPUT_COLUMNS]], quarantine,
+                                    ignore=variant.ignore_event_fields)
         out = run_bucket(events, variant, window, Bucket(bucket_id, buckets), sample=variant.variant_id == 0)
         out["quarantine"] = quarantine + out["quarantine"] if variant.variant_id == 0 else []
         kinds, payloads = [], []

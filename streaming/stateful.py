@@ -20,14 +20,17 @@ import pandas as pd
 
 from replmon.state.bucket import EVENT_FIELDS, Bucket
 from replmon.state.codec import TAG_BYTES, decode, encode, tag_of
-from replmon.streaming.contract import ARRAY_FIELDS, bounded_quarantine, describe
+from replmon.streaming.contract import (ARRAY_FIELDS, COLUMN_FIELDS, bounded_quarantine,
+                                        describe)
 from replmon.state.monitor import MonitorConfig
 
 OUTPUT_SCHEMA = "kind string, payload string"
 STATE_SCHEMA = "blob binary"
-# `reason` (parse.contract_reason) is null for a valid event, whose `raw` is null too; `size` and
-# `sha256` are set only for a record whose bytes could not be read as text.
-INPUT_COLUMNS = [f for f in EVENT_FIELDS] + ["seq", "reason", "size", "sha256"]
+# The columns of the stateful step's input (parse.monitor_input): the event fields a fetch or an
+# append may carry, the rest packed in `extra` (contract.PACKED_FIELDS, with the `size` and
+# `sha256` of a record whose bytes could not be read as text); `reason` (parse.contract_reason)
+# is null for a valid event, whose `raw` is null too.
+INPUT_COLUMNS = [*COLUMN_FIELDS, "raw", "seq", "reason", "extra"]
 # json.dumps(r, separators=...) builds an encoder per call: one, made once, is a quarter faster
 # (the output of a batch whose partitions all report a status is hundreds of thousands of rows).
 _encode = json.JSONEncoder(separators=(",", ":")).encode
@@ -36,8 +39,7 @@ _encode = json.JSONEncoder(separators=(",", ":")).encode
 # ISR exit is explained by the fence (state/root_cause.py).
 _TYPE_RANK = {"broker": 0, "metadata": 1, "fetch": 2, "append": 3, "heartbeat": 4}
 _INTS = ("ts", "partition", "replica", "fetch_offset", "leader_leo", "leader_epoch",
-         "broker_epoch", "log_start_offset", "diverging_epoch", "leader", "hw",
-         "min_insync_replicas", "replica_lag_time_max_ms", "broker", "size")
+         "broker_epoch", "log_start_offset")
 
 
 def _column(pdf: pd.DataFrame, name: str) -> Iterable:
@@ -66,38 +68,68 @@ def _column(pdf: pd.DataFrame, name: str) -> Iterable:
     if mask.any():
         values = values.copy()
         values[mask] = None
-    if name in ARRAY_FIELDS:  # "1,2,3" (see parse.monitor_input); "" is an empty array
-        return [None if v is None else tuple(int(x) for x in v.split(",") if x)
-                for v in values.tolist()]
     return values.tolist()
 
 
-def events_from_frames(frames: Iterator[pd.DataFrame], quarantine: list) -> list[tuple]:
+def _unpack(extra: pd.Series) -> dict[str, list]:
+    """The packed fields (contract.PACKED_FIELDS) of every row, from the `extra` column: a list
+    per field that any row has (None where a row lacks it), arrays as tuples. Most rows of a
+    batch (fetches, appends) have no `extra` at all."""
+    values = extra.to_numpy(dtype=object)
+    has = pd.notna(values)
+    if not has.any():
+        return {}
+    n = len(values)
+    columns: dict[str, list] = {}
+    for i, text in zip(np.flatnonzero(has).tolist(), values[has].tolist()):
+        for name, value in json.loads(text).items():
+            column = columns.get(name)
+            if column is None:
+                column = columns[name] = [None] * n
+            column[i] = tuple(value) if name in ARRAY_FIELDS and value is not None else value
+    return columns
+
+
+def events_from_frames(frames: Iterator[pd.DataFrame], quarantine: list,
+                       ignore: Iterable[str] = ()) -> list[tuple]:
     """All input rows of one call, as EVENT_FIELDS tuples in event-time order. Rows the parser
     found to break the contract (`reason` set; parse.contract_reason) are appended to
-    `quarantine` instead, with their raw text and the reason."""
+    `quarantine` instead, with their raw text and the reason. The fields in `ignore` are taken
+    as absent (a what-if replay that replaces the partitions' own overrides)."""
     frames = [f for f in frames if len(f)]
     if not frames:
         return []
     pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    packed = _unpack(pdf["extra"])
     reasons = pdf["reason"].to_numpy(dtype=object)
     invalid = pd.notna(reasons)
     if invalid.any():
-        bad = pdf[invalid]
-        for raw, reason, cluster, ts, size, digest in zip(
-                bad["raw"].tolist(), reasons[invalid].tolist(), _column(bad, "cluster"),
-                _column(bad, "ts"), _column(bad, "size"), _column(bad, "sha256")):
+        bad = np.flatnonzero(invalid).tolist()
+        none = [None] * len(pdf)
+        size, digest = packed.get("size", none), packed.get("sha256", none)
+        for i, raw, reason, cluster, ts in zip(
+                bad, pdf["raw"].to_numpy(dtype=object)[invalid].tolist(), reasons[invalid].tolist(),
+                _column(pdf.iloc[bad], "cluster"), _column(pdf.iloc[bad], "ts")):
             quarantine.append(bounded_quarantine(
                 {"raw": raw, "reason": describe(reason, raw), "stage": "parse",
-                 "cluster": cluster, "ts": ts, "size": size, "sha256": digest}))
-        pdf = pdf[~invalid]
-        if not len(pdf):
+                 "cluster": cluster, "ts": ts, "size": size[i], "sha256": digest[i]}))
+        keep = ~invalid
+        if not keep.any():
             return []
+        pdf = pdf[keep]
+        packed = {name: [v for v, k in zip(column, keep.tolist()) if k]
+                  for name, column in packed.items()}
+    n = len(pdf)
     # Ties in event time: metadata first (a new leader before its fetches), then broker
     # changes, fetches, appends and heartbeats; then the source order (Kafka offset).
     rank = pdf["type"].map(_TYPE_RANK).to_numpy()
     order = np.lexsort((pdf["seq"].to_numpy(), rank, pdf["ts"].to_numpy()))
-    rows = list(zip(*(_column(pdf, name) for name in EVENT_FIELDS)))
+    ignore = set(ignore)
+    columns = [repeat(None, n) if name in ignore
+               else _column(pdf, name) if name in COLUMN_FIELDS or name == "raw"
+               else packed.get(name) or repeat(None, n)
+               for name in EVENT_FIELDS]
+    rows = list(zip(*columns))
     return [rows[i] for i in order.tolist()]
 
 

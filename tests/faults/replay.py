@@ -11,7 +11,7 @@ import pandas as pd
 
 from replmon.state.bucket import EVENT_FIELDS, Bucket
 from replmon.state.monitor import MonitorConfig
-from replmon.streaming.contract import ARRAY_FIELDS, BROADCAST, FIELDS
+from replmon.streaming.contract import ARRAY_FIELDS, BROADCAST, FIELDS, pack_extra
 from replmon.streaming.simulator.events import encode
 from replmon.streaming.validate import invalid_reasons
 
@@ -32,7 +32,7 @@ def _frame(events: list[dict], seqs: list[int]) -> pd.DataFrame:
     for name in INT_FIELDS:  # as Arrow hands them to pandas: float with NaN where null
         frame[name] = pd.to_numeric(frame[name]).astype("float64")
     frame["reason"] = invalid_reasons(frame, NOW_MS, 3_600_000)
-    frame[["size", "sha256"]] = None
+    frame["extra"] = [pack_extra(e) for e in events]   # as parse.monitor_input packs them
     return frame
 
 

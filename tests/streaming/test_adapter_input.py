@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from replmon.state.bucket import EVENT_FIELDS
-from replmon.streaming.contract import FIELDS
+from replmon.streaming.contract import FIELDS, pack_extra
 from replmon.streaming.stateful import INPUT_COLUMNS, events_from_frames
 
 NAN = np.nan
@@ -17,11 +17,12 @@ T = 1_767_225_600_000
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
     """Rows as Arrow delivers them: ints with a null become float64 with NaN, strings object
-    with None, arrays as "1,2,3"."""
+    with None; the rare fields packed in `extra`, as the JVM packs them (a Spark test,
+    tests/streaming/test_contract_checks.py, checks that it packs as pack_extra does)."""
     data = {}
     for name in INPUT_COLUMNS:
-        values = [r.get(name) for r in rows]
-        if FIELDS.get(name) == "int" or name in ("seq", "size"):
+        values = [pack_extra(r) if name == "extra" else r.get(name) for r in rows]
+        if FIELDS.get(name) == "int" or name == "seq":
             if all(isinstance(v, int) for v in values):
                 data[name] = np.array(values, dtype=np.int64)
             else:
@@ -44,9 +45,9 @@ ROWS = [
       "leader_leo": 10, "raw": "a", "seq": 1},
      "an append, earlier in event time than the fetch read before it: comes first"),
     ({"type": "metadata", "ts": T + 1, "cluster": "c", "topic": "t", "partition": 0,
-      "leader": 1, "leader_epoch": 3, "replicas": "1,2,3", "isr": "1,2", "adding_replicas": "",
-      "raw": "m", "seq": 2},
-     "metadata at the append's time: first on the tie (rank), its arrays as tuples, '' as ()"),
+      "leader": 1, "leader_epoch": 3, "replicas": [1, 2, 3], "isr": [1, 2], "adding_replicas": [],
+      "replica_lag_time_max_ms": 10000, "raw": "m", "seq": 2},
+     "metadata at the append's time: first on the tie (rank), its packed arrays as tuples"),
     ({"type": "heartbeat", "ts": T + 2, "cluster": "c", "raw": "h", "seq": 0},
      "a heartbeat at the fetch's time: after it on the tie although read first"),
 ]
@@ -75,3 +76,21 @@ def test_a_row_that_breaks_the_contract_is_quarantined_with_its_raw_text_and_the
         (bad["raw"], "missing field for fetch: fetch_offset", "parse", T + 3),
         # the parser's mark is turned into what exactly is wrong
         (malformed["raw"], "mistyped field: ts is not an integer", "parse", None)]
+
+
+def test_ignored_fields_are_taken_as_absent():
+    metadata = ROWS[2][0]
+    got = events_from_frames([_frame([metadata])], [], ignore=("replica_lag_time_max_ms", "leader"))
+    expected = dict(metadata, replicas=(1, 2, 3), isr=(1, 2), adding_replicas=(),
+                    replica_lag_time_max_ms=None, leader=None)
+    assert got == [_expected(expected)]
+
+
+def test_a_record_with_bad_bytes_keeps_the_size_and_digest_the_parser_packed():
+    bad = {"raw": "abc\ufffd", "reason": "not valid UTF-8", "seq": 0, "size": 5000,
+           "sha256": "ab" * 32}
+    quarantine: list = []
+    assert events_from_frames([_frame([ROWS[0][0], bad])], quarantine) == [_expected(ROWS[0][0])]
+    [q] = quarantine
+    assert (q["reason"], q["size"], q["sha256"], q["raw_truncated"]) == (
+        "not valid UTF-8", 5000, "ab" * 32, True)

@@ -4,13 +4,18 @@ and on seeded random damage to valid events of every type."""
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 
 import pytest
+from pyspark.sql import functions as F
 
-from replmon.streaming.contract import AT_LEAST_ONE, FIELDS, NON_NEGATIVE, REQUIRED
-from replmon.streaming.parse import contract_reason, parse_events
+from replmon.state.bucket import EVENT_FIELDS
+from replmon.streaming.contract import (AT_LEAST_ONE, FIELDS, NON_NEGATIVE, PACKED_FIELDS,
+                                        REQUIRED, pack_extra)
+from replmon.streaming.parse import contract_reason, monitor_input, parse_events
+from replmon.streaming.stateful import INPUT_COLUMNS, events_from_frames
 from replmon.streaming.validate import invalid_reasons
 
 pytestmark = pytest.mark.spark
@@ -88,3 +93,39 @@ def test_the_jvm_checks_give_the_python_references_reason_for_every_row(spark):
                      "contains a NUL byte", "not valid UTF-8"):
         assert expected in reasons, expected
     assert any(r.startswith("event time ") and r.endswith("ahead of the wall clock") for r in reasons)
+
+
+def test_the_jvm_packs_the_rare_fields_as_pack_extra_does_and_the_adapter_reads_them_back(spark):
+    """parse.monitor_input sends contract.PACKED_FIELDS (and a bad record's size and digest) in
+    one JSON column; every row of the corpus packs as the Python definition does, and the valid
+    events of every type come out of the adapter with every field they had."""
+    cases = _cases()
+    values = spark.createDataFrame([(c, i) for i, c in enumerate(cases)], "value binary, seq long")
+    rows = monitor_input(parse_events(values, seq=F.col("seq"), max_record_bytes=4096), 1,
+                         MAX_FUTURE_MS)
+    pdf = rows.select(*INPUT_COLUMNS, *[F.col(n).alias(f"_{n}") for n in PACKED_FIELDS]).toPandas()
+    assert len(pdf) == len(cases)
+
+    def plain(v):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return None
+        if hasattr(v, "tolist"):
+            return v.tolist()
+        return v.item() if hasattr(v, "item") else v
+
+    mismatches = []
+    for i, row in enumerate(pdf.to_dict("records")):
+        expected = pack_extra({n: plain(row[f"_{n}"]) for n in PACKED_FIELDS})
+        got = row["extra"]
+        if (json.loads(got) if got else None) != (json.loads(expected) if expected else None):
+            mismatches.append((cases[i], got, expected))
+    assert not mismatches, mismatches[:5]
+    assert pdf["extra"].isna().sum() >= 2          # a valid fetch and append pack nothing
+    assert pdf["extra"].notna().sum() >= 3         # metadata, broker, a bad record's size
+
+    events = events_from_frames([pdf[INPUT_COLUMNS].iloc[:len(VALID)]], [])
+    got = {e[EVENT_FIELDS.index("type")]: e for e in events}
+    for kind, event in VALID.items():
+        expected = tuple(tuple(event[f]) if isinstance(event.get(f), list) else event.get(f)
+                         for f in EVENT_FIELDS)
+        assert got[kind] == expected, kind
