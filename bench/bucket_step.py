@@ -1,11 +1,11 @@
 """One bucket's stateful step without Spark: where the Python time of a micro-batch goes.
 
-    python bench/bucket_step.py [--partitions 1560] [--batches 12] [--miss] [--repeats 3]
+    python bench/bucket_step.py [--partitions 6250] [--batches 12] [--miss] [--repeats 3]
 
 Feeds the real stateful function (streaming/stateful.make_state_func) the bench's steady traffic
 for one bucket (bench/throughput.py: per partition and round an append and a fetch by each of
-two followers, plus a heartbeat; 1,560 partitions is one bucket's share of 100k partitions over
-64 buckets), as pandas frames shaped as Arrow hands them over, with a stand-in for Spark's
+two followers, plus a heartbeat; 6,250 partitions is one bucket's share of 100k partitions over
+16 buckets, the default), as pandas frames shaped as Arrow hands them over, with a stand-in for Spark's
 GroupState. Prints the CPU time of each phase per call (validation and sort, state load, engine,
 state save, output), median and min over the steady calls. `--miss` makes every call decode the
 bucket, as when the task lands on the other Python worker. The Arrow-to-pandas step and the JVM
@@ -111,7 +111,7 @@ def frame(rows: list[dict], seq0: int) -> pd.DataFrame:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--partitions", type=int, default=1560, help="partitions in the bucket")
+    ap.add_argument("--partitions", type=int, default=6250, help="partitions in the bucket")
     ap.add_argument("--batches", type=int, default=12, help="steady micro-batches")
     ap.add_argument("--miss", action="store_true", help="decode the bucket on every call")
     ap.add_argument("--repeats", type=int, default=3, help="runs; the figures are over all")
