@@ -23,7 +23,7 @@ ARRAY_FIELDS = tuple(name for name, kind in FIELDS.items() if kind == "ints")
 # packed into one JSON object, `extra`, null for a row that has none of them. Every column
 # costs the shuffle and the Arrow transfer of every row, also where it is null: with all the
 # fields as columns, a Python step that only read its input reached about 50% of the stateless
-# ceiling at 100k partitions, with these about 65% (bench/throughput.py --floor).
+# ceiling at 100k partitions, with these 58% (bench/throughput.py --floor; README).
 COLUMN_FIELDS = ("type", "ts", "cluster", "topic", "partition", "replica", "fetch_offset",
                  "leader_leo", "leader_epoch", "broker_epoch", "log_start_offset")
 PACKED_FIELDS = ("error", "diverging_epoch", "leader", "replicas", "isr", "adding_replicas", "hw",
