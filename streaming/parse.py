@@ -114,9 +114,9 @@ def monitor_input(parsed: DataFrame, buckets: int, max_future_ms: int,
     quarantined there, once; it alone keeps its `raw` text (what quarantine shows): a valid
     event's raw text is dropped here, before the shuffle, so the bulk of the input crosses into
     Python without it. The fields a fetch or an append may carry are columns; the others are
-    packed into one JSON column, `extra` (contract.PACKED_FIELDS, contract.pack_extra).
-    Only valid events get an event time (a record from too far in the future
-    is not valid), so a bad record can never move the watermark.
+    packed into one JSON column, `extra` (contract.PACKED_FIELDS, contract.pack_extra). Only
+    valid events get an event time (a record from too far in the future is not valid), so a
+    bad record can never move the watermark.
     """
     # `reason` is computed in a projection of its own and referenced from there (the optimiser
     # keeps a non-trivial expression that is used several times in its own projection).

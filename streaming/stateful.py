@@ -86,7 +86,7 @@ def _unpack(extra: pd.Series) -> dict[str, list]:
             column = columns.get(name)
             if column is None:
                 column = columns[name] = [None] * n
-            column[i] = tuple(value) if name in ARRAY_FIELDS and value is not None else value
+            column[i] = tuple(value) if name in ARRAY_FIELDS else value   # no nulls: not packed
     return columns
 
 
@@ -105,20 +105,20 @@ def events_from_frames(frames: Iterator[pd.DataFrame], quarantine: list,
     invalid = pd.notna(reasons)
     if invalid.any():
         bad = np.flatnonzero(invalid).tolist()
-        none = [None] * len(pdf)
-        size, digest = packed.get("size", none), packed.get("sha256", none)
+        rows = pdf.iloc[bad]
+        size, digest = packed.get("size"), packed.get("sha256")
         for i, raw, reason, cluster, ts in zip(
-                bad, pdf["raw"].to_numpy(dtype=object)[invalid].tolist(), reasons[invalid].tolist(),
-                _column(pdf.iloc[bad], "cluster"), _column(pdf.iloc[bad], "ts")):
+                bad, rows["raw"].tolist(), reasons[invalid].tolist(), _column(rows, "cluster"),
+                _column(rows, "ts")):
             quarantine.append(bounded_quarantine(
                 {"raw": raw, "reason": describe(reason, raw), "stage": "parse",
-                 "cluster": cluster, "ts": ts, "size": size[i], "sha256": digest[i]}))
-        keep = ~invalid
-        if not keep.any():
+                 "cluster": cluster, "ts": ts, "size": size and size[i],
+                 "sha256": digest and digest[i]}))
+        kept = np.flatnonzero(~invalid).tolist()
+        if not kept:
             return []
-        pdf = pdf[keep]
-        packed = {name: [v for v, k in zip(column, keep.tolist()) if k]
-                  for name, column in packed.items()}
+        pdf = pdf.iloc[kept]
+        packed = {name: [column[i] for i in kept] for name, column in packed.items()}
     n = len(pdf)
     # Ties in event time: metadata first (a new leader before its fetches), then broker
     # changes, fetches, appends and heartbeats; then the source order (Kafka offset).

@@ -11,7 +11,7 @@ import pandas as pd
 
 from replmon.state.bucket import EVENT_FIELDS, Bucket
 from replmon.state.monitor import MonitorConfig
-from replmon.streaming.contract import ARRAY_FIELDS, BROADCAST, FIELDS, pack_extra
+from replmon.streaming.contract import BROADCAST, FIELDS, pack_extra
 from replmon.streaming.simulator.events import encode
 from replmon.streaming.validate import invalid_reasons
 
@@ -23,9 +23,6 @@ def _frame(events: list[dict], seqs: list[int]) -> pd.DataFrame:
     rows = []
     for e, seq in zip(events, seqs):
         row = {f: e.get(f) for f in EVENT_FIELDS}
-        for name in ARRAY_FIELDS:
-            if row[name] is not None:
-                row[name] = ",".join(str(x) for x in row[name])
         row.update(raw=encode(e), seq=seq, malformed=False)
         rows.append(row)
     frame = pd.DataFrame(rows, columns=[*EVENT_FIELDS, "seq", "malformed"])
