@@ -12,6 +12,7 @@ bucket, as when the task lands on the other Python worker. The Arrow-to-pandas s
 are not in it: bench/throughput.py measures those. Iterate on the Python side with this; confirm
 with bench/throughput.py.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,16 +70,33 @@ def rounds(partitions: int, n: int) -> list[list[dict]]:
             f1, f2 = 1 + leader % 6, 1 + (leader + 1) % 6
             key = {"cluster": "bench", "topic": f"topic-{i // 1000}", "partition": i}
             if s == 0:
-                rows.append({"type": "metadata", "ts": T0, **key, "leader": leader,
-                             "leader_epoch": 1, "replicas": [leader, f1, f2],
-                             "isr": [leader, f1, f2], "leader_leo": 0, "hw": 0})
+                rows.append(
+                    {
+                        "type": "metadata",
+                        "ts": T0,
+                        **key,
+                        "leader": leader,
+                        "leader_epoch": 1,
+                        "replicas": [leader, f1, f2],
+                        "isr": [leader, f1, f2],
+                        "leader_leo": 0,
+                        "hw": 0,
+                    }
+                )
                 continue
             jt = t + i % 97
-            rows += [{"type": "append", "ts": jt, **key, "leader_leo": leo},
-                     {"type": "fetch", "ts": jt + 1, **key, "replica": f1, "fetch_offset": leo,
-                      "leader_leo": leo},
-                     {"type": "fetch", "ts": jt + 2, **key, "replica": f2,
-                      "fetch_offset": leo - 5, "leader_leo": leo}]
+            rows += [
+                {"type": "append", "ts": jt, **key, "leader_leo": leo},
+                {"type": "fetch", "ts": jt + 1, **key, "replica": f1, "fetch_offset": leo, "leader_leo": leo},
+                {
+                    "type": "fetch",
+                    "ts": jt + 2,
+                    **key,
+                    "replica": f2,
+                    "fetch_offset": leo - 5,
+                    "leader_leo": leo,
+                },
+            ]
         if s:
             rows.append({"type": "heartbeat", "ts": t, "cluster": "bench"})
         out.append(rows)
@@ -120,7 +138,7 @@ def main() -> int:
     for rows in rounds(args.partitions, args.batches):
         frames.append(frame(rows, seq))
         seq += len(rows)
-    cfg = MonitorConfig(status_interval_ms=10_000)   # as bench/throughput.py
+    cfg = MonitorConfig(status_interval_ms=10_000)  # as bench/throughput.py
     calls: list[dict] = []
     for _ in range(args.repeats):
         folder = tempfile.mkdtemp(prefix="replmon-bucket-step-")
@@ -133,29 +151,44 @@ def main() -> int:
                 stateful._WRITTEN.clear()
             for _ in func((0,), iter([f]), state):
                 pass
-        lines = [json.loads(line) for p in Path(folder).glob("phases-*.jsonl")
-                 for line in p.read_text().splitlines()]
-        calls += lines[2:]    # leave out the metadata round and the first steady call
+        lines = [
+            json.loads(line)
+            for p in Path(folder).glob("phases-*.jsonl")
+            for line in p.read_text().splitlines()
+        ]
+        calls += lines[2:]  # leave out the metadata round and the first steady call
     events = len(frames[-1])
-    print(f"one bucket: {args.partitions:,} partitions, {events:,} events per call, "
-          f"{'decoding the bucket every call' if args.miss else 'the kept bucket reused'}; "
-          f"state blob {len(state.blob):,} B ({len(state.blob) / (3 * args.partitions):.1f} B "
-          f"per replica); CPU ms per call over {len(calls)} calls:")
+    print(
+        f"one bucket: {args.partitions:,} partitions, {events:,} events per call, "
+        f"{'decoding the bucket every call' if args.miss else 'the kept bucket reused'}; "
+        f"state blob {len(state.blob):,} B ({len(state.blob) / (3 * args.partitions):.1f} B "
+        f"per replica); CPU ms per call over {len(calls)} calls:"
+    )
     total = []
     for k in PHASES:
         v = [c.get(f"{k}_cpu", 0.0) for c in calls]
         print(f"  {k:18s} median {statistics.median(v):7.2f}  min {min(v):7.2f}")
     total = [sum(c.get(f"{k}_cpu", 0.0) for k in PHASES) for c in calls]
     med = statistics.median(total)
-    print(f"  {'total':18s} median {med:7.2f}  min {min(total):7.2f}  "
-          f"({events / med * 1000:,.0f} events/s on one core)")
-    print(json.dumps({"partitions": args.partitions, "events_per_call": events, "miss": args.miss,
-                      "state_bytes": len(state.blob),
-                      "cpu_ms_median": {k: round(statistics.median(c.get(f"{k}_cpu", 0.0) for c in calls), 2)
-                                        for k in PHASES},
-                      "cpu_ms_min": {k: round(min(c.get(f"{k}_cpu", 0.0) for c in calls), 2)
-                                     for k in PHASES},
-                      "total_ms_median": round(med, 2)}))
+    print(
+        f"  {'total':18s} median {med:7.2f}  min {min(total):7.2f}  "
+        f"({events / med * 1000:,.0f} events/s on one core)"
+    )
+    print(
+        json.dumps(
+            {
+                "partitions": args.partitions,
+                "events_per_call": events,
+                "miss": args.miss,
+                "state_bytes": len(state.blob),
+                "cpu_ms_median": {
+                    k: round(statistics.median(c.get(f"{k}_cpu", 0.0) for c in calls), 2) for k in PHASES
+                },
+                "cpu_ms_min": {k: round(min(c.get(f"{k}_cpu", 0.0) for c in calls), 2) for k in PHASES},
+                "total_ms_median": round(med, 2),
+            }
+        )
+    )
     return 0
 
 

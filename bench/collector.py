@@ -11,6 +11,7 @@ broker, and how fast one process (one core) turns lines into events (the request
 the fetch sessions and the inference; publishing is not in it). Prints median and spread over
 the runs, and one JSON line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,11 @@ def env_of(run_dir: Path) -> dict:
     return out
 
 
-def one_run(bootstrap: str, logs: dict[int, Path], topic: str, names: dict, rate: int, seconds: float) -> dict:
+def one_run(
+    bootstrap: str, logs: dict[int, Path], topic: str, names: dict, rate: int, seconds: float
+) -> dict:
     from kafka import KafkaProducer
+
     start = {b: p.stat().st_size for b, p in logs.items()}
     producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", linger_ms=5)
     t0 = time.monotonic()
@@ -46,7 +50,7 @@ def one_run(bootstrap: str, logs: dict[int, Path], topic: str, names: dict, rate
     producer.flush()
     wall = time.monotonic() - t0
     producer.close()
-    time.sleep(1.0)     # the last parked fetches are logged
+    time.sleep(1.0)  # the last parked fetches are logged
     out = {"records_per_s": sent / wall, "brokers": {}}
     parse_lines = parse_s = 0.0
     for b, path in logs.items():
@@ -64,8 +68,12 @@ def one_run(bootstrap: str, logs: dict[int, Path], topic: str, names: dict, rate
         spent = time.process_time() - c0
         parse_lines += len(lines)
         parse_s += spent
-        out["brokers"][b] = {"lines_per_s": len(lines) / wall, "bytes_per_s": len(data) / wall,
-                             "events_per_s": events / wall, "bytes_per_line": len(data) / max(1, len(lines))}
+        out["brokers"][b] = {
+            "lines_per_s": len(lines) / wall,
+            "bytes_per_s": len(data) / wall,
+            "events_per_s": events / wall,
+            "bytes_per_line": len(data) / max(1, len(lines)),
+        }
     out["collector_lines_per_cpu_s"] = parse_lines / parse_s if parse_s else 0.0
     return out
 
@@ -89,9 +97,12 @@ def main() -> int:
     logs = {b: kafka_run / f"node-{b}" / "logs" / "kafka-request.log" for b in (1, 2, 3)}
     missing = [str(p) for p in logs.values() if not p.is_file()]
     if missing:
-        raise SystemExit(f"no request log at {missing}: start the cluster with "
-                         "services.sh up --brokers 3 (the request log is on with 3 brokers)")
+        raise SystemExit(
+            f"no request log at {missing}: start the cluster with "
+            "services.sh up --brokers 3 (the request log is on with 3 brokers)"
+        )
     from kafka.admin import KafkaAdminClient, NewTopic
+
     admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
     topic = f"bench-collector-{int(time.time())}"
     admin.create_topics([NewTopic(topic, 6, 3)])
@@ -99,16 +110,22 @@ def main() -> int:
     names = {kafka_topic_id(t["topic_id"]): t["name"] for t in admin.describe_topics()}
     runs = [one_run(bootstrap, logs, topic, names, args.rate, args.seconds) for _ in range(args.runs)]
     admin.delete_topics([topic])
-    print(f"{args.runs} runs of {args.seconds:.0f} s at {args.rate} records/s (200 B, acks=all, "
-          f"6 partitions, RF 3); median (min, max) over runs")
+    print(
+        f"{args.runs} runs of {args.seconds:.0f} s at {args.rate} records/s (200 B, acks=all, "
+        f"6 partitions, RF 3); median (min, max) over runs"
+    )
     print(f"  produced records/s: {summary([r['records_per_s'] for r in runs])}")
     for b in (1, 2, 3):
         per = [r["brokers"][b] for r in runs]
-        print(f"  broker {b}: request-log lines/s {summary([p['lines_per_s'] for p in per])}, "
-              f"bytes/s {summary([p['bytes_per_s'] for p in per])}, "
-              f"events/s {summary([p['events_per_s'] for p in per])}")
-    print(f"  collector: request-log lines per CPU second (one core): "
-          f"{summary([r['collector_lines_per_cpu_s'] for r in runs])}")
+        print(
+            f"  broker {b}: request-log lines/s {summary([p['lines_per_s'] for p in per])}, "
+            f"bytes/s {summary([p['bytes_per_s'] for p in per])}, "
+            f"events/s {summary([p['events_per_s'] for p in per])}"
+        )
+    print(
+        f"  collector: request-log lines per CPU second (one core): "
+        f"{summary([r['collector_lines_per_cpu_s'] for r in runs])}"
+    )
     print(json.dumps({"rate": args.rate, "seconds": args.seconds, "runs": runs}))
     return 0
 

@@ -16,6 +16,7 @@
 
 Addresses come from deploy/local/.run/env (written by services.sh up) unless given.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,7 @@ class TimedSink:
 
     def write_batch(self, batch_id, alerts, partition_status, replica_status, quarantine):
         start = time.perf_counter()
-        report = self.sink.write_batch(batch_id, alerts, partition_status, replica_status,
-                                       quarantine)
+        report = self.sink.write_batch(batch_id, alerts, partition_status, replica_status, quarantine)
         self.seconds += time.perf_counter() - start
         self.reports.append(report)
         return report
@@ -72,9 +72,12 @@ def batch_printer():
         def onQueryProgress(self, event):
             p = event.progress
             d = p.durationMs
-            print(f"  batch {p.batchId}: {p.numInputRows:,} rows read, "
-                  f"{d.get('triggerExecution', 0) / 1000:.1f} s (addBatch "
-                  f"{d.get('addBatch', 0) / 1000:.1f} s)", flush=True)
+            print(
+                f"  batch {p.batchId}: {p.numInputRows:,} rows read, "
+                f"{d.get('triggerExecution', 0) / 1000:.1f} s (addBatch "
+                f"{d.get('addBatch', 0) / 1000:.1f} s)",
+                flush=True,
+            )
 
         def onQueryIdle(self, event):
             pass
@@ -91,15 +94,16 @@ def offsets_read(progress: dict) -> int:
     total = 0
     for source in progress["sources"]:
         end = json.loads(source["endOffset"])
-        start = json.loads(source.get("startOffset") or "null") or {}   # "null": from earliest
+        start = json.loads(source.get("startOffset") or "null") or {}  # "null": from earliest
         for topic, partitions in end.items():
             for partition, offset in partitions.items():
                 total += offset - start.get(topic, {}).get(partition, 0)
     return total
 
 
-def produce(bootstrap: str, topic: str, kafka_partitions: int, partitions: int,
-            seconds: int) -> tuple[int, float]:
+def produce(
+    bootstrap: str, topic: str, kafka_partitions: int, partitions: int, seconds: int
+) -> tuple[int, float]:
     from replmon.streaming.simulator import writers
     from replmon.streaming.simulator.scale import scale
 
@@ -128,8 +132,7 @@ def cleanup(bootstrap: str, topic: str | None, client, prefix: str) -> None:
 
 def main() -> int:
     env = local_env()
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", type=int, default=2000, help="simulated Kafka partitions")
     ap.add_argument("--seconds", type=int, default=30, help="event time to simulate")
     ap.add_argument("--kafka-partitions", type=int, default=6, help="partitions of the events topic")
@@ -157,33 +160,43 @@ def main() -> int:
     topic, prefix = args.topic or f"bench-k2r-{tag}", f"benchk2r{tag}"
     events, produce_s = 0, 0.0
     if args.topic is None:
-        events, produce_s = produce(args.bootstrap, topic, args.kafka_partitions,
-                                    args.partitions, args.seconds)
-        print(f"produced {events:,} events ({args.partitions:,} partitions x {args.seconds} s) "
-              f"to {args.bootstrap}/{topic} in {produce_s:.1f} s: "
-              f"{events / produce_s:,.0f} events/s")
+        events, produce_s = produce(
+            args.bootstrap, topic, args.kafka_partitions, args.partitions, args.seconds
+        )
+        print(
+            f"produced {events:,} events ({args.partitions:,} partitions x {args.seconds} s) "
+            f"to {args.bootstrap}/{topic} in {produce_s:.1f} s: "
+            f"{events / produce_s:,.0f} events/s"
+        )
 
-    jars = [j for j in env.get("REPLMON_SPARK_JARS", "").split(",") if j] or \
-        sorted(str(p) for p in (ROOT / "deploy" / "local" / "jars").glob("*.jar"))
-    spark = build_session(SparkConf(driver_memory=args.driver_memory, jars=jars),
-                          app_name="replmon-bench-k2r")
+    jars = [j for j in env.get("REPLMON_SPARK_JARS", "").split(",") if j] or sorted(
+        str(p) for p in (ROOT / "deploy" / "local" / "jars").glob("*.jar")
+    )
+    spark = build_session(
+        SparkConf(driver_memory=args.driver_memory, jars=jars), app_name="replmon-bench-k2r"
+    )
     work = Path(tempfile.mkdtemp(prefix="replmon-bench-k2r-"))
-    settings = Settings(kafka={"bootstrap_servers": args.bootstrap, "subscribe": topic,
-                               "starting_offsets": "earliest",
-                               "max_offsets_per_trigger": args.max_offsets},
-                        redis={"url": args.redis_url, "prefix": prefix},
-                        spark={"checkpoint_dir": str(work / "checkpoint")},
-                        stream={"buckets": args.buckets,
-                                "status_interval_ms": args.status_interval_ms},
-                        write_files=False)
+    settings = Settings(
+        kafka={
+            "bootstrap_servers": args.bootstrap,
+            "subscribe": topic,
+            "starting_offsets": "earliest",
+            "max_offsets_per_trigger": args.max_offsets,
+        },
+        redis={"url": args.redis_url, "prefix": prefix},
+        spark={"checkpoint_dir": str(work / "checkpoint")},
+        stream={"buckets": args.buckets, "status_interval_ms": args.status_interval_ms},
+        write_files=False,
+    )
     sink = TimedSink(build_redis_sink(settings.redis))
     router = OutputRouter(None, sink)
     client = redis.Redis.from_url(args.redis_url)
     spark.streams.addListener(batch_printer())
     try:
         start = time.perf_counter()
-        query = start_query(spark, kafka_source(spark, settings.kafka), settings, router,
-                            once=True, name=f"bench_k2r_{tag}")
+        query = start_query(
+            spark, kafka_source(spark, settings.kafka), settings, router, once=True, name=f"bench_k2r_{tag}"
+        )
         try:
             if not query.awaitTermination(TIMEOUT_S):
                 raise RuntimeError(f"the query did not end within {TIMEOUT_S} s")
@@ -199,12 +212,17 @@ def main() -> int:
         keys = Keys(prefix)
         redis_keys = sum(1 for _ in client.scan_iter(match=f"{prefix}:*", count=5000))
         figures = {
-            "events": events, "events_read": read, "rows_scanned": scanned,
+            "events": events,
+            "events_read": read,
+            "rows_scanned": scanned,
             "partitions": args.partitions,
-            "seconds": args.seconds, "kafka_partitions": args.kafka_partitions,
-            "max_offsets_per_trigger": args.max_offsets, "buckets": args.buckets,
+            "seconds": args.seconds,
+            "kafka_partitions": args.kafka_partitions,
+            "max_offsets_per_trigger": args.max_offsets,
+            "buckets": args.buckets,
             "produce_events_per_s": round(events / produce_s) if produce_s else None,
-            "wall_s": round(wall, 1), "events_per_s": round(read / wall),
+            "wall_s": round(wall, 1),
+            "events_per_s": round(read / wall),
             "batches": len(durations),
             "batch_ms_p50": round(statistics.median(durations)) if durations else 0,
             "batch_ms_max": durations[-1] if durations else 0,
@@ -216,26 +234,33 @@ def main() -> int:
             "redis_round_trips": sink.total("round_trips"),
             "redis_keys": redis_keys,
             "redis_writes_per_s": round(sum(r.written for r in sink.reports) / sink.seconds)
-            if sink.seconds else None,
+            if sink.seconds
+            else None,
             "redis_round_trips_per_batch": round(sink.total("round_trips") / len(sink.reports), 1)
-            if sink.reports else 0,
+            if sink.reports
+            else 0,
             # The sink keeps up when it takes a small share of each batch (it runs inside it).
-            "sink_share_of_batch_time": round(sink.seconds * 1000 / sum(durations), 3)
-            if durations else None,
+            "sink_share_of_batch_time": round(sink.seconds * 1000 / sum(durations), 3) if durations else None,
             "redis_alerts_stream": client.xlen(keys.alerts_stream()),
         }
-        print(f"query: {read:,} events ({scanned:,} rows scanned) in {len(durations)} "
-              f"micro-batches, {wall:.1f} s wall: "
-              f"{figures['events_per_s']:,} events/s end to end; batch ms p50 "
-              f"{figures['batch_ms_p50']} max {figures['batch_ms_max']}")
+        print(
+            f"query: {read:,} events ({scanned:,} rows scanned) in {len(durations)} "
+            f"micro-batches, {wall:.1f} s wall: "
+            f"{figures['events_per_s']:,} events/s end to end; batch ms p50 "
+            f"{figures['batch_ms_p50']} max {figures['batch_ms_max']}"
+        )
         print(f"outputs: {dict(router.totals)}")
-        print(f"redis: {figures['redis_records_written']:,} records written "
-              f"({figures['redis_series_points']:,} series points, "
-              f"{figures['redis_cluster_points']} cluster points) in {figures['redis_round_trips']} "
-              f"round trips, {sink.seconds:.1f} s in the sink; {redis_keys:,} keys under {prefix}")
-        print(f"redis sink: {figures['redis_writes_per_s'] or 0:,} records written per second in "
-              f"the sink, {figures['redis_round_trips_per_batch']} round trips per batch, "
-              f"{100 * (figures['sink_share_of_batch_time'] or 0):.0f}% of the batch time")
+        print(
+            f"redis: {figures['redis_records_written']:,} records written "
+            f"({figures['redis_series_points']:,} series points, "
+            f"{figures['redis_cluster_points']} cluster points) in {figures['redis_round_trips']} "
+            f"round trips, {sink.seconds:.1f} s in the sink; {redis_keys:,} keys under {prefix}"
+        )
+        print(
+            f"redis sink: {figures['redis_writes_per_s'] or 0:,} records written per second in "
+            f"the sink, {figures['redis_round_trips_per_batch']} round trips per batch, "
+            f"{100 * (figures['sink_share_of_batch_time'] or 0):.0f}% of the batch time"
+        )
         print(json.dumps(figures))
     finally:
         if not args.keep:

@@ -9,6 +9,7 @@ median and the spread (min..max) of events read per second of wall time (the who
 count, the grouped job, collecting and writing the outputs; not the session start). Ends with
 one JSON line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,37 +37,75 @@ def main(argv=None) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="replmon-bench-replay-"))
     try:
-        assert simulate.main(["--scenario", "scale", "--scale-partitions", str(args.partitions),
-                              "--scale-seconds", str(args.seconds), "--out", str(tmp / "sim")]) == 0
+        assert (
+            simulate.main(
+                [
+                    "--scenario",
+                    "scale",
+                    "--scale-partitions",
+                    str(args.partitions),
+                    "--scale-seconds",
+                    str(args.seconds),
+                    "--out",
+                    str(tmp / "sim"),
+                ]
+            )
+            == 0
+        )
         events = sum(1 for f in (tmp / "sim" / "events").glob("*.jsonl") for _ in f.open())
         config = tmp / "replmon.toml"
         config.write_text(f"[stream]\nbuckets = {args.buckets}\n")
         half = f"{args.seconds // 2}s"
-        variants = {0: [], 2: ["--what-if", "rules.replica_lag_time_max_ms=10000",
-                               "--what-if", "rules.rule_set=v0_8"]}
+        variants = {
+            0: [],
+            2: ["--what-if", "rules.replica_lag_time_max_ms=10000", "--what-if", "rules.rule_set=v0_8"],
+        }
         results: dict[int, list[float]] = {}
         for n, extra in variants.items():
-            for run in range(args.runs + 1):          # run 0 warms the session up, not counted
+            for run in range(args.runs + 1):  # run 0 warms the session up, not counted
                 out = io.StringIO()
                 t = time.monotonic()
                 with contextlib.redirect_stdout(out):
-                    rc = cli.main(["replay", "--config", str(config), "--input", str(tmp / "sim" / "events"),
-                                   "--last", half, "--output", str(tmp / f"out-{n}-{run}"), *extra])
+                    rc = cli.main(
+                        [
+                            "replay",
+                            "--config",
+                            str(config),
+                            "--input",
+                            str(tmp / "sim" / "events"),
+                            "--last",
+                            half,
+                            "--output",
+                            str(tmp / f"out-{n}-{run}"),
+                            *extra,
+                        ]
+                    )
                 wall = time.monotonic() - t
                 assert rc == 0, out.getvalue()[-2000:]
-                read = int(next(line for line in out.getvalue().splitlines()
-                                if "events read" in line).split()[2].replace(",", ""))
+                read = int(
+                    next(line for line in out.getvalue().splitlines() if "events read" in line)
+                    .split()[2]
+                    .replace(",", "")
+                )
                 if run:
                     results.setdefault(n, []).append(read / wall)
-                print(f"variants {n} run {run}: {read:,} events in {wall:.1f} s"
-                      f"{' (warm-up, not counted)' if not run else ''}", file=sys.stderr)
+                print(
+                    f"variants {n} run {run}: {read:,} events in {wall:.1f} s"
+                    f"{' (warm-up, not counted)' if not run else ''}",
+                    file=sys.stderr,
+                )
         summary = {"partitions": args.partitions, "input_events": events, "buckets": args.buckets}
         for n, rates in results.items():
-            summary[f"events_per_s_{n}_variants"] = {"median": round(statistics.median(rates)),
-                                                     "min": round(min(rates)), "max": round(max(rates)),
-                                                     "runs": len(rates)}
-            print(f"{n} what-if variants: median {statistics.median(rates):,.0f} events/s "
-                  f"(min {min(rates):,.0f}, max {max(rates):,.0f}, {len(rates)} runs)")
+            summary[f"events_per_s_{n}_variants"] = {
+                "median": round(statistics.median(rates)),
+                "min": round(min(rates)),
+                "max": round(max(rates)),
+                "runs": len(rates),
+            }
+            print(
+                f"{n} what-if variants: median {statistics.median(rates):,.0f} events/s "
+                f"(min {min(rates):,.0f}, max {max(rates):,.0f}, {len(rates)} runs)"
+            )
         print(json.dumps(summary))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -16,6 +16,7 @@ encoding), as wall time and as the CPU time the Python threads used (less affect
 work on the machine). With --runs N the whole is repeated N times in one session and every
 figure is the median, with its min-max spread. The last line is one JSON object with all figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,9 @@ TIMEOUT_S = 3600  # a benchmark query that runs longer than this is hung, not sl
 T0 = 1_767_225_600_000
 
 
-def generate(folder: Path, partitions: int, seconds: float, interval_ms: int,
-             batch_events: int, topics: int = 10) -> int:
+def generate(
+    folder: Path, partitions: int, seconds: float, interval_ms: int, batch_events: int, topics: int = 10
+) -> int:
     """Steady cluster, sorted by time; split into files of ~batch_events lines."""
     folder.mkdir(parents=True, exist_ok=True)
     per_topic = max(1, partitions // topics)
@@ -58,9 +60,23 @@ def generate(folder: Path, partitions: int, seconds: float, interval_ms: int,
     for i, (topic, p) in enumerate(names):
         leader = leaders[i]
         replicas = [leader, 1 + (leader % 6), 1 + ((leader + 1) % 6)]
-        lines.append(json.dumps({"type": "metadata", "ts": T0, "cluster": "bench", "topic": topic,
-                                 "partition": p, "leader": leader, "leader_epoch": 1,
-                                 "replicas": replicas, "isr": replicas, "leader_leo": 0, "hw": 0}))
+        lines.append(
+            json.dumps(
+                {
+                    "type": "metadata",
+                    "ts": T0,
+                    "cluster": "bench",
+                    "topic": topic,
+                    "partition": p,
+                    "leader": leader,
+                    "leader_epoch": 1,
+                    "replicas": replicas,
+                    "isr": replicas,
+                    "leader_leo": 0,
+                    "hw": 0,
+                }
+            )
+        )
     steps = int(seconds * 1000 / interval_ms)
     for s in range(1, steps + 1):
         t = T0 + s * interval_ms
@@ -70,13 +86,19 @@ def generate(folder: Path, partitions: int, seconds: float, interval_ms: int,
             leader = leaders[i]
             f1, f2 = 1 + (leader % 6), 1 + ((leader + 1) % 6)
             jt = t + i % 97
-            lines.append(f'{{"type":"append","ts":{jt},"cluster":"bench","topic":"{topic}",'
-                         f'"partition":{p},"leader_leo":{leo}}}')
-            lines.append(f'{{"type":"fetch","ts":{jt + 1},"cluster":"bench","topic":"{topic}",'
-                         f'"partition":{p},"replica":{f1},"fetch_offset":{leo},"leader_leo":{leo}}}')
-            lines.append(f'{{"type":"fetch","ts":{jt + 2},"cluster":"bench","topic":"{topic}",'
-                         f'"partition":{p},"replica":{f2},"fetch_offset":{leo - 5},'
-                         f'"leader_leo":{leo}}}')
+            lines.append(
+                f'{{"type":"append","ts":{jt},"cluster":"bench","topic":"{topic}",'
+                f'"partition":{p},"leader_leo":{leo}}}'
+            )
+            lines.append(
+                f'{{"type":"fetch","ts":{jt + 1},"cluster":"bench","topic":"{topic}",'
+                f'"partition":{p},"replica":{f1},"fetch_offset":{leo},"leader_leo":{leo}}}'
+            )
+            lines.append(
+                f'{{"type":"fetch","ts":{jt + 2},"cluster":"bench","topic":"{topic}",'
+                f'"partition":{p},"replica":{f2},"fetch_offset":{leo - 5},'
+                f'"leader_leo":{leo}}}'
+            )
             if len(lines) >= batch_events:
                 flush()
     flush()
@@ -144,9 +166,14 @@ def run_query(spark, df_builder, work: Path, name: str):
         else:
             counts["rows"] += len(batch_df.toArrow())
 
-    q = (df_builder().writeStream.queryName(f"{name}_{uuid.uuid4().hex[:6]}")
-         .option("checkpointLocation", str(work / f"ckpt-{name}"))
-         .foreachBatch(sink).trigger(availableNow=True).start())
+    q = (
+        df_builder()
+        .writeStream.queryName(f"{name}_{uuid.uuid4().hex[:6]}")
+        .option("checkpointLocation", str(work / f"ckpt-{name}"))
+        .foreachBatch(sink)
+        .trigger(availableNow=True)
+        .start()
+    )
     if not q.awaitTermination(TIMEOUT_S):
         q.stop()
         raise RuntimeError(f"{name}: the query did not end within {TIMEOUT_S} s")
@@ -206,10 +233,12 @@ def one_run(spark, work: Path, args, n: int) -> dict:
 
     profile = work / f"phases-{n}"
     profile.mkdir()
-    settings = Settings(input_path=str(work / "in"), output_dir=str(work / "out"),
-                        stream={"buckets": args.buckets, "status_interval_ms": 10_000,
-                                "profile_dir": str(profile)},
-                        spark={"max_files_per_trigger": 1})
+    settings = Settings(
+        input_path=str(work / "in"),
+        output_dir=str(work / "out"),
+        stream={"buckets": args.buckets, "status_interval_ms": 10_000, "profile_dir": str(profile)},
+        spark={"max_files_per_trigger": 1},
+    )
 
     def ceiling_df():
         src = file_source(spark, str(work / "in"), 1)
@@ -226,16 +255,17 @@ def one_run(spark, work: Path, args, n: int) -> dict:
         return monitor_outputs(file_source(spark, str(work / "in"), 1), settings, keys)
 
     def floor_df():
-        return monitor_outputs(file_source(spark, str(work / "in"), 1), settings, keys,
-                               state_func=_read_only)
+        return monitor_outputs(file_source(spark, str(work / "in"), 1), settings, keys, state_func=_read_only)
 
     c_dur, c_rows, _, _ = run_query(spark, ceiling_df, work, f"ceiling{n}")
     ceiling = c_rows / (sum(c_dur) / 1000)
     floor = {}
     if args.floor:
         f_dur, f_rows, _, _ = run_query(spark, floor_df, work, f"floor{n}")
-        floor = {"floor_events_per_s": f_rows / (sum(f_dur) / 1000),
-                 "floor_batch_ms_p50": statistics.median(f_dur)}
+        floor = {
+            "floor_events_per_s": f_rows / (sum(f_dur) / 1000),
+            "floor_batch_ms_p50": statistics.median(f_dur),
+        }
         floor["floor_share"] = floor["floor_events_per_s"] / ceiling
     m_dur, m_rows, last, out_rows = run_query(spark, monitor_df, work, f"monitor{n}")
     if os.environ.get("BENCH_DEBUG"):
@@ -245,26 +275,40 @@ def one_run(spark, work: Path, args, n: int) -> dict:
     state_bytes = ops.get("memoryUsedBytes", 0)
     replicas = args.partitions * 3
     phases = read_phases(profile, len(m_dur) + 1)
-    r = {"events": m_rows, "events_per_s": rate, "ceiling_events_per_s": ceiling,
-         "share": rate / ceiling, "batch_ms_p50": statistics.median(m_dur),
-         "batch_ms_p99": p99(m_dur), "ceiling_batch_ms_p50": statistics.median(c_dur),
-         "state_bytes_per_replica": state_bytes / replicas, "output_records": out_rows,
-         "batches": len(m_dur), **floor,
-         **{f"py_{k}_ms": v for k, v in phases.items() if k != "calls"}}
-    print(f"run {n}: monitor {m_rows:,} events in {len(m_dur)} steady micro-batches, "
-          f"{rate:,.0f} events/s = {100 * r['share']:.0f}% of the ceiling {ceiling:,.0f}; "
-          f"batch ms p50 {r['batch_ms_p50']:.0f} p99 {r['batch_ms_p99']:.0f}; "
-          f"{state_bytes / replicas:.0f} B state per replica")
+    r = {
+        "events": m_rows,
+        "events_per_s": rate,
+        "ceiling_events_per_s": ceiling,
+        "share": rate / ceiling,
+        "batch_ms_p50": statistics.median(m_dur),
+        "batch_ms_p99": p99(m_dur),
+        "ceiling_batch_ms_p50": statistics.median(c_dur),
+        "state_bytes_per_replica": state_bytes / replicas,
+        "output_records": out_rows,
+        "batches": len(m_dur),
+        **floor,
+        **{f"py_{k}_ms": v for k, v in phases.items() if k != "calls"},
+    }
+    print(
+        f"run {n}: monitor {m_rows:,} events in {len(m_dur)} steady micro-batches, "
+        f"{rate:,.0f} events/s = {100 * r['share']:.0f}% of the ceiling {ceiling:,.0f}; "
+        f"batch ms p50 {r['batch_ms_p50']:.0f} p99 {r['batch_ms_p99']:.0f}; "
+        f"{state_bytes / replicas:.0f} B state per replica"
+    )
     if floor:
-        print(f"  floor (the same query, its Python step only reading its input): "
-              f"{floor['floor_events_per_s']:,.0f} events/s = {100 * floor['floor_share']:.0f}% "
-              f"of the ceiling; batch ms p50 {floor['floor_batch_ms_p50']:.0f}")
-    print(f"  where a batch goes: stateless parse+validate+count of the same input (JVM) "
-          f"{r['ceiling_batch_ms_p50']:.0f} ms wall; stateful step in Python, ms summed over the "
-          f"parallel tasks, wall (CPU): " + ", ".join(f"{k} {phases[k]:.0f} ({phases[k + '_cpu']:.0f})"
-                                                      for k in PHASES)
-          + f"; the rest of the batch (shuffle, Arrow transfer, JVM state store) is wall minus "
-          f"Python over {args.cores} cores")
+        print(
+            f"  floor (the same query, its Python step only reading its input): "
+            f"{floor['floor_events_per_s']:,.0f} events/s = {100 * floor['floor_share']:.0f}% "
+            f"of the ceiling; batch ms p50 {floor['floor_batch_ms_p50']:.0f}"
+        )
+    print(
+        f"  where a batch goes: stateless parse+validate+count of the same input (JVM) "
+        f"{r['ceiling_batch_ms_p50']:.0f} ms wall; stateful step in Python, ms summed over the "
+        f"parallel tasks, wall (CPU): "
+        + ", ".join(f"{k} {phases[k]:.0f} ({phases[k + '_cpu']:.0f})" for k in PHASES)
+        + f"; the rest of the batch (shuffle, Arrow transfer, JVM state store) is wall minus "
+        f"Python over {args.cores} cores"
+    )
     return r
 
 
@@ -277,17 +321,24 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=10_000)
     ap.add_argument("--seconds", type=float, default=8.0, help="event time to simulate")
     ap.add_argument("--interval-ms", type=int, default=500, help="fetch/append period per partition")
-    ap.add_argument("--batch-events", type=int, default=None,
-                    help="events per micro-batch (default: one round of every partition, "
-                         "3 x partitions, at least 100k)")
+    ap.add_argument(
+        "--batch-events",
+        type=int,
+        default=None,
+        help="events per micro-batch (default: one round of every partition, 3 x partitions, at least 100k)",
+    )
     ap.add_argument("--buckets", type=int, default=16, help="stream.buckets (its default)")
-    ap.add_argument("--runs", type=int, default=1, help="repeat ceiling + monitor; figures are "
-                                                        "the median with min-max")
+    ap.add_argument(
+        "--runs", type=int, default=1, help="repeat ceiling + monitor; figures are the median with min-max"
+    )
     ap.add_argument("--driver-memory", default="8g")
     ap.add_argument("--cores", type=int, default=2)
-    ap.add_argument("--floor", action="store_true",
-                    help="also run the floor: the monitor's query with a Python step that only "
-                         "reads its input (what the plan costs whatever the engine does)")
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="also run the floor: the monitor's query with a Python step that only "
+        "reads its input (what the plan costs whatever the engine does)",
+    )
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     batch_events = args.batch_events or max(100_000, 3 * args.partitions)
@@ -299,42 +350,63 @@ def main() -> int:
     t = time.time()
     total = generate(work / "in", args.partitions, args.seconds, args.interval_ms, batch_events)
     files = len(list((work / "in").glob("*.jsonl")))
-    print(f"generated {total:,} events in {files} files of ~{batch_events:,} for "
-          f"{args.partitions:,} partitions (RF 3) in {time.time() - t:.1f} s")
+    print(
+        f"generated {total:,} events in {files} files of ~{batch_events:,} for "
+        f"{args.partitions:,} partitions (RF 3) in {time.time() - t:.1f} s"
+    )
 
     rss = RssSampler()
     rss.start()
-    spark = build_session(SparkConf(driver_memory=args.driver_memory,
-                                    master=f"local[{args.cores}]"), app_name="replmon-bench")
+    spark = build_session(
+        SparkConf(driver_memory=args.driver_memory, master=f"local[{args.cores}]"), app_name="replmon-bench"
+    )
     runs = [one_run(spark, work, args, n) for n in range(args.runs)]
     rss.stop.set()
     spark.stop()
     keys = [k for k in runs[0] if k not in ("events", "batches", "output_records")]
     summary = {k: spread([r[k] for r in runs]) for k in keys}
     med = {k: v["median"] for k, v in summary.items()}
-    print(f"summary over {args.runs} run(s) (median, min-max): " + "; ".join(
-        f"{k} {v['median']:,.2f} ({v['min']:,.2f}-{v['max']:,.2f})" for k, v in summary.items()))
-    print(f"peak RSS (JVM + Python workers) {rss.peak / 2**20:,.0f} MB, of which the Python "
-          f"workers at most {rss.peak_workers / 2**20:,.0f} MB")
-    print(json.dumps({"partitions": args.partitions, "events": runs[0]["events"],
-                      "batch_events": batch_events, "buckets": args.buckets, "runs": args.runs,
-                      "events_per_s": round(med["events_per_s"]),
-                      "ceiling_events_per_s": round(med["ceiling_events_per_s"]),
-                      "share": round(med["share"], 3),
-                      **({"floor_events_per_s": round(med["floor_events_per_s"]),
-                          "floor_share": round(med["floor_share"], 3)} if args.floor else {}),
-                      "batch_ms_p50": round(med["batch_ms_p50"]),
-                      "batch_ms_p99": round(med["batch_ms_p99"]),
-                      "state_bytes_per_replica": round(med["state_bytes_per_replica"]),
-                      "peak_rss_mb": round(rss.peak / 2**20),
-                      "peak_rss_python_workers_mb": round(rss.peak_workers / 2**20),
-                      # the stateful step's phases, ms per batch summed over the parallel tasks:
-                      # wall time, and the CPU time its threads used (less affected by other load)
-                      "phases_wall_ms_per_batch": {k: round(med[f"py_{k}_ms"]) for k in PHASES},
-                      "phases_cpu_ms_per_batch": {k: round(med[f"py_{k}_cpu_ms"]) for k in PHASES},
-                      "spread": {k: [round(v["min"], 3), round(v["max"], 3)]
-                                 for k, v in summary.items()},
-                      "per_run": [{k: round(v, 3) for k, v in r.items()} for r in runs]}))
+    print(
+        f"summary over {args.runs} run(s) (median, min-max): "
+        + "; ".join(f"{k} {v['median']:,.2f} ({v['min']:,.2f}-{v['max']:,.2f})" for k, v in summary.items())
+    )
+    print(
+        f"peak RSS (JVM + Python workers) {rss.peak / 2**20:,.0f} MB, of which the Python "
+        f"workers at most {rss.peak_workers / 2**20:,.0f} MB"
+    )
+    print(
+        json.dumps(
+            {
+                "partitions": args.partitions,
+                "events": runs[0]["events"],
+                "batch_events": batch_events,
+                "buckets": args.buckets,
+                "runs": args.runs,
+                "events_per_s": round(med["events_per_s"]),
+                "ceiling_events_per_s": round(med["ceiling_events_per_s"]),
+                "share": round(med["share"], 3),
+                **(
+                    {
+                        "floor_events_per_s": round(med["floor_events_per_s"]),
+                        "floor_share": round(med["floor_share"], 3),
+                    }
+                    if args.floor
+                    else {}
+                ),
+                "batch_ms_p50": round(med["batch_ms_p50"]),
+                "batch_ms_p99": round(med["batch_ms_p99"]),
+                "state_bytes_per_replica": round(med["state_bytes_per_replica"]),
+                "peak_rss_mb": round(rss.peak / 2**20),
+                "peak_rss_python_workers_mb": round(rss.peak_workers / 2**20),
+                # the stateful step's phases, ms per batch summed over the parallel tasks:
+                # wall time, and the CPU time its threads used (less affected by other load)
+                "phases_wall_ms_per_batch": {k: round(med[f"py_{k}_ms"]) for k in PHASES},
+                "phases_cpu_ms_per_batch": {k: round(med[f"py_{k}_cpu_ms"]) for k in PHASES},
+                "spread": {k: [round(v["min"], 3), round(v["max"], 3)] for k, v in summary.items()},
+                "per_run": [{k: round(v, 3) for k, v in r.items()} for r in runs],
+            }
+        )
+    )
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0

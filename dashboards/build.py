@@ -30,45 +30,82 @@ def layout(rows: list[list[tuple[dict, int, int]]]) -> list[dict]:
         for panel, width, height in row:
             if x + width > GRID_WIDTH:
                 raise ValueError(f"row too wide at panel {panel['title']!r}")
-            placed.append({**panel, "id": len(placed) + 1,
-                           "gridPos": {"x": x, "y": y, "w": width, "h": height}})
+            placed.append(
+                {**panel, "id": len(placed) + 1, "gridPos": {"x": x, "y": y, "w": width, "h": height}}
+            )
             x += width
         y += max(height for _, _, height in row)
     return placed
 
 
-def dashboard(uid: str, title: str, description: str, variables: list[dict], panels: list[dict],
-              links: list[dict], annotations: list[dict]) -> dict:
+def dashboard(
+    uid: str,
+    title: str,
+    description: str,
+    variables: list[dict],
+    panels: list[dict],
+    links: list[dict],
+    annotations: list[dict],
+) -> dict:
     return {
-        "id": None, "uid": uid, "title": title, "description": description,
-        "tags": ["replmon", "kafka", "replication"], "timezone": "browser", "editable": True,
-        "graphTooltip": 1, "schemaVersion": SCHEMA_VERSION, "version": 1, "refresh": "30s",
-        "time": {"from": "now-6h", "to": "now"}, "fiscalYearStartMonth": 0, "liveNow": False,
-        "annotations": {"list": annotations}, "templating": {"list": variables}, "links": links,
+        "id": None,
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": ["replmon", "kafka", "replication"],
+        "timezone": "browser",
+        "editable": True,
+        "graphTooltip": 1,
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"},
+        "fiscalYearStartMonth": 0,
+        "liveNow": False,
+        "annotations": {"list": annotations},
+        "templating": {"list": variables},
+        "links": links,
         "panels": panels,
     }
 
 
 def _link(title: str, uid: str) -> dict:
-    return {"title": title, "type": "link", "url": f"/d/{uid}", "includeVars": True,
-            "keepTime": True, "asDropdown": False, "icon": "dashboard", "tags": [], "targetBlank": False,
-            "tooltip": ""}
+    return {
+        "title": title,
+        "type": "link",
+        "url": f"/d/{uid}",
+        "includeVars": True,
+        "keepTime": True,
+        "asDropdown": False,
+        "icon": "dashboard",
+        "tags": [],
+        "targetBlank": False,
+        "tooltip": "",
+    }
 
 
 def overview(keys: Keys) -> dict:
-    counts = [p.firing_alerts_count(keys), p.under_replicated_count(keys), p.under_min_isr_count(keys),
-              p.out_of_sync_count(keys), p.quarantine_count(keys)]
+    counts = [
+        p.firing_alerts_count(keys),
+        p.under_replicated_count(keys),
+        p.under_min_isr_count(keys),
+        p.out_of_sync_count(keys),
+        p.quarantine_count(keys),
+    ]
     return dashboard(
-        "replmon-overview", "replmon / cluster overview",
+        "replmon-overview",
+        "replmon / cluster overview",
         "Replication health of one Kafka cluster as re-derived by replmon.",
         [p.cluster_variable(keys)],
-        layout([
-            [(c, w, 4) for c, w in zip(counts, (6, 5, 5, 4, 4))],
-            [(p.firing_alerts_table(keys), 24, 8)],
-            [(p.cluster_counts(keys), 16, 8), (p.under_replicated_table(keys), 8, 8)],
-            [(p.alert_transitions_table(keys), 24, 10)],
-            [(p.quarantine_table(keys), 24, 8)],
-        ]),
+        layout(
+            [
+                [(c, w, 4) for c, w in zip(counts, (6, 5, 5, 4, 4))],
+                [(p.firing_alerts_table(keys), 24, 8)],
+                [(p.cluster_counts(keys), 16, 8), (p.under_replicated_table(keys), 8, 8)],
+                [(p.alert_transitions_table(keys), 24, 10)],
+                [(p.quarantine_table(keys), 24, 8)],
+            ]
+        ),
         [_link("Partition and followers", "replmon-replica"), _link("Broker", "replmon-broker")],
         [p.annotation_query("replmon alerts", [f"cluster:{p.CLUSTER}"])],
     )
@@ -76,37 +113,57 @@ def overview(keys: Keys) -> dict:
 
 def replica(keys: Keys) -> dict:
     return dashboard(
-        "replmon-replica", "replmon / partition and followers",
+        "replmon-replica",
+        "replmon / partition and followers",
         "High watermark, ISR and per-follower lag of one partition.",
-        [p.cluster_variable(keys), p.topic_variable(keys), p.partition_variable(keys),
-         p.replica_variable(keys)],
-        layout([
-            [(p.high_watermark_vs_leader_leo(keys), 12, 8), (p.isr_size(keys), 6, 8),
-             (p.high_watermark_stalled(keys), 6, 8)],
-            [(p.partition_state_table(keys), 24, 5)],
-            [(p.follower_lag_time(keys), 24, 8)],
-            [(p.follower_lag_messages(keys), 24, 8)],
-            [(p.follower_state_table(keys), 24, 5)],
-        ]),
+        [
+            p.cluster_variable(keys),
+            p.topic_variable(keys),
+            p.partition_variable(keys),
+            p.replica_variable(keys),
+        ],
+        layout(
+            [
+                [
+                    (p.high_watermark_vs_leader_leo(keys), 12, 8),
+                    (p.isr_size(keys), 6, 8),
+                    (p.high_watermark_stalled(keys), 6, 8),
+                ],
+                [(p.partition_state_table(keys), 24, 5)],
+                [(p.follower_lag_time(keys), 24, 8)],
+                [(p.follower_lag_messages(keys), 24, 8)],
+                [(p.follower_state_table(keys), 24, 5)],
+            ]
+        ),
         [_link("Cluster overview", "replmon-overview"), _link("Broker", "replmon-broker")],
-        [p.annotation_query("replmon alerts on this partition",
-                            [f"cluster:{p.CLUSTER}", f"topic:{p.TOPIC}", f"partition:{p.PARTITION}"])],
+        [
+            p.annotation_query(
+                "replmon alerts on this partition",
+                [f"cluster:{p.CLUSTER}", f"topic:{p.TOPIC}", f"partition:{p.PARTITION}"],
+            )
+        ],
     )
 
 
 def broker(keys: Keys) -> dict:
     return dashboard(
-        "replmon-broker", "replmon / broker",
+        "replmon-broker",
+        "replmon / broker",
         "One broker as the follower side sees it: the followers it hosts, which are out of the ISR, "
         "its alerts and stalled fetchers, and each follower's lag.",
         [p.cluster_variable(keys), p.broker_variable(keys), p.hosted_variable(keys)],
-        layout([
-            [(p.broker_followers_count(keys), 6, 4), (p.broker_out_of_sync_count(keys), 6, 4),
-             (p.broker_out_of_sync_table(keys), 12, 4)],
-            [(p.broker_alerts_table(keys), 24, 8)],
-            [(p.stalled_fetchers_table(keys), 24, 6)],
-            [(p.hosted_follower_lag(keys), 24, 8)],
-        ]),
+        layout(
+            [
+                [
+                    (p.broker_followers_count(keys), 6, 4),
+                    (p.broker_out_of_sync_count(keys), 6, 4),
+                    (p.broker_out_of_sync_table(keys), 12, 4),
+                ],
+                [(p.broker_alerts_table(keys), 24, 8)],
+                [(p.stalled_fetchers_table(keys), 24, 6)],
+                [(p.hosted_follower_lag(keys), 24, 8)],
+            ]
+        ),
         [_link("Cluster overview", "replmon-overview"), _link("Partition and followers", "replmon-replica")],
         # every alert about a broker or one of its replicas carries `broker` (docs/outputs.md)
         [p.annotation_query("replmon alerts on this broker", [f"cluster:{p.CLUSTER}", f"broker:{p.BROKER}"])],
@@ -116,8 +173,11 @@ def broker(keys: Keys) -> dict:
 def build_all(prefix: str = DEFAULT_PREFIX) -> dict[str, dict]:
     """File name -> dashboard."""
     keys = Keys(prefix)
-    return {"replmon-overview.json": overview(keys), "replmon-replica.json": replica(keys),
-            "replmon-broker.json": broker(keys)}
+    return {
+        "replmon-overview.json": overview(keys),
+        "replmon-replica.json": replica(keys),
+        "replmon-broker.json": broker(keys),
+    }
 
 
 def render(board: dict) -> str:
@@ -135,7 +195,9 @@ def write(out_dir: Path, prefix: str = DEFAULT_PREFIX) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m replmon.dashboards.build", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m replmon.dashboards.build", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--out", type=Path, default=OUT_DIR, help=f"output folder (default {OUT_DIR})")
     parser.add_argument("--prefix", default=DEFAULT_PREFIX, help="Redis key prefix the sink writes under")
     parser.add_argument("--print", action="store_true", help="print the JSON instead of writing files")

@@ -11,6 +11,7 @@ consequences that always page; silenced alerts are not). Posting is idempotent, 
 micro-batch posts the same alerts again harmlessly. The sink only sends: after `retries` it
 raises SinkUnavailable and the batch is replayed from the checkpoint.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,19 +29,29 @@ from replmon.sinks.errors import SinkUnavailable, SinkWriteError
 
 log = logging.getLogger(__name__)
 
-LABELS = ("alertname", "cluster", "topic", "partition", "replica", "broker", "severity",
-          "caused_by", "root_cause_id", "alert_id")
+LABELS = (
+    "alertname",
+    "cluster",
+    "topic",
+    "partition",
+    "replica",
+    "broker",
+    "severity",
+    "caused_by",
+    "root_cause_id",
+    "alert_id",
+)
 
 
 class AlertmanagerSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    url: str                                 # e.g. http://127.0.0.1:9093 (no path)
+    url: str  # e.g. http://127.0.0.1:9093 (no path)
     resend_interval_s: PositiveFloat = 60.0  # must stay well below Alertmanager's resolve_timeout
     timeout_s: PositiveFloat = 5.0
     retries: NonNegativeInt = 3
     backoff_s: PositiveFloat = 0.5
-    generator_url: str = ""                  # a link back (e.g. the Grafana dashboard)
+    generator_url: str = ""  # a link back (e.g. the Grafana dashboard)
 
     @field_validator("url")
     @classmethod
@@ -58,9 +69,13 @@ def to_postable(alert: Mapping, generator_url: str = "") -> dict:
     """One replmon alert record as Alertmanager's postableAlert (pure). Labels are strings;
     null ones are left out (Alertmanager treats an empty label as absent)."""
     values = {
-        "alertname": alert["name"], "cluster": alert["cluster"], "topic": alert.get("topic"),
-        "partition": alert.get("partition"), "replica": alert.get("replica"),
-        "broker": alert.get("broker"), "severity": alert["severity"],
+        "alertname": alert["name"],
+        "cluster": alert["cluster"],
+        "topic": alert.get("topic"),
+        "partition": alert.get("partition"),
+        "replica": alert.get("replica"),
+        "broker": alert.get("broker"),
+        "severity": alert["severity"],
         "caused_by": alert.get("caused_by"),
         # the alert's root: grouping by it puts a root cause and its consequences together
         "root_cause_id": alert.get("caused_by") or alert["alert_id"],
@@ -81,12 +96,16 @@ def to_postable(alert: Mapping, generator_url: str = "") -> dict:
 class AlertmanagerSink:
     """Posts notified transitions and keeps re-posting firing ones until they resolve."""
 
-    def __init__(self, settings: AlertmanagerSettings, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        settings: AlertmanagerSettings,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._settings = settings
         self._sleep = sleep
         self._clock = clock
-        self._firing: dict[str, dict] = {}   # alert_id -> postable
+        self._firing: dict[str, dict] = {}  # alert_id -> postable
         self._last_post = clock()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -137,8 +156,7 @@ class AlertmanagerSink:
     def start(self) -> None:
         """Re-post firing alerts from a background thread while no batch runs."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._resend_loop, name="alertmanager-resend",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._resend_loop, name="alertmanager-resend", daemon=True)
             self._thread.start()
 
     def close(self) -> None:
@@ -158,8 +176,12 @@ class AlertmanagerSink:
         s = self._settings
         data = json.dumps(batch).encode()
         for attempt in range(s.retries + 1):
-            request = urllib.request.Request(f"{s.url}/api/v2/alerts", data=data, method="POST",
-                                             headers={"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                f"{s.url}/api/v2/alerts",
+                data=data,
+                method="POST",
+                headers={"Content-Type": "application/json"},
+            )
             try:
                 with urllib.request.urlopen(request, timeout=s.timeout_s) as response:
                     response.read()
@@ -173,7 +195,8 @@ class AlertmanagerSink:
             except (urllib.error.URLError, OSError) as exc:
                 error = exc
             if attempt < s.retries:
-                log.warning("Alertmanager post failed (%s), attempt %d of %d", error, attempt + 1,
-                            s.retries + 1)
-                self._sleep(s.backoff_s * 2 ** attempt)
+                log.warning(
+                    "Alertmanager post failed (%s), attempt %d of %d", error, attempt + 1, s.retries + 1
+                )
+                self._sleep(s.backoff_s * 2**attempt)
         raise SinkUnavailable(f"Alertmanager at {s.url} unreachable after {s.retries + 1} attempts: {error}")

@@ -30,7 +30,7 @@ from replmon.dashboards.panels import DATASOURCE_UID
 
 log = logging.getLogger(__name__)
 
-DASHBOARDS_DIR = Path(str(resources.files("replmon.dashboards") / "json"))   # package data
+DASHBOARDS_DIR = Path(str(resources.files("replmon.dashboards") / "json"))  # package data
 PLUGIN_ID = "redis-datasource"
 
 
@@ -87,22 +87,38 @@ def connect(settings: GrafanaSettings) -> GrafanaApi:
     url = urlsplit(settings.url)
     prefix = url.path.strip("/")
     return GrafanaApi(
-        settings.credential(), host=url.hostname, port=url.port, protocol=url.scheme,
-        url_path_prefix=f"{prefix}/" if prefix else "", verify=settings.verify_tls,
+        settings.credential(),
+        host=url.hostname,
+        port=url.port,
+        protocol=url.scheme,
+        url_path_prefix=f"{prefix}/" if prefix else "",
+        verify=settings.verify_tls,
         timeout=settings.timeout_s,
     )
 
 
 def datasource_body(settings: GrafanaSettings) -> dict:
     """The data source as the redis-datasource plugin reads its settings."""
-    json_data: dict[str, Any] = {"client": "standalone", "poolSize": 5, "timeout": 10,
-                                 "pingInterval": 0, "pipelineWindow": 0,
-                                 "tlsAuth": settings.redis_tls, "tlsSkipVerify": settings.redis_tls_skip_verify,
-                                 "acl": settings.redis_username is not None}
+    json_data: dict[str, Any] = {
+        "client": "standalone",
+        "poolSize": 5,
+        "timeout": 10,
+        "pingInterval": 0,
+        "pipelineWindow": 0,
+        "tlsAuth": settings.redis_tls,
+        "tlsSkipVerify": settings.redis_tls_skip_verify,
+        "acl": settings.redis_username is not None,
+    }
     if settings.redis_username is not None:
         json_data["user"] = settings.redis_username
-    body = {"uid": settings.datasource_uid, "name": settings.datasource_name, "type": PLUGIN_ID,
-            "access": "proxy", "url": settings.redis_url, "jsonData": json_data}
+    body = {
+        "uid": settings.datasource_uid,
+        "name": settings.datasource_name,
+        "type": PLUGIN_ID,
+        "access": "proxy",
+        "url": settings.redis_url,
+        "jsonData": json_data,
+    }
     if settings.redis_password is not None:
         body["secureJsonData"] = {"password": settings.redis_password.get_secret_value()}
     return body
@@ -113,7 +129,9 @@ def load_dashboards(directory: Path = DASHBOARDS_DIR) -> list[dict]:
     for path in sorted(directory.glob("*.json")):
         board = json.loads(path.read_text(encoding="utf-8"))
         if not board.get("uid") or not board.get("title"):
-            raise GrafanaPublishError(f"{path} has no uid or title: not a dashboard built by dashboards.build")
+            raise GrafanaPublishError(
+                f"{path} has no uid or title: not a dashboard built by dashboards.build"
+            )
         boards.append(board)
     if not boards:
         raise GrafanaPublishError(f"no dashboards in {directory}: run python -m replmon.dashboards.build")
@@ -143,18 +161,27 @@ class GrafanaPublisher:
     def ensure_folder(self) -> bool:
         """True if created. A folder is found by uid, so renaming it in Grafana is kept."""
         s = self._settings
-        if self._call(f"GET folder {s.folder_uid}", self._api.folder.get_folder, s.folder_uid, absent_ok=True):
+        if self._call(
+            f"GET folder {s.folder_uid}", self._api.folder.get_folder, s.folder_uid, absent_ok=True
+        ):
             return False
         try:
-            self._call(f"create folder {s.folder_uid}", self._api.folder.create_folder, s.folder_title,
-                       uid=s.folder_uid, conflict_ok=False)
+            self._call(
+                f"create folder {s.folder_uid}",
+                self._api.folder.create_folder,
+                s.folder_title,
+                uid=s.folder_uid,
+                conflict_ok=False,
+            )
         except _Conflict:
-            if self._call(f"GET folder {s.folder_uid}", self._api.folder.get_folder, s.folder_uid,
-                          absent_ok=True):
+            if self._call(
+                f"GET folder {s.folder_uid}", self._api.folder.get_folder, s.folder_uid, absent_ok=True
+            ):
                 return False  # created meanwhile by someone else
             raise GrafanaPublishError(
                 f"Grafana refused to create folder {s.folder_title!r} (409): a folder with that title "
-                f"exists under another uid; set REPLMON_GRAFANA_FOLDER_UID to its uid") from None
+                f"exists under another uid; set REPLMON_GRAFANA_FOLDER_UID to its uid"
+            ) from None
         log.info("created Grafana folder %s", s.folder_uid)
         return True
 
@@ -162,15 +189,27 @@ class GrafanaPublisher:
         """True if created, False if updated in place."""
         s = self._settings
         body = datasource_body(s)
-        found = self._call(f"GET data source {s.datasource_uid}", self._api.datasource.get_datasource_by_uid,
-                           s.datasource_uid, absent_ok=True)
+        found = self._call(
+            f"GET data source {s.datasource_uid}",
+            self._api.datasource.get_datasource_by_uid,
+            s.datasource_uid,
+            absent_ok=True,
+        )
         if found:
-            self._call(f"update data source {s.datasource_uid}",
-                       self._api.datasource.update_datasource_by_uid, s.datasource_uid, body)
+            self._call(
+                f"update data source {s.datasource_uid}",
+                self._api.datasource.update_datasource_by_uid,
+                s.datasource_uid,
+                body,
+            )
             return False
         try:
-            self._call(f"create data source {s.datasource_uid}", self._api.datasource.create_datasource,
-                       body, conflict_ok=False)
+            self._call(
+                f"create data source {s.datasource_uid}",
+                self._api.datasource.create_datasource,
+                body,
+                conflict_ok=False,
+            )
         except _Conflict:
             raise GrafanaPublishError(
                 f"Grafana refused to create data source {s.datasource_name!r} (409): that name is taken "
@@ -180,32 +219,40 @@ class GrafanaPublisher:
         return True
 
     def upload_dashboard(self, board: dict) -> str:
-        payload = {"dashboard": {**board, "id": None}, "folderUid": self._settings.folder_uid,
-                   "overwrite": True, "message": "published by replmon (python -m replmon.sinks.grafana)"}
+        payload = {
+            "dashboard": {**board, "id": None},
+            "folderUid": self._settings.folder_uid,
+            "overwrite": True,
+            "message": "published by replmon (python -m replmon.sinks.grafana)",
+        }
         answer = self._call(f"save dashboard {board['uid']}", self._api.dashboard.update_dashboard, payload)
         log.info("saved dashboard %s (version %s)", board["uid"], answer.get("version"))
         return answer.get("url", "")
 
-    def _call(self, what: str, fn: Callable, *args, absent_ok: bool = False, conflict_ok: bool = True,
-              **kwargs) -> Any:
+    def _call(
+        self, what: str, fn: Callable, *args, absent_ok: bool = False, conflict_ok: bool = True, **kwargs
+    ) -> Any:
         url = self._settings.url
         try:
             return fn(*args, **kwargs)
         except GrafanaUnauthorizedError as exc:
             raise GrafanaAuthError(
                 f"Grafana at {url} answered 401 Unauthorized to '{what}': the token or "
-                f"username/password is wrong, expired or revoked") from exc
+                f"username/password is wrong, expired or revoked"
+            ) from exc
         except GrafanaClientError as exc:
             if exc.status_code == 403:
                 raise GrafanaAuthError(
                     f"Grafana at {url} answered 403 Forbidden to '{what}': the credentials are valid but "
-                    f"lack the permission (managing data sources needs the Admin role)") from exc
+                    f"lack the permission (managing data sources needs the Admin role)"
+                ) from exc
             if exc.status_code == 404 and absent_ok:
                 return None
             if exc.status_code == 404:
                 raise GrafanaPublishError(
                     f"Grafana at {url} answered 404 Not Found to '{what}': is {url} Grafana's root URL, "
-                    f"with its sub-path if it has one?") from exc
+                    f"with its sub-path if it has one?"
+                ) from exc
             if exc.status_code == 409 and not conflict_ok:
                 raise _Conflict() from exc
             raise GrafanaPublishError(f"Grafana at {url} refused '{what}': {exc}") from exc
@@ -218,7 +265,9 @@ class _Conflict(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m replmon.sinks.grafana", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m replmon.sinks.grafana", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--dir", type=Path, default=DASHBOARDS_DIR, help="folder of dashboard JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

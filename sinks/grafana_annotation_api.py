@@ -42,49 +42,70 @@ class AnnotationApi:
 
     def find(self, alert_id: str) -> Annotation | None:
         """The annotation of one episode, by its alert id tag; the oldest if there are several."""
-        query = urlencode([("tags", TAG), ("tags", alert_id_tag(alert_id)), ("type", "annotation"),
-                           ("limit", "100")])
+        query = urlencode(
+            [("tags", TAG), ("tags", alert_id_tag(alert_id)), ("type", "annotation"), ("limit", "100")]
+        )
         found = self._call(f"find annotation of alert {alert_id}", self._client.GET, f"/annotations?{query}")
         if not isinstance(found, list):
-            raise GrafanaUnavailable(f"Grafana at {self._url} answered the annotation search with "
-                                     f"{type(found).__name__}, not a list")
+            raise GrafanaUnavailable(
+                f"Grafana at {self._url} answered the annotation search with "
+                f"{type(found).__name__}, not a list"
+            )
         if not found:
             return None
         if len(found) > 1:
-            log.warning("alert %s has %d annotations in Grafana; keeping the oldest (id %s)",
-                        alert_id, len(found), min(a["id"] for a in found))
+            log.warning(
+                "alert %s has %d annotations in Grafana; keeping the oldest (id %s)",
+                alert_id,
+                len(found),
+                min(a["id"] for a in found),
+            )
         oldest = min(found, key=lambda a: a["id"])
-        return Annotation(int(oldest["id"]), int(oldest["time"]), int(oldest.get("timeEnd") or oldest["time"]),
-                          oldest.get("text", ""))
+        return Annotation(
+            int(oldest["id"]),
+            int(oldest["time"]),
+            int(oldest.get("timeEnd") or oldest["time"]),
+            oldest.get("text", ""),
+        )
 
     def create(self, body: dict) -> int:
         answer = self._call("create annotation", self._client.POST, "/annotations", json=body)
         try:
             return int(answer["id"])
         except (KeyError, TypeError, ValueError):
-            raise GrafanaUnavailable(f"Grafana at {self._url} created an annotation but answered "
-                                     f"without its id: {answer!r:.200}") from None
+            raise GrafanaUnavailable(
+                f"Grafana at {self._url} created an annotation but answered without its id: {answer!r:.200}"
+            ) from None
 
     def patch(self, annotation_id: int, body: dict) -> None:
-        self._call(f"patch annotation {annotation_id}", self._client.PATCH,
-                   f"/annotations/{annotation_id}", json=body)
+        self._call(
+            f"patch annotation {annotation_id}",
+            self._client.PATCH,
+            f"/annotations/{annotation_id}",
+            json=body,
+        )
 
     def _call(self, what: str, fn: Callable, *args, **kwargs) -> Any:
         url = self._url
         try:
             return fn(*args, **kwargs)
         except GrafanaUnauthorizedError as exc:
-            raise GrafanaAuthError(f"Grafana at {url} answered 401 Unauthorized to '{what}': the token "
-                                   f"or username/password is wrong, expired or revoked") from exc
+            raise GrafanaAuthError(
+                f"Grafana at {url} answered 401 Unauthorized to '{what}': the token "
+                f"or username/password is wrong, expired or revoked"
+            ) from exc
         except GrafanaClientError as exc:
             if exc.status_code == 403:
-                raise GrafanaAuthError(f"Grafana at {url} answered 403 Forbidden to '{what}': the "
-                                       f"credentials lack the annotations:write permission "
-                                       f"(the Editor role has it)") from exc
+                raise GrafanaAuthError(
+                    f"Grafana at {url} answered 403 Forbidden to '{what}': the "
+                    f"credentials lack the annotations:write permission "
+                    f"(the Editor role has it)"
+                ) from exc
             if exc.status_code == 429:
                 raise GrafanaUnavailable(f"Grafana at {url} is rate limiting '{what}' (429)") from exc
-            raise AnnotationRefused(f"Grafana at {url} refused '{what}' ({exc.status_code}): "
-                                    f"{exc.message}") from exc
+            raise AnnotationRefused(
+                f"Grafana at {url} refused '{what}' ({exc.status_code}): {exc.message}"
+            ) from exc
         except GrafanaException as exc:  # 5xx, timeouts, connection failures (status 0)
             if 400 <= (exc.status_code or 0) < 500:  # GrafanaBadInputError: 400
                 raise AnnotationRefused(f"Grafana at {url} refused '{what}' (400): {exc.message}") from exc

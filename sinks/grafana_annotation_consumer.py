@@ -32,7 +32,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from replmon.sinks.grafana import GrafanaAuthError
 from replmon.sinks.grafana_annotation_api import AnnotationApi, AnnotationRefused, GrafanaUnavailable
 from replmon.sinks.grafana_annotations import (
-    AlertRecordError, Annotation, Transition, create_body, patch_for, transition,
+    AlertRecordError,
+    Annotation,
+    Transition,
+    create_body,
+    patch_for,
+    transition,
 )
 from replmon.sinks.keys import DEFAULT_PREFIX, Keys
 
@@ -59,7 +64,9 @@ class AnnotationConsumerSettings(BaseSettings):
     count: PositiveInt = 100  # entries per read
     block_ms: PositiveInt = 2_000  # how long a read waits for new entries
     claim_idle_ms: PositiveInt = 60_000  # entries pending this long on another member are taken over
-    lock_ms: PositiveInt = 120_000  # per-alert lock while its annotation is written (> a slow Grafana's retries)
+    lock_ms: PositiveInt = (
+        120_000  # per-alert lock while its annotation is written (> a slow Grafana's retries)
+    )
     retries: NonNegativeInt = 2  # further attempts of a Grafana call before backing off
     backoff_initial_s: PositiveFloat = 0.5
     backoff_max_s: PositiveFloat = 30.0
@@ -96,8 +103,14 @@ class PollReport:
 
 
 class AnnotationConsumer:
-    def __init__(self, client: redis.Redis, api: AnnotationApi, settings: AnnotationConsumerSettings,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        api: AnnotationApi,
+        settings: AnnotationConsumerSettings,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._redis = client
         self._api = api
         self._s = settings
@@ -124,8 +137,9 @@ class AnnotationConsumer:
                 delay = min(self._s.backoff_max_s, delay * 2)
                 continue
             if report.outage:
-                log.warning("Grafana unreachable: %d entries stay pending; next try in %.1fs",
-                            report.read, delay)
+                log.warning(
+                    "Grafana unreachable: %d entries stay pending; next try in %.1fs", report.read, delay
+                )
                 self._sleep(delay)
                 delay = min(self._s.backoff_max_s, delay * 2)
             else:
@@ -142,8 +156,11 @@ class AnnotationConsumer:
         except redis.ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
-            log.warning("consumer group %s on %s is gone (the stream was deleted?); creating it again",
-                        self._s.group, self._stream)
+            log.warning(
+                "consumer group %s on %s is gone (the stream was deleted?); creating it again",
+                self._s.group,
+                self._stream,
+            )
             self._group_ready = False
             return report
         for entry_id, fields in entries:
@@ -169,15 +186,24 @@ class AnnotationConsumer:
 
     def _reclaim(self) -> list:
         """Entries another member left pending for claim_idle_ms (it crashed or hangs)."""
-        answer = self._redis.xautoclaim(self._stream, self._s.group, self._s.consumer,
-                                        self._s.claim_idle_ms, start_id=self._claim_cursor,
-                                        count=self._s.count)
+        answer = self._redis.xautoclaim(
+            self._stream,
+            self._s.group,
+            self._s.consumer,
+            self._s.claim_idle_ms,
+            start_id=self._claim_cursor,
+            count=self._s.count,
+        )
         cursor, claimed = answer[0], answer[1]
         deleted = answer[2] if len(answer) > 2 else []
         self._claim_cursor = cursor.decode() if isinstance(cursor, bytes) else cursor
         if deleted:  # claimed ids the stream no longer holds: nothing left to annotate
-            log.warning("%d pending alert entries were trimmed from %s before annotation: %s",
-                        len(deleted), self._stream, deleted[:5])
+            log.warning(
+                "%d pending alert entries were trimmed from %s before annotation: %s",
+                len(deleted),
+                self._stream,
+                deleted[:5],
+            )
             self._redis.xack(self._stream, self._s.group, *deleted)
         if claimed:
             log.info("took over %d pending alert entries from other members", len(claimed))
@@ -187,8 +213,9 @@ class AnnotationConsumer:
         return self._read(">", block=self._s.block_ms if block else None)
 
     def _read(self, start: str, block: int | None) -> list:
-        answer = self._redis.xreadgroup(self._s.group, self._s.consumer, {self._stream: start},
-                                        count=self._s.count, block=block)
+        answer = self._redis.xreadgroup(
+            self._s.group, self._s.consumer, {self._stream: start}, count=self._s.count, block=block
+        )
         return answer[0][1] if answer else []
 
     # --- one entry ------------------------------------------------------------------------
@@ -249,7 +276,7 @@ class AnnotationConsumer:
             except GrafanaUnavailable:
                 if attempt == self._s.retries:
                     raise
-                self._sleep(min(self._s.backoff_max_s, self._s.backoff_initial_s * 2 ** attempt))
+                self._sleep(min(self._s.backoff_max_s, self._s.backoff_initial_s * 2**attempt))
         raise AssertionError("unreachable")
 
     # --- Redis bookkeeping ----------------------------------------------------------------
@@ -261,8 +288,9 @@ class AnnotationConsumer:
             d = json.loads(raw)
             return Annotation(int(d["id"]), int(d["time"]), int(d["time_end"]), str(d["text"]))
         except (ValueError, KeyError, TypeError):
-            log.warning("alert %s: unreadable annotation mapping %r; looking it up in Grafana",
-                        alert_id, raw[:100])
+            log.warning(
+                "alert %s: unreadable annotation mapping %r; looking it up in Grafana", alert_id, raw[:100]
+            )
             return None
 
     def _remember(self, alert_id: str, a: Annotation) -> None:
@@ -275,20 +303,34 @@ class AnnotationConsumer:
     def _quarantine(self, entry_id, fields, reason: str, report: PollReport) -> None:
         """Set the entry aside with the reason (the sink's quarantine stream) and acknowledge it."""
         entry = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-        raw = json.dumps({(k.decode() if isinstance(k, bytes) else k): (v.decode(errors="replace")
-                          if isinstance(v, bytes) else v) for k, v in (fields or {}).items()})
+        raw = json.dumps(
+            {
+                (k.decode() if isinstance(k, bytes) else k): (
+                    v.decode(errors="replace") if isinstance(v, bytes) else v
+                )
+                for k, v in (fields or {}).items()
+            }
+        )
         cluster = fields.get(b"cluster", fields.get("cluster", b"")) if fields else b""
         pipe = self._redis.pipeline(transaction=True)
-        pipe.xadd(self._keys.quarantine_stream(),
-                  {"id": f"grafana-annotations-{entry}", "stage": "grafana-annotations", "reason": reason,
-                   "cluster": cluster, "ts": str(int(self._clock() * 1000)), "raw": raw},
-                  maxlen=self._s.quarantine_maxlen, approximate=True)
+        pipe.xadd(
+            self._keys.quarantine_stream(),
+            {
+                "id": f"grafana-annotations-{entry}",
+                "stage": "grafana-annotations",
+                "reason": reason,
+                "cluster": cluster,
+                "ts": str(int(self._clock() * 1000)),
+                "raw": raw,
+            },
+            maxlen=self._s.quarantine_maxlen,
+            approximate=True,
+        )
         pipe.incr(self._keys.quarantine_count())
         pipe.xack(self._stream, self._s.group, entry_id)
         pipe.execute()
         report.quarantined += 1
         log.error("alert entry %s set aside in %s: %s", entry, self._keys.quarantine_stream(), reason)
-
 
 
 def build(sleep: Callable[[float], None] = time.sleep) -> AnnotationConsumer:
@@ -298,9 +340,14 @@ def build(sleep: Callable[[float], None] = time.sleep) -> AnnotationConsumer:
 
     settings = AnnotationConsumerSettings()
     grafana = GrafanaSettings()
-    client = build_client(RedisConnectionSettings(
-        url=settings.redis_url, username=settings.redis_username, password=settings.redis_password,
-        client_name=f"replmon-annotations-{settings.consumer}"))
+    client = build_client(
+        RedisConnectionSettings(
+            url=settings.redis_url,
+            username=settings.redis_username,
+            password=settings.redis_password,
+            client_name=f"replmon-annotations-{settings.consumer}",
+        )
+    )
     return AnnotationConsumer(client, AnnotationApi(connect(grafana), grafana.url), settings, sleep=sleep)
 
 
@@ -310,11 +357,13 @@ def main(argv: list[str] | None = None) -> int:
     import signal
     import sys
 
-    parser = argparse.ArgumentParser(prog="replmon grafana-annotations",
-                                     description="Turn replmon's Redis alert stream into Grafana "
-                                                 "region annotations (docs/grafana.md).")
-    parser.add_argument("--once", action="store_true",
-                        help="handle what is pending and new now, then stop (no waiting)")
+    parser = argparse.ArgumentParser(
+        prog="replmon grafana-annotations",
+        description="Turn replmon's Redis alert stream into Grafana region annotations (docs/grafana.md).",
+    )
+    parser.add_argument(
+        "--once", action="store_true", help="handle what is pending and new now, then stop (no waiting)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -21,8 +21,18 @@ from replmon.sinks.keys import part
 
 TAG = "replmon"
 # The record fields that become "field:value" tags, in this order (the alert's name as "alert").
-TAG_FIELDS = ("cluster", "topic", "partition", "replica", "broker", "leader", "severity", "alert_id",
-              "cause", "caused_by")
+TAG_FIELDS = (
+    "cluster",
+    "topic",
+    "partition",
+    "replica",
+    "broker",
+    "leader",
+    "severity",
+    "alert_id",
+    "cause",
+    "caused_by",
+)
 # Escaped as key parts (sinks/keys.py), so that a dashboard variable fed by an index set matches.
 KEY_PART_FIELDS = {"cluster", "topic", "partition", "replica", "broker", "leader"}
 STATUSES = ("firing", "resolved")
@@ -76,8 +86,11 @@ def alert_id_tag(alert_id: str) -> str:
 
 def tags_of(record: Mapping[str, str]) -> tuple[str, ...]:
     tags = [TAG, tag("alert", record["name"])]
-    tags += [tag(f, part(record[f]) if f in KEY_PART_FIELDS else record[f])
-             for f in TAG_FIELDS if record.get(f, "") != ""]
+    tags += [
+        tag(f, part(record[f]) if f in KEY_PART_FIELDS else record[f])
+        for f in TAG_FIELDS
+        if record.get(f, "") != ""
+    ]
     if _is_true(record.get("root_cause", "")) and record.get("caused_by", "") == "":
         tags.append("root-cause")
     if record.get("silenced_by", "") not in ("", "[]", "null"):
@@ -105,15 +118,21 @@ def transition(fields: Mapping[Any, Any]) -> Transition:
         if not record.get(need):
             raise AlertRecordError(f"alert record lacks {need}")
     if record["status"] not in STATUSES:
-        raise AlertRecordError(f"alert {record['alert_id']} has status {record['status']!r}, "
-                               f"not one of {STATUSES}")
+        raise AlertRecordError(
+            f"alert {record['alert_id']} has status {record['status']!r}, not one of {STATUSES}"
+        )
     ts = _millis(record, "ts")
     started = _millis(record, "started_ms") if record.get("started_ms") else ts
     if started > ts:
         raise AlertRecordError(f"alert {record['alert_id']} starts ({started}) after its ts ({ts})")
-    return Transition(record["alert_id"], record["status"], started, ts, tags_of(record),
-                      firing_text(record) if record["status"] == "firing" else resolved_text(
-                          firing_text(record), record))
+    return Transition(
+        record["alert_id"],
+        record["status"],
+        started,
+        ts,
+        tags_of(record),
+        firing_text(record) if record["status"] == "firing" else resolved_text(firing_text(record), record),
+    )
 
 
 @dataclass(frozen=True)
@@ -142,8 +161,12 @@ def patch_for(current: Annotation, t: Transition) -> dict | None:
 
 def create_body(t: Transition, dashboard_uid: str | None = None) -> dict:
     """The POST /api/annotations body: an organization annotation unless a dashboard is given."""
-    body = {"time": t.started_ms, "timeEnd": t.ts if t.status == "resolved" else t.started_ms,
-            "tags": list(t.tags), "text": t.text}
+    body = {
+        "time": t.started_ms,
+        "timeEnd": t.ts if t.status == "resolved" else t.started_ms,
+        "tags": list(t.tags),
+        "text": t.text,
+    }
     if dashboard_uid:
         body["dashboardUID"] = dashboard_uid
     return body

@@ -4,6 +4,7 @@ One command, no retries: a heartbeat that cannot be written is logged by the cal
 next one replaces it. The hash expires, so a replmon that is gone leaves no heartbeat that
 looks fresh to a reader who only checks that the key exists.
 """
+
 from __future__ import annotations
 
 import logging

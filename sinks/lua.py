@@ -31,7 +31,9 @@ end
 # longer assigned to the partition (after a reassignment), so they leave the replica index
 # and the out-of-sync set.
 # Returns {applied, point appended} per record.
-APPLY_STATUSES = _XADD_AT + """
+APPLY_STATUSES = (
+    _XADD_AT
+    + """
 local results = {}
 for n = 2, #ARGV do
   local r = cjson.decode(ARGV[n])
@@ -66,6 +68,7 @@ for n = 2, #ARGV do
 end
 return results
 """
+)
 
 # Write one alert transition once.
 # KEYS: 1 seen(alert, status), 2 seen(alert, 'resolved'), 3 alerts stream,
@@ -109,10 +112,13 @@ return 1
 # KEYS: 1 cluster series, 2 under-replicated set, 3 under-min-isr set, 4 out-of-sync set,
 #       5 firing hash of the cluster
 # ARGV: 1 ts, 2 series maxlen
-CLUSTER_POINT = _XADD_AT + """
+CLUSTER_POINT = (
+    _XADD_AT
+    + """
 return xadd_at(KEYS[1], ARGV[2], ARGV[1], {
   'under_replicated', redis.call('SCARD', KEYS[2]),
   'under_min_isr', redis.call('SCARD', KEYS[3]),
   'out_of_sync_replicas', redis.call('SCARD', KEYS[4]),
   'firing_alerts', redis.call('HLEN', KEYS[5])})
 """
+)

@@ -17,8 +17,18 @@ from replmon.sinks.errors import SinkWriteError
 from replmon.sinks.keys import Keys, part, partition_member, replica_member
 
 ALERT_FIELDS = (
-    "alert_id", "name", "status", "severity", "cluster", "topic", "partition", "replica",
-    "subject", "started_ms", "ts", "reason",
+    "alert_id",
+    "name",
+    "status",
+    "severity",
+    "cluster",
+    "topic",
+    "partition",
+    "replica",
+    "subject",
+    "started_ms",
+    "ts",
+    "reason",
 )
 ALERT_STATUSES = ("firing", "resolved")
 QUARANTINE_FIELDS = ("stage", "reason", "cluster", "ts", "raw", "size", "sha256")
@@ -95,15 +105,25 @@ def replica_status_spec(keys: Keys, record: Mapping[str, Any]) -> StatusSpec:
     _need(record, "replica_status", "cluster", "topic", "partition", "replica", "ts")
     c, t, p, r = (record[f] for f in ("cluster", "topic", "partition", "replica"))
     return StatusSpec(
-        keys.replica(c, t, p, r), keys.replica_series(c, t, p, r), _ts(record, "replica_status"),
+        keys.replica(c, t, p, r),
+        keys.replica_series(c, t, p, r),
+        _ts(record, "replica_status"),
         flatten(record),
         [a for f in REPLICA_SERIES_FIELDS if f in record for a in (f, encode(record[f]))],
-        [(keys.clusters(), part(c)), (keys.topics(c), part(t)), (keys.partitions(c), partition_member(t, p)),
-         (keys.topic_partitions(c, t), part(p)), (keys.replicas(c, t, p), part(r)),
-         (keys.brokers(c), part(r)), (keys.broker_followers(c, r), partition_member(t, p))],
+        [
+            (keys.clusters(), part(c)),
+            (keys.topics(c), part(t)),
+            (keys.partitions(c), partition_member(t, p)),
+            (keys.topic_partitions(c, t), part(p)),
+            (keys.replicas(c, t, p), part(r)),
+            (keys.brokers(c), part(r)),
+            (keys.broker_followers(c, r), partition_member(t, p)),
+        ],
         # Kafka counts a follower outside the ISR as out of sync.
-        [(keys.out_of_sync(c), replica_member(t, p, r), not record.get("in_isr", False)),
-         (keys.broker_out_of_sync(c, r), partition_member(t, p), not record.get("in_isr", False))],
+        [
+            (keys.out_of_sync(c), replica_member(t, p, r), not record.get("in_isr", False)),
+            (keys.broker_out_of_sync(c, r), partition_member(t, p), not record.get("in_isr", False)),
+        ],
     )
 
 
@@ -119,12 +139,21 @@ def partition_status_spec(keys: Keys, record: Mapping[str, Any]) -> StatusSpec:
     if isinstance(replicas, (list, tuple)):  # followers no longer assigned leave the indexes
         prune = (keys.replicas(c, t, p), keys.out_of_sync(c), f"{member}:", [part(r) for r in replicas])
     return StatusSpec(
-        keys.partition(c, t, p), keys.partition_series(c, t, p), _ts(record, "partition_status"),
-        flatten(record), series,
-        [(keys.clusters(), part(c)), (keys.topics(c), part(t)), (keys.partitions(c), member),
-         (keys.topic_partitions(c, t), part(p))],
-        [(keys.under_replicated(c), member, bool(record.get("under_replicated"))),
-         (keys.under_min_isr(c), member, bool(record.get("under_min_isr")))],
+        keys.partition(c, t, p),
+        keys.partition_series(c, t, p),
+        _ts(record, "partition_status"),
+        flatten(record),
+        series,
+        [
+            (keys.clusters(), part(c)),
+            (keys.topics(c), part(t)),
+            (keys.partitions(c), member),
+            (keys.topic_partitions(c, t), part(p)),
+        ],
+        [
+            (keys.under_replicated(c), member, bool(record.get("under_replicated"))),
+            (keys.under_min_isr(c), member, bool(record.get("under_min_isr"))),
+        ],
         prune,
     )
 
@@ -142,12 +171,21 @@ def status_call(kind: str, specs: list[StatusSpec], series_maxlen: int) -> Scrip
         if spec.prune is not None:
             replicas_key, out_of_sync_key, prefix, ids = spec.prune
             prune = [no(replicas_key), no(out_of_sync_key), prefix, *ids]
-        records.append(json.dumps([
-            no(spec.hash_key), no(spec.series_key), str(spec.ts), spec.hash_pairs, spec.series_pairs,
-            [x for key, member in spec.adds for x in (no(key), member)],
-            [x for key, member, on in spec.memberships for x in (no(key), member, _flag(on))],
-            prune,
-        ], separators=(",", ":")))
+        records.append(
+            json.dumps(
+                [
+                    no(spec.hash_key),
+                    no(spec.series_key),
+                    str(spec.ts),
+                    spec.hash_pairs,
+                    spec.series_pairs,
+                    [x for key, member in spec.adds for x in (no(key), member)],
+                    [x for key, member, on in spec.memberships for x in (no(key), member, _flag(on))],
+                    prune,
+                ],
+                separators=(",", ":"),
+            )
+        )
     return ScriptCall("apply_statuses", tuple(numbers), (str(series_maxlen), *records), kind, len(records))
 
 
@@ -161,11 +199,21 @@ def alert_call(keys: Keys, alert: Mapping[str, Any], seen_ttl_s: int, maxlen: in
     return ScriptCall(
         "write_alert",
         (
-            keys.alert_seen(alert_id, status), keys.alert_seen(alert_id, "resolved"),
-            keys.alerts_stream(), keys.alerts_firing(), keys.alerts_firing_in(cluster),
+            keys.alert_seen(alert_id, status),
+            keys.alert_seen(alert_id, "resolved"),
+            keys.alerts_stream(),
+            keys.alerts_firing(),
+            keys.alerts_firing_in(cluster),
         ),
-        (alert_id, status, body, str(seen_ttl_s), str(maxlen), keys.alerts_channel(),
-         *flatten(alert, ALERT_FIELDS)),
+        (
+            alert_id,
+            status,
+            body,
+            str(seen_ttl_s),
+            str(maxlen),
+            keys.alerts_channel(),
+            *flatten(alert, ALERT_FIELDS),
+        ),
         "alerts",
     )
 
@@ -176,10 +224,16 @@ def notify_call(keys: Keys, alert: Mapping[str, Any], seen_ttl_s: int, maxlen: i
     alert_id, status, cluster = str(alert["alert_id"]), alert["status"], alert["cluster"]
     return ScriptCall(
         "write_alert",
-        (keys.alert_seen(alert_id, f"notify-{status}"), keys.alert_seen(alert_id, "notify-resolved"),
-         keys.alerts_notify_stream(), keys.alerts_notify_firing(), keys.alerts_notify_firing_in(cluster)),
+        (
+            keys.alert_seen(alert_id, f"notify-{status}"),
+            keys.alert_seen(alert_id, "notify-resolved"),
+            keys.alerts_notify_stream(),
+            keys.alerts_notify_firing(),
+            keys.alerts_notify_firing_in(cluster),
+        ),
         call.args[:5] + (keys.alerts_notify_channel(),) + call.args[6:],
-        "notified")
+        "notified",
+    )
 
 
 def alert_order(alert: Mapping[str, Any]) -> tuple:
@@ -201,8 +255,9 @@ def quarantine_record_ids(batch_id: int, records: list[Mapping[str, Any]]) -> li
     return ids
 
 
-def quarantine_call(keys: Keys, record: Mapping[str, Any], record_id: str, seen_ttl_s: int,
-                    maxlen: int) -> ScriptCall:
+def quarantine_call(
+    keys: Keys, record: Mapping[str, Any], record_id: str, seen_ttl_s: int, maxlen: int
+) -> ScriptCall:
     fields = flatten({**record, "id": record_id}, ("id", *QUARANTINE_FIELDS))
     return ScriptCall(
         "write_quarantine",
@@ -216,8 +271,11 @@ def cluster_point_call(keys: Keys, cluster: str, ts: int, maxlen: int) -> Script
     return ScriptCall(
         "cluster_point",
         (
-            keys.cluster_series(cluster), keys.under_replicated(cluster), keys.under_min_isr(cluster),
-            keys.out_of_sync(cluster), keys.alerts_firing_in(cluster),
+            keys.cluster_series(cluster),
+            keys.under_replicated(cluster),
+            keys.under_min_isr(cluster),
+            keys.out_of_sync(cluster),
+            keys.alerts_firing_in(cluster),
         ),
         (str(ts), str(maxlen)),
         "cluster",

@@ -89,20 +89,32 @@ class WriteReport:
 
     @property
     def written(self) -> int:
-        return (self.alerts_written + self.partition_status_written
-                + self.replica_status_written + self.quarantine_written)
+        return (
+            self.alerts_written
+            + self.partition_status_written
+            + self.replica_status_written
+            + self.quarantine_written
+        )
 
     @property
     def skipped(self) -> int:
-        return (self.alerts_skipped + self.partition_status_skipped
-                + self.replica_status_skipped + self.quarantine_skipped)
+        return (
+            self.alerts_skipped
+            + self.partition_status_skipped
+            + self.replica_status_skipped
+            + self.quarantine_skipped
+        )
 
 
 class RedisSink:
     """Writes micro-batches to Redis through the given client (see sinks.redis_client)."""
 
-    def __init__(self, client: redis.Redis, settings: RedisSinkSettings | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        settings: RedisSinkSettings | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._client = client
         self._settings = settings or RedisSinkSettings()
         self._keys = Keys(self._settings.prefix)
@@ -117,23 +129,37 @@ class RedisSink:
     def keys(self) -> Keys:
         return self._keys
 
-    def write_batch(self, batch_id: int, alerts: list[dict], partition_status: list[dict],
-                    replica_status: list[dict], quarantine: list[dict]) -> WriteReport:
+    def write_batch(
+        self,
+        batch_id: int,
+        alerts: list[dict],
+        partition_status: list[dict],
+        replica_status: list[dict],
+        quarantine: list[dict],
+    ) -> WriteReport:
         """Write one micro-batch; safe to call again with the same batch."""
         counts: Counter[str] = Counter()
-        for chunk in _round_trips(self._calls(batch_id, alerts, partition_status, replica_status,
-                                              quarantine), self._settings.chunk_size):
+        for chunk in _round_trips(
+            self._calls(batch_id, alerts, partition_status, replica_status, quarantine),
+            self._settings.chunk_size,
+        ):
             results = self._execute(batch_id, chunk)
             counts["round_trips"] += 1
             for call, result in zip(chunk, results):
                 _count(counts, call, result)
         report = WriteReport(batch_id=batch_id, **counts)
-        log.info("batch %d: wrote %d records, skipped %d (replayed or older), %d series points",
-                 batch_id, report.written, report.skipped, report.series_points_written)
+        log.info(
+            "batch %d: wrote %d records, skipped %d (replayed or older), %d series points",
+            batch_id,
+            report.written,
+            report.skipped,
+            report.series_points_written,
+        )
         return report
 
-    def _calls(self, batch_id, alerts, partition_status, replica_status, quarantine
-               ) -> Iterator[rec.ScriptCall]:
+    def _calls(
+        self, batch_id, alerts, partition_status, replica_status, quarantine
+    ) -> Iterator[rec.ScriptCall]:
         s, keys = self._settings, self._keys
         for kind, records, spec in (
             ("partition_status", partition_status, rec.partition_status_spec),
@@ -168,14 +194,21 @@ class RedisSink:
                     raise SinkUnavailable(
                         f"batch {batch_id}: Redis unreachable after {attempt + 1} attempts: {exc}"
                     ) from exc
-                delay = min(s.backoff_max_s, s.backoff_initial_s * 2 ** attempt)
-                log.warning("batch %d: Redis write failed (%s), attempt %d of %d, retrying in %.2fs",
-                            batch_id, exc, attempt + 1, s.retries + 1, delay)
+                delay = min(s.backoff_max_s, s.backoff_initial_s * 2**attempt)
+                log.warning(
+                    "batch %d: Redis write failed (%s), attempt %d of %d, retrying in %.2fs",
+                    batch_id,
+                    exc,
+                    attempt + 1,
+                    s.retries + 1,
+                    delay,
+                )
                 self._sleep(delay)
             except ResponseError as exc:
                 if _is_acl_refusal(exc):  # a command inside a script the user may not run
-                    raise SinkAuthError(f"batch {batch_id}: the sink's Redis user lacks a "
-                                        f"permission: {exc}") from exc
+                    raise SinkAuthError(
+                        f"batch {batch_id}: the sink's Redis user lacks a permission: {exc}"
+                    ) from exc
                 raise SinkWriteError(f"batch {batch_id}: Redis refused a write: {exc}") from exc
         raise AssertionError("unreachable")
 
@@ -225,4 +258,4 @@ def _round_trips(calls: Iterable[rec.ScriptCall], size: int) -> Iterator[list[re
 
 def _chunks(items: list, size: int) -> Iterator[list]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]

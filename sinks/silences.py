@@ -7,6 +7,7 @@ the event time of replayed history. A silenced transition is still written every
 the Redis alert stream) with `silenced_by` naming the silences and `notify` false, so it is
 recorded and marked, not notified. Expired silences are dropped when read.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,18 @@ from replmon.sinks.keys import Keys
 log = logging.getLogger(__name__)
 
 # labels a matcher may name, as in the Alertmanager sink (sinks/alertmanager.py)
-MATCHABLE = ("alertname", "cluster", "topic", "partition", "replica", "broker", "severity",
-             "caused_by", "alert_id", "cause")
+MATCHABLE = (
+    "alertname",
+    "cluster",
+    "topic",
+    "partition",
+    "replica",
+    "broker",
+    "severity",
+    "caused_by",
+    "alert_id",
+    "cause",
+)
 
 
 class SilenceError(ValueError):
@@ -33,7 +44,7 @@ class SilenceError(ValueError):
 @dataclass(frozen=True)
 class Silence:
     silence_id: str
-    matchers: dict          # label -> exact value (all must match)
+    matchers: dict  # label -> exact value (all must match)
     starts_ms: int
     ends_ms: int
     created_by: str = ""
@@ -71,8 +82,9 @@ def apply_silences(alerts: Iterable[dict], silences: list[Silence], now_ms: int)
     return held
 
 
-def new_silence(matchers: Mapping[str, object], duration_ms: int, now_ms: int, created_by: str = "",
-                comment: str = "") -> Silence:
+def new_silence(
+    matchers: Mapping[str, object], duration_ms: int, now_ms: int, created_by: str = "", comment: str = ""
+) -> Silence:
     if not matchers:
         raise SilenceError("a silence needs at least one matcher (e.g. --broker 3 or --alert-id ID)")
     unknown = sorted(set(matchers) - set(MATCHABLE))

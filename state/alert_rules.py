@@ -4,13 +4,15 @@ The monitor (`state/monitor.py`) derives the facts (with `state/explain.py`) and
 questions; `tests/state/test_alert_rules.py` holds one table per function, a reason per row.
 What each alert means and who gets it: docs/alerts.md.
 """
+
 from __future__ import annotations
 
 
 # A follower still in the ISR, behind the leader LEO, past the warning fraction of
 # replica.lag.time.max.ms but not yet failing Kafka's isCaughtUp.
-def is_isr_exit_imminent(*, in_isr: bool, behind: bool, ms_since_caught_up: int,
-                         imminent_after_ms: int, out_of_sync: bool) -> bool:
+def is_isr_exit_imminent(
+    *, in_isr: bool, behind: bool, ms_since_caught_up: int, imminent_after_ms: int, out_of_sync: bool
+) -> bool:
     return in_isr and behind and ms_since_caught_up > imminent_after_ms and not out_of_sync
 
 
@@ -43,8 +45,7 @@ def is_offline(*, leader: int, has_metadata: bool) -> bool:
 
 # The HW has been below the leader LEO for longer than the stall limit, and it is not frozen by
 # the min ISR rule (then UnderMinIsr is the true cause: acks=all produce is rejected, nobody waits).
-def is_hw_stalled(*, waiting_since_ms: int | None, now_ms: int, stall_ms: int,
-                  under_min_isr: bool) -> bool:
+def is_hw_stalled(*, waiting_since_ms: int | None, now_ms: int, stall_ms: int, under_min_isr: bool) -> bool:
     return waiting_since_ms is not None and now_ms - waiting_since_ms > stall_ms and not under_min_isr
 
 

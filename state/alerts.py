@@ -4,6 +4,7 @@ An episode is (name, subject, started_ms). The id is a digest of those three, so
 same events yields the same ids. The book only records transitions; deciding *whether* a
 condition holds is the monitor's job.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,8 +63,10 @@ class AlertBook:
         """The open episodes as plain tuples, for the state format (state/codec.py):
         (name, subject, alert_id, started_ms, cluster, topic, partition, replica, caused_by,
         cause); rows written before caused_by existed end after replica."""
-        return [(name, subject, a.alert_id, a.started_ms, *a.labels, a.caused_by, a.cause)
-                for (name, subject), a in self.open.items()]
+        return [
+            (name, subject, a.alert_id, a.started_ms, *a.labels, a.caused_by, a.cause)
+            for (name, subject), a in self.open.items()
+        ]
 
     @classmethod
     def from_rows(cls, rows) -> "AlertBook":
@@ -77,8 +80,19 @@ class AlertBook:
     def is_firing(self, name: str, subject: str) -> bool:
         return (name, subject) in self.open
 
-    def update(self, out: list, name: str, subject: str, active: bool, now_ms: int,
-               labels: tuple, reason, resolved=None, caused_by=None, cause: str | None = None) -> None:
+    def update(
+        self,
+        out: list,
+        name: str,
+        subject: str,
+        active: bool,
+        now_ms: int,
+        labels: tuple,
+        reason,
+        resolved=None,
+        caused_by=None,
+        cause: str | None = None,
+    ) -> None:
         """Fire or resolve `name` for `subject` so that its state matches `active`.
 
         `reason`, `resolved` and `caused_by` are values or zero-argument callables (built only
@@ -92,15 +106,39 @@ class AlertBook:
             aid = alert_id(name, subject, now_ms)
             root = caused_by() if callable(caused_by) else caused_by
             self.open[key] = OpenAlert(aid, now_ms, labels, root, cause)
-            out.append(_record(aid, name, "firing", subject, labels, now_ms, now_ms,
-                               reason() if callable(reason) else reason, root, cause))
+            out.append(
+                _record(
+                    aid,
+                    name,
+                    "firing",
+                    subject,
+                    labels,
+                    now_ms,
+                    now_ms,
+                    reason() if callable(reason) else reason,
+                    root,
+                    cause,
+                )
+            )
         elif not active and current is not None:
             del self.open[key]
             if resolved is None:
                 resolved = reason
             text = resolved() if callable(resolved) else resolved
-            out.append(_record(current.alert_id, name, "resolved", subject, labels,
-                               current.started_ms, now_ms, text, current.caused_by, current.cause))
+            out.append(
+                _record(
+                    current.alert_id,
+                    name,
+                    "resolved",
+                    subject,
+                    labels,
+                    current.started_ms,
+                    now_ms,
+                    text,
+                    current.caused_by,
+                    current.cause,
+                )
+            )
 
     def alert_id_of(self, name: str, subject: str) -> str | None:
         current = self.open.get((name, subject))
@@ -111,12 +149,23 @@ class AlertBook:
         for (name, subject), alert in list(self.open.items()):
             if subject.startswith(prefix):
                 del self.open[(name, subject)]
-                out.append(_record(alert.alert_id, name, "resolved", subject, alert.labels,
-                                   alert.started_ms, now_ms, reason, alert.caused_by, alert.cause))
+                out.append(
+                    _record(
+                        alert.alert_id,
+                        name,
+                        "resolved",
+                        subject,
+                        alert.labels,
+                        alert.started_ms,
+                        now_ms,
+                        reason,
+                        alert.caused_by,
+                        alert.cause,
+                    )
+                )
 
 
-def _record(aid, name, status, subject, labels, started_ms, ts, reason, caused_by=None,
-            cause=None) -> dict:
+def _record(aid, name, status, subject, labels, started_ms, ts, reason, caused_by=None, cause=None) -> dict:
     cluster, topic, partition, replica = labels
     broker = replica  # a per-replica alert concerns the replica's broker
     if name in BROKER_ALERTS:  # labels carry the broker in the replica slot

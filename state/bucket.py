@@ -7,6 +7,7 @@ of every cluster: its clock (newest event time seen from it) and its brokers' st
 
 Events are plain tuples in the order of `EVENT_FIELDS`; the adapter builds them from columns.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,25 +16,72 @@ from dataclasses import dataclass, field
 
 from replmon.state import alert_rules
 from replmon.state.alerts import AlertBook, alert_id, is_notified
-from replmon.state.fetcher import (FETCHER_STALLED, Member, fetcher_id, fetcher_key, fetcher_root,
-                                   fetcher_subject, stalled_since)
+from replmon.state.fetcher import (
+    FETCHER_STALLED,
+    Member,
+    fetcher_id,
+    fetcher_key,
+    fetcher_root,
+    fetcher_subject,
+    stalled_since,
+)
 from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionLeader
-from replmon.state.root_cause import (BROKER_UNAVAILABLE, BrokerRoot, broker_root, broker_subject,
-                                      cause_of)
+from replmon.state.root_cause import BROKER_UNAVAILABLE, BrokerRoot, broker_root, broker_subject, cause_of
 from replmon.state.texts import fmt_clock
 
 REPLICA_ROOTED = ("IsrExitImminent", "ReplicaOutOfSync")
 
 EVENT_FIELDS = (
-    "type", "ts", "cluster", "topic", "partition", "replica", "fetch_offset", "leader_leo",
-    "leader_epoch", "broker_epoch", "log_start_offset", "error", "diverging_epoch", "leader",
-    "replicas", "isr", "adding_replicas", "hw", "min_insync_replicas",
-    "replica_lag_time_max_ms", "broker", "state", "raw",
+    "type",
+    "ts",
+    "cluster",
+    "topic",
+    "partition",
+    "replica",
+    "fetch_offset",
+    "leader_leo",
+    "leader_epoch",
+    "broker_epoch",
+    "log_start_offset",
+    "error",
+    "diverging_epoch",
+    "leader",
+    "replicas",
+    "isr",
+    "adding_replicas",
+    "hw",
+    "min_insync_replicas",
+    "replica_lag_time_max_ms",
+    "broker",
+    "state",
+    "raw",
 )
-(TYPE, TS, CLUSTER, TOPIC, PARTITION, REPLICA, FETCH_OFFSET, LEADER_LEO, LEADER_EPOCH,
- BROKER_EPOCH, LOG_START, ERROR, DIVERGING, LEADER, REPLICAS, ISR, ADDING, HW, MIN_ISR,
- LAG_MAX, BROKER, STATE, RAW) = range(len(EVENT_FIELDS))
+(
+    TYPE,
+    TS,
+    CLUSTER,
+    TOPIC,
+    PARTITION,
+    REPLICA,
+    FETCH_OFFSET,
+    LEADER_LEO,
+    LEADER_EPOCH,
+    BROKER_EPOCH,
+    LOG_START,
+    ERROR,
+    DIVERGING,
+    LEADER,
+    REPLICAS,
+    ISR,
+    ADDING,
+    HW,
+    MIN_ISR,
+    LAG_MAX,
+    BROKER,
+    STATE,
+    RAW,
+) = range(len(EVENT_FIELDS))
 
 # Fetch rejections that mean the input disagrees with what replmon knows: quarantined.
 QUARANTINED_REJECTIONS = {"unassigned_replica", "stale_broker_epoch"}
@@ -48,12 +96,12 @@ def owner_bucket(cluster: str, buckets: int) -> int:
 class ClusterView:
     clock_ms: int = 0
     brokers: dict = field(default_factory=dict)  # id -> (state, broker_epoch), as of the log's start
-    book: AlertBook = field(default_factory=AlertBook)       # the cluster's own alerts (owner bucket)
-    roots: dict = field(default_factory=dict)                # unavailable broker -> BrokerRoot
+    book: AlertBook = field(default_factory=AlertBook)  # the cluster's own alerts (owner bucket)
+    roots: dict = field(default_factory=dict)  # unavailable broker -> BrokerRoot
     root_book: AlertBook = field(default_factory=AlertBook)  # this bucket's share of the root alerts
-    fetcher_roots: dict = field(default_factory=dict)        # fetcher key -> FetcherRoot (state/fetcher.py)
-    silent_roots: dict = field(default_factory=dict)         # silent broker -> BrokerRoot (cause silent)
-    registered_ms: dict = field(default_factory=dict)        # broker -> time of its latest broker event
+    fetcher_roots: dict = field(default_factory=dict)  # fetcher key -> FetcherRoot (state/fetcher.py)
+    silent_roots: dict = field(default_factory=dict)  # silent broker -> BrokerRoot (cause silent)
+    registered_ms: dict = field(default_factory=dict)  # broker -> time of its latest broker event
     # Broker events not yet applied by every partition, (ts, broker, state, broker_epoch) in
     # arrival order, and the roots (unavailable brokers) as of the log's start.
     broker_log: list = field(default_factory=list)
@@ -126,24 +174,32 @@ class Bucket:
                     self._apply_broker_log(key, watch, view, ts + 1, cfg, alerts)
                 if ts < watch.time_ms:
                     if ts < watch.time_ms - cfg.reorder_tolerance_ms:
-                        quarantine.append(_quarantine(ev, f"late: event time {ts} is before the "
-                                                          f"partition's processed time {watch.time_ms}"))
+                        quarantine.append(
+                            _quarantine(
+                                ev,
+                                f"late: event time {ts} is before the "
+                                f"partition's processed time {watch.time_ms}",
+                            )
+                        )
                         continue
-                    if (kind == "append" and ts < watch.time_ms
-                            and ev[LEADER_LEO] <= watch.leader.leader_leo):
+                    if kind == "append" and ts < watch.time_ms and ev[LEADER_LEO] <= watch.leader.leader_leo:
                         continue  # a resent or reordered append that does not grow the LEO: nothing
                     if kind == "fetch" and _older_than_last_fetch(watch, ev):
                         # A follower's fetches reach its leader one at a time, so this is a resend
                         # (an at-least-once producer) or out of order: not a new observation.
-                        quarantine.append(_quarantine(
-                            ev, f"stale fetch: replica {ev[REPLICA]}'s fetch at {ts} is not after its "
+                        quarantine.append(
+                            _quarantine(
+                                ev,
+                                f"stale fetch: replica {ev[REPLICA]}'s fetch at {ts} is not after its "
                                 f"last fetch at {watch.leader.followers[ev[REPLICA]].last_fetch_ms} "
-                                f"(a duplicate or out of order)"))
+                                f"(a duplicate or out of order)",
+                            )
+                        )
                         continue
                     ts = watch.time_ms
                 if watch.deadline_ms <= ts:
                     watch.advance_to(ts, alerts, cfg, self._roots(key, view))
-                elif ts > watch.time_ms:   # what advance_to does when no deadline is due
+                elif ts > watch.time_ms:  # what advance_to does when no deadline is due
                     watch.time_ms = ts
                 watch.last_event_ms = ts
             if kind == "fetch":
@@ -158,10 +214,15 @@ class Bucket:
                 if ev[LEADER_LEO] > watch.leader.leader_leo:
                     watch.leader.append(ts, ev[LEADER_LEO])
             elif kind == "metadata":
-                if not ev[REPLICAS]:   # the cluster no longer lists the partition: deleted
+                if not ev[REPLICAS]:  # the cluster no longer lists the partition: deleted
                     if watch is not None:
-                        self._evict(key, ts, alerts, f"{watch.name} is gone from the cluster "
-                                                     f"metadata (no replicas): no longer monitored")
+                        self._evict(
+                            key,
+                            ts,
+                            alerts,
+                            f"{watch.name} is gone from the cluster "
+                            f"metadata (no replicas): no longer monitored",
+                        )
                     continue
                 if watch is None:
                     watch = self._start(key, ev, ts, view, cfg, auto=False)
@@ -177,7 +238,7 @@ class Bucket:
 
     def _roots(self, key: tuple, view: ClusterView) -> dict:
         if not (view.broker_log or view.fetcher_roots or view.silent_roots):
-            return view.base_roots   # the common case: no broker event pending, nothing stalled
+            return view.base_roots  # the common case: no broker event pending, nothing stalled
         roots = view.roots_at(key[0], self.broker_pos.get(key, 0))
         if view.fetcher_roots or view.silent_roots:  # rare: a stalled fetcher or a silent broker
             roots = {**view.fetcher_roots, **view.silent_roots, **roots}
@@ -189,18 +250,31 @@ class Bucket:
     def _start(self, key, ev, ts, view: ClusterView, cfg: MonitorConfig, auto: bool) -> PartitionWatch:
         cluster, topic, partition = key
         if auto:
-            leader = PartitionLeader(config=cfg.partition_config(), now_ms=ts, leader=-1,
-                                     leader_epoch=-1, replicas=(), isr=(),
-                                     leader_leo=max(ev[LEADER_LEO] or 0, 0), hw=0)
+            leader = PartitionLeader(
+                config=cfg.partition_config(),
+                now_ms=ts,
+                leader=-1,
+                leader_epoch=-1,
+                replicas=(),
+                isr=(),
+                leader_leo=max(ev[LEADER_LEO] or 0, 0),
+                hw=0,
+            )
         else:
             lag, min_isr = _overrides(ev)
             leo = ev[LEADER_LEO] if ev[LEADER_LEO] is not None else 0
             hw = ev[HW] if ev[HW] is not None else 0
-            leader = PartitionLeader(config=cfg.partition_config(lag, min_isr), now_ms=ts,
-                                     leader=ev[LEADER], leader_epoch=ev[LEADER_EPOCH],
-                                     replicas=tuple(ev[REPLICAS]), isr=tuple(ev[ISR]),
-                                     adding_replicas=tuple(ev[ADDING] or ()),
-                                     leader_leo=leo, hw=min(hw, leo))
+            leader = PartitionLeader(
+                config=cfg.partition_config(lag, min_isr),
+                now_ms=ts,
+                leader=ev[LEADER],
+                leader_epoch=ev[LEADER_EPOCH],
+                replicas=tuple(ev[REPLICAS]),
+                isr=tuple(ev[ISR]),
+                adding_replicas=tuple(ev[ADDING] or ()),
+                leader_leo=leo,
+                hw=min(hw, leo),
+            )
         pos = 0
         for b_ts, *_ in view.broker_log:
             if b_ts > ts:
@@ -227,20 +301,31 @@ class Bucket:
         p = watch.leader
         replica = ev[REPLICA]
         if watch.auto_assign and replica not in p.replicas:
-            p.controller_update(ts, isr=p.isr, leader_epoch=p.leader_epoch,
-                                replicas=tuple(p.replicas) + (replica,))
+            p.controller_update(
+                ts, isr=p.isr, leader_epoch=p.leader_epoch, replicas=tuple(p.replicas) + (replica,)
+            )
         leo = ev[LEADER_LEO]
         if leo is not None and leo > p.leader_leo:
             p.append(ts, leo)
-        outcome = p.fetch(ts, replica, ev[FETCH_OFFSET], broker_epoch=ev[BROKER_EPOCH],
-                          log_start_offset=ev[LOG_START], error=ev[ERROR],
-                          diverging_epoch=ev[DIVERGING])
+        outcome = p.fetch(
+            ts,
+            replica,
+            ev[FETCH_OFFSET],
+            broker_epoch=ev[BROKER_EPOCH],
+            log_start_offset=ev[LOG_START],
+            error=ev[ERROR],
+            diverging_epoch=ev[DIVERGING],
+        )
         if not outcome.accepted and outcome.reject_reason in QUARANTINED_REJECTIONS:
-            quarantine.append(_quarantine(ev, f"fetch rejected: {outcome.reject_reason} "
-                                              f"(replica {replica}, assignment {list(p.replicas)})"))
+            quarantine.append(
+                _quarantine(
+                    ev,
+                    f"fetch rejected: {outcome.reject_reason} "
+                    f"(replica {replica}, assignment {list(p.replicas)})",
+                )
+            )
 
-    def _metadata(self, watch: PartitionWatch, ev, ts: int, view: ClusterView,
-                  cfg: MonitorConfig) -> None:
+    def _metadata(self, watch: PartitionWatch, ev, ts: int, view: ClusterView, cfg: MonitorConfig) -> None:
         p = watch.leader
         lag, min_isr = _overrides(ev)
         if (lag, min_isr) != (watch.lag_override, watch.min_isr_override):
@@ -255,27 +340,45 @@ class Bucket:
             # A different broker leads now: it knows nothing of the followers (RULES §1.4).
             leo = ev[LEADER_LEO] if ev[LEADER_LEO] is not None else p.leader_leo
             hw = ev[HW] if ev[HW] is not None else min(p.hw, leo)
-            new = PartitionLeader(config=p.config, now_ms=ts, leader=leader_id,
-                                  leader_epoch=epoch, replicas=replicas, isr=isr,
-                                  adding_replicas=adding, leader_leo=leo, hw=min(hw, leo))
-            self._apply_brokers(new, view, self.broker_pos.get(
-                (watch.cluster, watch.topic, watch.partition), 0))
+            new = PartitionLeader(
+                config=p.config,
+                now_ms=ts,
+                leader=leader_id,
+                leader_epoch=epoch,
+                replicas=replicas,
+                isr=isr,
+                adding_replicas=adding,
+                leader_leo=leo,
+                hw=min(hw, leo),
+            )
+            self._apply_brokers(
+                new, view, self.broker_pos.get((watch.cluster, watch.topic, watch.partition), 0)
+            )
             watch.leader = new
             watch.auto_assign = False
             return
         if epoch > p.leader_epoch:
-            p.controller_update(ts, isr=isr, leader_epoch=epoch, is_new_leader=False,
-                                replicas=replicas, adding_replicas=adding,
-                                leader_leo=ev[LEADER_LEO], hw=ev[HW])
+            p.controller_update(
+                ts,
+                isr=isr,
+                leader_epoch=epoch,
+                is_new_leader=False,
+                replicas=replicas,
+                adding_replicas=adding,
+                leader_leo=ev[LEADER_LEO],
+                hw=ev[HW],
+            )
             watch.auto_assign = False
             return
         # Same epoch: the committed ISR as the cluster reports it. A member that the rules say
         # is out of sync is kept out: the report predates the shrink the leader is about to make.
-        keep = tuple(sorted(r for r in isr if r in p.isr or r == p.leader
-                            or r not in p.followers or p.is_caught_up(r, ts)))
+        keep = tuple(
+            sorted(
+                r for r in isr if r in p.isr or r == p.leader or r not in p.followers or p.is_caught_up(r, ts)
+            )
+        )
         if keep != p.isr or replicas != p.replicas or adding != p.adding_replicas:
-            p.controller_update(ts, isr=keep, leader_epoch=epoch, replicas=replicas,
-                                adding_replicas=adding)
+            p.controller_update(ts, isr=keep, leader_epoch=epoch, replicas=replicas, adding_replicas=adding)
         watch.auto_assign = False
 
     def _broker(self, ev, view: ClusterView, alerts: list) -> None:
@@ -289,8 +392,9 @@ class Bucket:
         watches = [w for (c, _, _), w in self.partitions.items() if c == ev[CLUSTER]]
         self._broker_root(ev[CLUSTER], broker, state, ts, view, watches, alerts)
 
-    def _apply_broker_log(self, key, watch: PartitionWatch, view: ClusterView, before_ms: int,
-                          cfg: MonitorConfig, alerts: list) -> None:
+    def _apply_broker_log(
+        self, key, watch: PartitionWatch, view: ClusterView, before_ms: int, cfg: MonitorConfig, alerts: list
+    ) -> None:
         """Apply to one partition, in order, the cluster's broker events with a time before
         `before_ms` that it has not applied yet. Broker events are cluster-wide and may be read
         (from another partition of the metrics topic) ahead of this partition's own events; each
@@ -312,7 +416,7 @@ class Bucket:
     def _trim_broker_logs(self) -> None:
         """Fold into each cluster's broker states the log entries every partition has applied."""
         if not any(view.broker_log for view in self.clusters.values()):
-            return   # nothing to fold (the common case: no broker event pending)
+            return  # nothing to fold (the common case: no broker event pending)
         applied: dict[str, int] = {}
         for key in self.partitions:
             pos = self.broker_pos.get(key, 0)
@@ -334,8 +438,9 @@ class Bucket:
                     del self.broker_pos[key]
 
     @staticmethod
-    def _broker_root(cluster: str, broker: int, state: str, ts: int, view: ClusterView,
-                     watches: list, alerts: list) -> None:
+    def _broker_root(
+        cluster: str, broker: int, state: str, ts: int, view: ClusterView, watches: list, alerts: list
+    ) -> None:
         """Open or close this bucket's share of the broker's BrokerUnavailable alert. Every
         bucket sees the same broker event, so every bucket derives the same id; the shares are
         folded into one record by root_cause.merge_root_alerts."""
@@ -343,14 +448,29 @@ class Bucket:
         current = view.roots.get(broker)
         if unavailable and current is None:
             root = view.roots[broker] = broker_root(cluster, broker, state, ts)
-            view.root_book.update(alerts, BROKER_UNAVAILABLE, broker_subject(cluster, broker), True,
-                                  ts, (cluster, None, None, broker), "", cause=cause_of(state))
+            view.root_book.update(
+                alerts,
+                BROKER_UNAVAILABLE,
+                broker_subject(cluster, broker),
+                True,
+                ts,
+                (cluster, None, None, broker),
+                "",
+                cause=cause_of(state),
+            )
             alerts[-1]["counts"] = {"leaders_lost": sum(w.leader.leader == broker for w in watches)}
             assert alerts[-1]["alert_id"] == root.alert_id
         elif not unavailable and current is not None:
             del view.roots[broker]
-            view.root_book.update(alerts, BROKER_UNAVAILABLE, broker_subject(cluster, broker), False,
-                                  ts, (cluster, None, None, broker), "")
+            view.root_book.update(
+                alerts,
+                BROKER_UNAVAILABLE,
+                broker_subject(cluster, broker),
+                False,
+                ts,
+                (cluster, None, None, broker),
+                "",
+            )
 
     # -- time without events ------------------------------------------------------------------
     def advance(self, cfg: MonitorConfig, alerts: list, watermark_ms: int | None = None) -> None:
@@ -371,7 +491,7 @@ class Bucket:
             if target > watch.time_ms:
                 if watch.deadline_ms <= target:
                     watch.advance_to(target, alerts, cfg, self._roots(key, view))
-                else:   # what advance_to does when no deadline is due
+                else:  # what advance_to does when no deadline is due
                     watch.time_ms = target
         for key in idle:
             watch = self.partitions[key]
@@ -379,10 +499,14 @@ class Bucket:
             at = watch.last_event_ms + cfg.evict_after_ms
             self._apply_broker_log(key, watch, view, at + 1, cfg, alerts)
             watch.advance_to(at, alerts, cfg, self._roots(key, view))
-            self._evict(key, at, alerts,
-                        f"{watch.name} is no longer reported: no event since "
-                        f"{fmt_clock(watch.last_event_ms)} (stream.evict_after_ms "
-                        f"{cfg.evict_after_ms / 1000:g} s): no longer monitored")
+            self._evict(
+                key,
+                at,
+                alerts,
+                f"{watch.name} is no longer reported: no event since "
+                f"{fmt_clock(watch.last_event_ms)} (stream.evict_after_ms "
+                f"{cfg.evict_after_ms / 1000:g} s): no longer monitored",
+            )
         self._trim_broker_logs()
         if len(alerts) > mark:
             self._fetcher_triggers(cfg, alerts, mark)
@@ -395,11 +519,16 @@ class Bucket:
             silent_at = view.clock_ms + cfg.telemetry_gap_ms + 1
             # Only once the newest event anywhere is the allowed lateness past that point: the
             # cluster's events may be read that far behind another cluster's.
-            view.book.update(alerts, "TelemetryMissing", cluster,
-                             self.global_ms - cfg.lateness_ms >= silent_at,
-                             silent_at, (cluster, None, None, None),
-                             f"no events from cluster {cluster} since {fmt_clock(view.clock_ms)} "
-                             f"(more than {cfg.telemetry_gap_ms / 1000:g} s)")
+            view.book.update(
+                alerts,
+                "TelemetryMissing",
+                cluster,
+                self.global_ms - cfg.lateness_ms >= silent_at,
+                silent_at,
+                (cluster, None, None, None),
+                f"no events from cluster {cluster} since {fmt_clock(view.clock_ms)} "
+                f"(more than {cfg.telemetry_gap_ms / 1000:g} s)",
+            )
 
     def _evict(self, key: tuple, at_ms: int, alerts: list, reason: str) -> None:
         """Drop a partition from the state (bounded state: a deleted topic does not stay
@@ -421,40 +550,66 @@ class Bucket:
                 cluster = a["cluster"]
                 watch = self.partitions.get((cluster, a["topic"], a["partition"]))
                 if watch is not None and watch.leader.leader >= 0:
-                    self._check_fetcher(cluster, self.clusters[cluster], cfg, alerts, a["replica"],
-                                        watch.leader.leader,
-                                        fetcher_id(a["topic"], a["partition"], cfg.num_replica_fetchers),
-                                        a["ts"])
+                    self._check_fetcher(
+                        cluster,
+                        self.clusters[cluster],
+                        cfg,
+                        alerts,
+                        a["replica"],
+                        watch.leader.leader,
+                        fetcher_id(a["topic"], a["partition"], cfg.num_replica_fetchers),
+                        a["ts"],
+                    )
 
     def _fetcher_group(self, cluster: str, key: tuple, cfg: MonitorConfig) -> list:
         _, follower, leader, k = key
-        return [(w, w.leader.followers[follower]) for (c, topic, part), w in self.partitions.items()
-                if c == cluster and w.leader.leader == leader and follower in w.leader.followers
-                and follower in w.leader.replicas
-                and fetcher_id(topic, part, cfg.num_replica_fetchers) == k]
+        return [
+            (w, w.leader.followers[follower])
+            for (c, topic, part), w in self.partitions.items()
+            if c == cluster
+            and w.leader.leader == leader
+            and follower in w.leader.followers
+            and follower in w.leader.replicas
+            and fetcher_id(topic, part, cfg.num_replica_fetchers) == k
+        ]
 
-    def _check_fetcher(self, cluster, view: ClusterView, cfg: MonitorConfig, alerts: list,
-                       follower: int, leader: int, k: int, now: int) -> None:
+    def _check_fetcher(
+        self,
+        cluster,
+        view: ClusterView,
+        cfg: MonitorConfig,
+        alerts: list,
+        follower: int,
+        leader: int,
+        k: int,
+        now: int,
+    ) -> None:
         key = fetcher_key(follower, leader, k)
         if key in view.fetcher_roots or follower in view.roots or follower in view.silent_roots:
             return
         groups, led = self._broker_involvement(cluster, follower, cfg)
         stuck = cfg.stuck_after_ms
-        stuck_groups = {g for g, members in groups.items()
-                        if all(now - st.leo_update_ms > stuck for _, st in members)}
+        stuck_groups = {
+            g for g, members in groups.items() if all(now - st.leo_update_ms > stuck for _, st in members)
+        }
         led_silent = all(now - w.last_event_ms > stuck for w in led)
         leaders = {g[2] for g in groups}
-        if (stuck_groups == set(groups) and led_silent
-                and (len(leaders) >= 2 or (led and groups))):
-            last = max([st.leo_update_ms for members in groups.values() for _, st in members]
-                       + [w.last_event_ms for w in led])
+        if stuck_groups == set(groups) and led_silent and (len(leaders) >= 2 or (led and groups)):
+            last = max(
+                [st.leo_update_ms for members in groups.values() for _, st in members]
+                + [w.last_event_ms for w in led]
+            )
             self._open_silent_root(cluster, follower, last + stuck + 1, view, alerts)
             return
         if stuck_groups == set(groups):
             return  # the broker is not seen fetching anywhere here: not one thread's doing
         members = groups[key]
-        since = stalled_since([Member(w.name, st.leo_update_ms, w.last_event_ms) for w, st in members],
-                              now, stuck, follower_registered=True)
+        since = stalled_since(
+            [Member(w.name, st.leo_update_ms, w.last_event_ms) for w, st in members],
+            now,
+            stuck,
+            follower_registered=True,
+        )
         if since is not None:
             self._open_fetcher_root(cluster, key, since, members, view, alerts)
 
@@ -473,27 +628,43 @@ class Bucket:
                 groups.setdefault(key, []).append((w, p.followers[broker]))
         return groups, led
 
-    def _open_silent_root(self, cluster: str, broker: int, since: int, view: ClusterView,
-                          alerts: list) -> None:
+    def _open_silent_root(
+        self, cluster: str, broker: int, since: int, view: ClusterView, alerts: list
+    ) -> None:
         """A broker that stopped everywhere (fetching as follower, reporting as leader) while
         still registered: BrokerUnavailable with cause broker_silent. Its id comes from what every
         bucket knows alike (the broker's latest registration event), so the buckets' shares fold;
         `since` is this bucket's view and the merge keeps the earliest."""
-        aid = alert_id(BROKER_UNAVAILABLE, f"{broker_subject(cluster, broker)}/silent",
-                       view.registered_ms.get(broker, 0))
+        aid = alert_id(
+            BROKER_UNAVAILABLE, f"{broker_subject(cluster, broker)}/silent", view.registered_ms.get(broker, 0)
+        )
         root = view.silent_roots[broker] = BrokerRoot(aid, "silent", since)
-        view.root_book.update(alerts, BROKER_UNAVAILABLE, broker_subject(cluster, broker), True, since,
-                              (cluster, None, None, broker), "", cause="broker_silent")
+        view.root_book.update(
+            alerts,
+            BROKER_UNAVAILABLE,
+            broker_subject(cluster, broker),
+            True,
+            since,
+            (cluster, None, None, broker),
+            "",
+            cause="broker_silent",
+        )
         view.root_book.open[(BROKER_UNAVAILABLE, broker_subject(cluster, broker))].alert_id = aid
         record = alerts[-1]
         record.update(alert_id=aid, counts={"leaders_lost": 0})
         self._name_root(cluster, broker, root, since, alerts)
 
-    def _close_silent_root(self, cluster: str, broker: int, view: ClusterView, alerts: list,
-                           at: int) -> None:
+    def _close_silent_root(self, cluster: str, broker: int, view: ClusterView, alerts: list, at: int) -> None:
         root = view.silent_roots.pop(broker)
-        view.root_book.update(alerts, BROKER_UNAVAILABLE, broker_subject(cluster, broker), False,
-                              max(at, root.since_ms), (cluster, None, None, broker), "")
+        view.root_book.update(
+            alerts,
+            BROKER_UNAVAILABLE,
+            broker_subject(cluster, broker),
+            False,
+            max(at, root.since_ms),
+            (cluster, None, None, broker),
+            "",
+        )
 
     def _name_root(self, cluster: str, broker: int, root, since: int, alerts: list) -> None:
         """Replica alerts of `broker` that started with the root (possibly earlier in this batch)
@@ -501,8 +672,9 @@ class Bucket:
         watches = [w for (c, _, _), w in self.partitions.items() if c == cluster]
         _adopt_episodes(root.alert_id, cluster, broker, watches, since, alerts)
 
-    def _fetch_resumed(self, cluster: str, view: ClusterView, watch, replica: int, ts: int,
-                       cfg: MonitorConfig, alerts: list) -> None:
+    def _fetch_resumed(
+        self, cluster: str, view: ClusterView, watch, replica: int, ts: int, cfg: MonitorConfig, alerts: list
+    ) -> None:
         """An accepted fetch of a stalled fetcher's partition ends the stall at its time; any
         event from a silent broker (a fetch it makes, or its partitions reporting) ends its
         silence."""
@@ -514,8 +686,9 @@ class Bucket:
             return
         if replica in view.silent_roots:
             self._close_silent_root(cluster, replica, view, alerts, ts)
-        key = fetcher_key(replica, p.leader, fetcher_id(watch.topic, watch.partition,
-                                                        cfg.num_replica_fetchers))
+        key = fetcher_key(
+            replica, p.leader, fetcher_id(watch.topic, watch.partition, cfg.num_replica_fetchers)
+        )
         root = view.fetcher_roots.get(key)
         if root is not None:
             self._close_fetcher_root(cluster, key, root, view, alerts, ts)
@@ -533,11 +706,18 @@ class Bucket:
     def _open_fetcher_root(cluster, key, since, members, view: ClusterView, alerts: list) -> None:
         _, follower, leader, k = key
         root = view.fetcher_roots[key] = fetcher_root(cluster, follower, leader, k, since)
-        view.root_book.update(alerts, FETCHER_STALLED, fetcher_subject(cluster, follower, leader, k), True,
-                              since, (cluster, None, None, follower), "", cause="fetcher_stalled")
+        view.root_book.update(
+            alerts,
+            FETCHER_STALLED,
+            fetcher_subject(cluster, follower, leader, k),
+            True,
+            since,
+            (cluster, None, None, follower),
+            "",
+            cause="fetcher_stalled",
+        )
         record = alerts[-1]
-        record.update(leader=leader, fetcher_id=k, partitions=sorted(w.name for w, _ in members),
-                      counts={})
+        record.update(leader=leader, fetcher_id=k, partitions=sorted(w.name for w, _ in members), counts={})
         # The replica alerts of the group that started with the stall (possibly earlier in this
         # batch) name it; so do the partition alerts that named one of them.
         _adopt_episodes(root.alert_id, cluster, follower, [w for w, _ in members], since, alerts)
@@ -546,26 +726,36 @@ class Bucket:
     def _close_fetcher_root(cluster, key, root, view: ClusterView, alerts: list, at: int) -> None:
         _, follower, leader, k = key
         del view.fetcher_roots[key]
-        view.root_book.update(alerts, FETCHER_STALLED, fetcher_subject(cluster, follower, leader, k), False,
-                              max(at, root.since_ms), (cluster, None, None, follower), "")
+        view.root_book.update(
+            alerts,
+            FETCHER_STALLED,
+            fetcher_subject(cluster, follower, leader, k),
+            False,
+            max(at, root.since_ms),
+            (cluster, None, None, follower),
+            "",
+        )
         alerts[-1].update(leader=leader, fetcher_id=k)
 
     def next_timeout_ms(self, cfg: MonitorConfig) -> int | None:
         """Event time at which this bucket has something to say even if no event arrives."""
-        owned = [v.clock_ms + cfg.telemetry_gap_ms + 1 for c, v in self.clusters.items()
-                 if self._owns(c) and not v.book.open]
+        owned = [
+            v.clock_ms + cfg.telemetry_gap_ms + 1
+            for c, v in self.clusters.items()
+            if self._owns(c) and not v.book.open
+        ]
         return min(owned) if owned else None
 
     # -- status -------------------------------------------------------------------------------
-    def statuses(self, cfg: MonitorConfig, partitions: list, replicas: list,
-                 force: bool = False) -> None:
+    def statuses(self, cfg: MonitorConfig, partitions: list, replicas: list, force: bool = False) -> None:
         """Append the status of each partition that changed, at most once per status interval
         unless something significant (ISR, alerts, metadata) changed."""
         for watch in self.partitions.values():
             if not watch.dirty:
                 continue
-            if not (force or watch.significant
-                    or watch.time_ms - watch.last_status_ms >= cfg.status_interval_ms):
+            if not (
+                force or watch.significant or watch.time_ms - watch.last_status_ms >= cfg.status_interval_ms
+            ):
                 continue
             partitions.append(watch.partition_status())
             replicas.extend(watch.replica_statuses(cfg))
@@ -578,13 +768,15 @@ def _older_than_last_fetch(watch: PartitionWatch, ev) -> bool:
     st = watch.leader.followers.get(ev[REPLICA])
     if st is None or ev[TS] > st.last_fetch_ms:
         return False
-    return ev[TS] < st.last_fetch_ms or (ev[FETCH_OFFSET] == st.leo
-                                         and ev[LEADER_LEO] == st.last_fetch_leader_leo)
+    return ev[TS] < st.last_fetch_ms or (
+        ev[FETCH_OFFSET] == st.leo and ev[LEADER_LEO] == st.last_fetch_leader_leo
+    )
 
 
 def _set_broker(leader: PartitionLeader, broker: int, state: str, epoch) -> None:
-    leader.set_broker_state(broker, fenced=state == "fenced",
-                            shutting_down=state == "shutting_down", broker_epoch=epoch)
+    leader.set_broker_state(
+        broker, fenced=state == "fenced", shutting_down=state == "shutting_down", broker_epoch=epoch
+    )
 
 
 def _overrides(ev) -> tuple:
@@ -596,14 +788,13 @@ def _quarantine(ev, reason: str) -> dict:
     (it would double what crosses into Python), so it is rebuilt from the parsed fields."""
     raw = ev[RAW]
     if raw is None:
-        raw = json.dumps({k: v for k, v in zip(EVENT_FIELDS, ev) if v is not None and k != "raw"},
-                         separators=(",", ":"))
-    return {"raw": raw, "reason": reason, "stage": "state", "cluster": ev[CLUSTER],
-            "ts": ev[TS]}
+        raw = json.dumps(
+            {k: v for k, v in zip(EVENT_FIELDS, ev) if v is not None and k != "raw"}, separators=(",", ":")
+        )
+    return {"raw": raw, "reason": reason, "stage": "state", "cluster": ev[CLUSTER], "ts": ev[TS]}
 
 
-def _adopt_episodes(root_id: str, cluster: str, replica: int, watches, since: int,
-                    alerts: list) -> None:
+def _adopt_episodes(root_id: str, cluster: str, replica: int, watches, since: int, alerts: list) -> None:
     """The replica alerts of `replica` in `watches` that started with the root (possibly earlier
     in this batch) name it as `caused_by`, and so do the partition alerts that named one of them;
     records already emitted this batch are rewritten to match."""

@@ -26,6 +26,7 @@ micro-batch at 100k partitions. Format 1 blobs are still read.
 Format 0 is the unversioned pickle of `Bucket` objects written before this module existed; it
 is migrated when its objects still load, else refused with a message (see `decode`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,36 +41,85 @@ from replmon.state.bucket import Bucket, ClusterView
 from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionLeader
 from replmon.state.replica import ReplicaState
-from replmon.state.root_cause import (BrokerRoot, fetcher_roots_from_book, roots_from_book,
-                                      silent_roots_from_book)
+from replmon.state.root_cause import (
+    BrokerRoot,
+    fetcher_roots_from_book,
+    roots_from_book,
+    silent_roots_from_book,
+)
 
 FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)   # and format 0, which has no header
+READABLE_VERSIONS = (1, 2)  # and format 0, which has no header
 MAGIC = b"replmon-state\x00"
-COMPRESSION_LEVEL = 1      # level 1: most of the size win for a fraction of the time of level 6
+COMPRESSION_LEVEL = 1  # level 1: most of the size win for a fraction of the time of level 6
 
 # Each field an object keeps, by name. `config` (derived from the MonitorConfig and the
 # partition's overrides) and `name` (topic-partition) are rebuilt, not stored; `book` and
 # `followers` are encoded by their own functions. tests/state/test_codec.py fails when a class
 # gains a slot that is neither here nor in DERIVED, so a new field cannot be silently dropped.
-WATCH_FIELDS = ("cluster", "topic", "partition", "time_ms", "next_tick_ms", "deadline_ms",
-                "reported_isr", "ever_in_isr", "last_isr", "exits", "hw_seen",
-                "hw_last_advanced_ms", "hw_waiting_since_ms", "last_event_ms", "dirty",
-                "significant", "last_status_ms", "auto_assign", "lag_override",
-                "min_isr_override", "leo_seen")
-LEADER_FIELDS = ("leader", "leader_epoch", "replicas", "adding_replicas", "isr", "maximal_isr",
-                 "pending", "pending_ids", "pending_retry", "hw", "leader_leo",
-                 "leader_epoch_start_offset", "leader_log_start_offset", "election_ms", "fenced",
-                 "shutting_down", "broker_epochs", "isr_expands", "isr_shrinks",
-                 "failed_isr_updates")
-REPLICA_FIELDS = ("leo", "log_start_offset", "last_caught_up_ms", "last_fetch_leader_leo",
-                  "last_fetch_ms", "broker_epoch", "leo_update_ms", "read_to_log_end_ms")
+WATCH_FIELDS = (
+    "cluster",
+    "topic",
+    "partition",
+    "time_ms",
+    "next_tick_ms",
+    "deadline_ms",
+    "reported_isr",
+    "ever_in_isr",
+    "last_isr",
+    "exits",
+    "hw_seen",
+    "hw_last_advanced_ms",
+    "hw_waiting_since_ms",
+    "last_event_ms",
+    "dirty",
+    "significant",
+    "last_status_ms",
+    "auto_assign",
+    "lag_override",
+    "min_isr_override",
+    "leo_seen",
+)
+LEADER_FIELDS = (
+    "leader",
+    "leader_epoch",
+    "replicas",
+    "adding_replicas",
+    "isr",
+    "maximal_isr",
+    "pending",
+    "pending_ids",
+    "pending_retry",
+    "hw",
+    "leader_leo",
+    "leader_epoch_start_offset",
+    "leader_log_start_offset",
+    "election_ms",
+    "fenced",
+    "shutting_down",
+    "broker_epochs",
+    "isr_expands",
+    "isr_shrinks",
+    "failed_isr_updates",
+)
+REPLICA_FIELDS = (
+    "leo",
+    "log_start_offset",
+    "last_caught_up_ms",
+    "last_fetch_leader_leo",
+    "last_fetch_ms",
+    "broker_epoch",
+    "leo_update_ms",
+    "read_to_log_end_ms",
+)
 DERIVED = {"PartitionWatch": ("name", "leader", "book"), "PartitionLeader": ("config", "followers")}
 # Defaults for fields a blob of this format may lack (added after the format was written).
 DEFAULTS: dict[str, object] = {}
 
-_WHAT_TO_DO = ("To start over, point spark.checkpoint_dir (default <output_dir>/_checkpoint) at a "
-               "new folder and replay the input from where monitoring should begin")
+_WHAT_TO_DO = (
+    "To start over, point spark.checkpoint_dir (default <output_dir>/_checkpoint) at a "
+    "new folder and replay the input from where monitoring should begin"
+)
 
 
 class StateFormatError(ValueError):
@@ -88,59 +138,66 @@ def encode(bucket: Bucket, tag: bytes = bytes(TAG_BYTES)) -> bytes:
         "bucket": bucket.bucket_id,
         "global_ms": bucket.global_ms,
         "fields": {"watch": WATCH_FIELDS, "leader": LEADER_FIELDS, "replica": REPLICA_FIELDS},
-        "clusters": [(name, v.clock_ms, v.brokers, v.book.to_rows(), v.root_book.to_rows())
-                     for name, v in bucket.clusters.items()],
+        "clusters": [
+            (name, v.clock_ms, v.brokers, v.book.to_rows(), v.root_book.to_rows())
+            for name, v in bucket.clusters.items()
+        ],
         "partitions": _partition_columns(list(bucket.partitions.values())),
         # Broker events not yet applied by every partition, the roots as of the log's start
         # (state/bucket.py), and how far each partition has applied the log. getattr: format 0
         # objects, re-encoded by _migrate_format0, predate them.
-        "broker_logs": {name: (v.broker_log, {b: tuple(r) for b, r in v.base_roots.items()})
-                        for name, v in bucket.clusters.items() if getattr(v, "broker_log", None)},
+        "broker_logs": {
+            name: (v.broker_log, {b: tuple(r) for b, r in v.base_roots.items()})
+            for name, v in bucket.clusters.items()
+            if getattr(v, "broker_log", None)
+        },
         "broker_pos": list(getattr(bucket, "broker_pos", {}).items()),
     }
     if len(tag) != TAG_BYTES:
         raise ValueError(f"tag must be {TAG_BYTES} bytes, got {len(tag)}")
     out = io.BytesIO()
-    pickler = pickle.Pickler(out, protocol=5)   # protocol >= 4: sets need no class either
+    pickler = pickle.Pickler(out, protocol=5)  # protocol >= 4: sets need no class either
     # No memo: the state is a tree (nothing in it refers to itself), and without the memo's
     # back references it compresses to two thirds (a bucket of 6,250 partitions: 41 KB, not
     # 62 KB) and decodes a little faster.
     pickler.fast = True
     pickler.dump(doc)
     body = out.getvalue()
-    return (MAGIC + FORMAT_VERSION.to_bytes(2, "big") + tag
-            + zlib.compress(body, COMPRESSION_LEVEL))
+    return MAGIC + FORMAT_VERSION.to_bytes(2, "big") + tag + zlib.compress(body, COMPRESSION_LEVEL)
 
 
 def tag_of(blob: bytes) -> bytes | None:
     """The tag a versioned blob was written with (None for a format 0 blob or anything else)."""
-    if blob[:len(MAGIC)] != MAGIC or len(blob) < _HEADER:
+    if blob[: len(MAGIC)] != MAGIC or len(blob) < _HEADER:
         return None
-    return bytes(blob[_HEADER - TAG_BYTES:_HEADER])
+    return bytes(blob[_HEADER - TAG_BYTES : _HEADER])
 
 
 def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> Bucket:
     """The bucket a blob describes, for a run with `buckets` buckets and the settings `cfg`.
     Raises StateFormatError, with what to do, for a blob this run must not use."""
-    if blob[:len(MAGIC)] != MAGIC:
+    if blob[: len(MAGIC)] != MAGIC:
         return _migrate_format0(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg)
-    version = int.from_bytes(blob[len(MAGIC):len(MAGIC) + 2], "big")
+    version = int.from_bytes(blob[len(MAGIC) : len(MAGIC) + 2], "big")
     if version not in READABLE_VERSIONS:
         raise StateFormatError(
             f"the checkpoint's state is in format {version}, and this replmon reads formats 0 "
             f"to {FORMAT_VERSION}: it was written by another (newer?) replmon version. Run the "
-            f"version that wrote it, or start over. {_WHAT_TO_DO}.")
+            f"version that wrote it, or start over. {_WHAT_TO_DO}."
+        )
     try:
         doc = _BuiltinsOnly(io.BytesIO(zlib.decompress(blob[_HEADER:]))).load()
     except Exception as exc:
-        raise StateFormatError(f"the checkpoint's state (bucket {bucket_id}) is damaged: {exc}. "
-                               f"{_WHAT_TO_DO}.") from None
+        raise StateFormatError(
+            f"the checkpoint's state (bucket {bucket_id}) is damaged: {exc}. {_WHAT_TO_DO}."
+        ) from None
     _check_buckets(doc["buckets"], buckets)
     bucket = Bucket(bucket_id, buckets)
     bucket.global_ms = doc["global_ms"]
     for name, clock_ms, brokers, book, *root_book in doc["clusters"]:
-        view = bucket.clusters[name] = ClusterView(clock_ms=clock_ms, brokers=brokers,
-                                                   book=AlertBook.from_rows(book))
+        view = bucket.clusters[name] = ClusterView(
+            clock_ms=clock_ms, brokers=brokers, book=AlertBook.from_rows(book)
+        )
         if root_book:  # the open root-cause alerts; the roots are derived from them
             view.root_book = AlertBook.from_rows(root_book[0])
             view.roots = roots_from_book(view.root_book)
@@ -154,8 +211,11 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
         view.base_roots = {b: BrokerRoot(*r) for b, r in base_roots.items()}
     bucket.broker_pos = dict(doc.get("broker_pos", ()))
     fields = doc["fields"]
-    rows = (_rows_from_columns(doc["partitions"], fields) if version >= 2
-            else _rows_from_format1(doc["partitions"], fields))
+    rows = (
+        _rows_from_columns(doc["partitions"], fields)
+        if version >= 2
+        else _rows_from_format1(doc["partitions"], fields)
+    )
     new_watch = _builder(PartitionWatch, WATCH_FIELDS)
     new_leader = _builder(PartitionLeader, LEADER_FIELDS)
     new_replica = _builder(ReplicaState, REPLICA_FIELDS)
@@ -193,11 +253,13 @@ def _partition_columns(watches: list) -> dict:
         counts.append(len(followers))
         ids.extend(followers)
         replicas.extend(map(_replica_values, followers.values()))
-    return {"count": len(watches),
-            "watch": _transpose(map(_watch_values, watches), _WIDTH["watch"]),
-            "leader": _transpose(map(_leader_values, leaders), _WIDTH["leader"]),
-            "followers": (tuple(counts), tuple(ids), _transpose(replicas, _WIDTH["replica"])),
-            "books": [(i, w.book.to_rows()) for i, w in enumerate(watches) if w.book.open]}
+    return {
+        "count": len(watches),
+        "watch": _transpose(map(_watch_values, watches), _WIDTH["watch"]),
+        "leader": _transpose(map(_leader_values, leaders), _WIDTH["leader"]),
+        "followers": (tuple(counts), tuple(ids), _transpose(replicas, _WIDTH["replica"])),
+        "books": [(i, w.book.to_rows()) for i, w in enumerate(watches) if w.book.open],
+    }
 
 
 _WIDTH = {"watch": len(WATCH_FIELDS), "leader": len(LEADER_FIELDS), "replica": len(REPLICA_FIELDS)}
@@ -214,12 +276,11 @@ def _rows_from_columns(part: dict, fields: dict):
     watch = zip(*_columns(part["watch"], fields["watch"], WATCH_FIELDS, n))
     leader = zip(*_columns(part["leader"], fields["leader"], LEADER_FIELDS, n))
     counts, ids, replica_columns = part["followers"]
-    replicas = list(zip(ids, zip(*_columns(replica_columns, fields["replica"], REPLICA_FIELDS,
-                                            len(ids)))))
+    replicas = list(zip(ids, zip(*_columns(replica_columns, fields["replica"], REPLICA_FIELDS, len(ids)))))
     books = dict(part["books"])
     start = 0
     for i, (w, p, k) in enumerate(zip(watch, leader, counts)):
-        yield w, p, replicas[start:start + k], books.get(i, ())
+        yield w, p, replicas[start : start + k], books.get(i, ())
         start += k
 
 
@@ -238,8 +299,7 @@ def _rows_from_format1(rows: list, fields: dict):
     read_leader = _reader(fields["leader"], LEADER_FIELDS)
     read_replica = _reader(fields["replica"], REPLICA_FIELDS)
     for w, p, followers, book in rows:
-        yield (read_watch(w), read_leader(p),
-               [(r, read_replica(values)) for r, values in followers], book)
+        yield (read_watch(w), read_leader(p), [(r, read_replica(values)) for r, values in followers], book)
 
 
 def _reader(stored: tuple, wanted: tuple):
@@ -255,8 +315,7 @@ def _reader(stored: tuple, wanted: tuple):
 def _check_fields(wanted: tuple, position: dict) -> None:
     missing = [n for n in wanted if n not in position and n not in DEFAULTS]
     if missing:
-        raise StateFormatError(f"the checkpoint's state lacks the field(s) {missing}. "
-                               f"{_WHAT_TO_DO}.")
+        raise StateFormatError(f"the checkpoint's state lacks the field(s) {missing}. {_WHAT_TO_DO}.")
 
 
 @functools.lru_cache(maxsize=None)
@@ -269,9 +328,12 @@ def _builder(cls, names: tuple):
     if not all(n.isidentifier() for n in names):
         raise ValueError(f"not field names: {names}")
     targets = "".join(f"o.{n}, " for n in names)
-    local: dict = {}   # apart from the globals, so the function is not in a reference cycle
-    exec(f"def build(row):\n    o = new(cls)\n    {targets}= row\n    return o\n",
-         {"new": object.__new__, "cls": cls}, local)
+    local: dict = {}  # apart from the globals, so the function is not in a reference cycle
+    exec(
+        f"def build(row):\n    o = new(cls)\n    {targets}= row\n    return o\n",
+        {"new": object.__new__, "cls": cls},
+        local,
+    )
     return local["build"]
 
 
@@ -281,7 +343,8 @@ def _check_buckets(stored: int, buckets: int) -> None:
             f"the checkpoint was written with stream.buckets = {stored}, and this run has "
             f"stream.buckets = {buckets}: partitions would hash to other buckets and lose their "
             f"state. Set stream.buckets = {stored} again to continue from this checkpoint, or "
-            f"start over with the new count. {_WHAT_TO_DO}.")
+            f"start over with the new count. {_WHAT_TO_DO}."
+        )
 
 
 class _BuiltinsOnly(pickle.Unpickler):
@@ -324,8 +387,10 @@ def _migrate_format0(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorC
     """Format 0 (a pickled Bucket, before the state had a format): read it with today's classes
     and re-read it through format 1, so that any field the old objects lack is caught here."""
     if blob[:1] != b"\x80":
-        raise StateFormatError(f"the checkpoint's state (bucket {bucket_id}) is not a replmon "
-                               f"state (no format header). {_WHAT_TO_DO}.")
+        raise StateFormatError(
+            f"the checkpoint's state (bucket {bucket_id}) is not a replmon "
+            f"state (no format header). {_WHAT_TO_DO}."
+        )
     try:
         old = _Format0(io.BytesIO(blob)).load()
         if not isinstance(old, Bucket):
@@ -352,4 +417,5 @@ def _migrate_format0(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorC
             f"the checkpoint's state is in format 0 (pickled engine objects, replmon before "
             f"state format 1) and can no longer be read ({type(exc).__name__}: {exc}). Run the "
             f"replmon version that wrote it to finish that stream, or start over. "
-            f"{_WHAT_TO_DO}.") from None
+            f"{_WHAT_TO_DO}."
+        ) from None

@@ -3,6 +3,7 @@
 Pure: takes an already-parsed scenario dict, returns failures; reading files is the caller's job
 (streaming/conformance_cmd.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -20,14 +21,16 @@ _SET_KEYS = ("isr", "maximal_isr", "out_of_sync", "shrink_proposed")
 
 class Failure(NamedTuple):
     scenario: str
-    event_index: int       # -1: the initial state
-    key: str               # e.g. "hw", "replica_state.2.last_caught_up_ms", "legacy.v0_8"
+    event_index: int  # -1: the initial state
+    key: str  # e.g. "hw", "replica_state.2.last_caught_up_ms", "legacy.v0_8"
     expected: Any
     got: Any
 
 
 def format_failure(f: Failure) -> str:
-    return f"{f.scenario} #{f.event_index} {f.key}: expected {json.dumps(f.expected)}, got {json.dumps(f.got)}"
+    return (
+        f"{f.scenario} #{f.event_index} {f.key}: expected {json.dumps(f.expected)}, got {json.dumps(f.got)}"
+    )
 
 
 class _Observed:
@@ -52,7 +55,7 @@ def run_scenario(scenario: dict) -> list[Failure]:
     except Exception as e:  # reported like any other disagreement
         return [Failure(name, -1, "error", None, f"{type(e).__name__}: {e}")]
     failures = []
-    if p.hw != initial["hw"]:          # RULES §10.2: initial.hw is already the makeLeader HW computation
+    if p.hw != initial["hw"]:  # RULES §10.2: initial.hw is already the makeLeader HW computation
         failures.append(Failure(name, -1, "initial.hw", initial["hw"], p.hw))
     views = {int(r): FollowerView(**v) for r, v in initial.get("follower_view", {}).items()}
     expectations: dict[int, list[dict]] = {}
@@ -100,40 +103,77 @@ def _apply(p: PartitionLeader, views: dict[int, FollowerView], ev: dict) -> _Obs
     if kind == "append":
         p.append(t, ev["leader_leo"])
     elif kind == "fetch":
-        observed.fetch = p.fetch(t, ev["replica"], ev["fetch_offset"], broker_epoch=ev.get("broker_epoch"),
-                                 log_start_offset=ev.get("log_start_offset"), error=ev.get("error"),
-                                 diverging_epoch=ev.get("diverging_epoch"))
+        observed.fetch = p.fetch(
+            t,
+            ev["replica"],
+            ev["fetch_offset"],
+            broker_epoch=ev.get("broker_epoch"),
+            log_start_offset=ev.get("log_start_offset"),
+            error=ev.get("error"),
+            diverging_epoch=ev.get("diverging_epoch"),
+        )
     elif kind == "tick":
         # §10.4: a tick's out_of_sync / legacy describe the ISR before it, ignoring the in-flight gate.
         observed.out_of_sync_before = p.out_of_sync_replicas(t, ignore_inflight=True, rule_set=CURRENT)
-        observed.legacy_before = {rs: p.out_of_sync_replicas(t, ignore_inflight=True, rule_set=rs)
-                                  for rs in LEGACY_RULE_SETS}
+        observed.legacy_before = {
+            rs: p.out_of_sync_replicas(t, ignore_inflight=True, rule_set=rs) for rs in LEGACY_RULE_SETS
+        }
         observed.shrink_proposed = p.isr_expiration(t)
     elif kind == "alter_partition_response":
         p.alter_partition_response(t, ev["result"], ev.get("error"))
     elif kind == "controller_update":
-        p.controller_update(t, isr=ev["isr"], leader_epoch=ev["leader_epoch"],
-                            is_new_leader=ev.get("is_new_leader", False), replicas=ev.get("replicas"),
-                            adding_replicas=ev.get("adding_replicas"), leader_leo=ev.get("leader_leo"),
-                            hw=ev.get("hw"))
+        p.controller_update(
+            t,
+            isr=ev["isr"],
+            leader_epoch=ev["leader_epoch"],
+            is_new_leader=ev.get("is_new_leader", False),
+            replicas=ev.get("replicas"),
+            adding_replicas=ev.get("adding_replicas"),
+            leader_leo=ev.get("leader_leo"),
+            hw=ev.get("hw"),
+        )
     elif kind == "broker_state":
-        p.set_broker_state(ev["replica"], fenced=ev.get("fenced"), shutting_down=ev.get("shutting_down"),
-                           broker_epoch=ev.get("broker_epoch"))
+        p.set_broker_state(
+            ev["replica"],
+            fenced=ev.get("fenced"),
+            shutting_down=ev.get("shutting_down"),
+            broker_epoch=ev.get("broker_epoch"),
+        )
     elif kind == "follower_fetch_response":
         view = views.setdefault(ev["replica"], FollowerView())
-        process_fetch_response(view, fetch_offset=ev["fetch_offset"], records_end_offset=ev["records_end_offset"],
-                               leader_hw=ev["leader_hw"], log_start_offset=ev.get("log_start_offset"))
+        process_fetch_response(
+            view,
+            fetch_offset=ev["fetch_offset"],
+            records_end_offset=ev["records_end_offset"],
+            leader_hw=ev["leader_hw"],
+            log_start_offset=ev.get("log_start_offset"),
+        )
     else:  # validate_scenario already refused it
         raise ValueError(f"unknown event type {kind!r}")
     return observed
 
 
-_PARTITION_KEYS = ("hw", "pending", "leader_epoch_start_offset", "under_min_isr", "at_min_isr",
-                   "under_replicated", "isr", "maximal_isr")
+_PARTITION_KEYS = (
+    "hw",
+    "pending",
+    "leader_epoch_start_offset",
+    "under_min_isr",
+    "at_min_isr",
+    "under_replicated",
+    "isr",
+    "maximal_isr",
+)
 
 
-def _check(name: str, i: int, exp: dict, p: PartitionLeader, views: dict[int, FollowerView], t: int,
-           observed: _Observed) -> list[Failure]:
+def _check(
+    name: str,
+    i: int,
+    exp: dict,
+    p: PartitionLeader,
+    views: dict[int, FollowerView],
+    t: int,
+    observed: _Observed,
+) -> list[Failure]:
     """Compare the expectation keys of one block (RULES §10.4) with the state after event i."""
     failures: list[Failure] = []
 
@@ -150,8 +190,9 @@ def _check(name: str, i: int, exp: dict, p: PartitionLeader, views: dict[int, Fo
         elif key == "legacy":
             for rule_set, ids in expected.items():
                 got = observed.legacy_before.get(rule_set)
-                compare(f"legacy.{rule_set}", sorted(ids),
-                        sorted(got) if got is not None else "unknown rule set")
+                compare(
+                    f"legacy.{rule_set}", sorted(ids), sorted(got) if got is not None else "unknown rule set"
+                )
         elif key == "caught_up":
             for r, flag in expected.items():
                 compare(f"caught_up.{r}", flag, p.is_caught_up(int(r), t))
@@ -159,12 +200,20 @@ def _check(name: str, i: int, exp: dict, p: PartitionLeader, views: dict[int, Fo
             for r, fields in expected.items():
                 state = p.followers.get(int(r))
                 for field, value in fields.items():
-                    compare(f"replica_state.{r}.{field}", value, None if state is None else getattr(state, field, "unsupported field"))
+                    compare(
+                        f"replica_state.{r}.{field}",
+                        value,
+                        None if state is None else getattr(state, field, "unsupported field"),
+                    )
         elif key == "follower_view":
             for r, fields in expected.items():
                 view = views.get(int(r))
                 for field, value in fields.items():
-                    compare(f"follower_view.{r}.{field}", value, None if view is None else getattr(view, field, "unsupported field"))
+                    compare(
+                        f"follower_view.{r}.{field}",
+                        value,
+                        None if view is None else getattr(view, field, "unsupported field"),
+                    )
         elif key == "fetch_accepted":
             compare(key, expected, observed.fetch.accepted)
         elif key == "response_hw":

@@ -3,6 +3,7 @@
 
 Everything here reads a `PartitionLeader` and changes nothing.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,19 +23,19 @@ REPLICA_STATES = (CAUGHT_UP, SLOW, STUCK, BOOTSTRAPPING, FENCED, SHUTTING_DOWN)
 @dataclass(slots=True)
 class ReplicaView:
     replica: int
-    state: str                      # one of REPLICA_STATES
-    leo: int                        # as the leader recorded it (-1 unknown)
+    state: str  # one of REPLICA_STATES
+    leo: int  # as the leader recorded it (-1 unknown)
     leader_leo: int
-    lag_messages: int               # leader_leo - leo (leader_leo when the LEO is unknown)
-    last_caught_up_ms: int          # Kafka's lastCaughtUpTimeMs (0 = never)
-    lag_ms: int                     # now - last_caught_up_ms
-    last_fetch_ms: int              # Kafka's lastFetchTimeMs (0 = never)
-    in_isr: bool                    # committed ISR
-    caught_up: bool                 # Kafka's isCaughtUp now
-    out_of_sync_at_ms: int | None   # first time isCaughtUp fails if nothing changes; None: LEO == leader LEO
-    removable_by_ms: int | None     # out_of_sync_at_ms + L/2: the latest isr-expiration run that removes it
-    eligible: bool                  # Kafka's isReplicaIsrEligible
-    holds_hw: bool                  # its LEO is what the HW is waiting for
+    lag_messages: int  # leader_leo - leo (leader_leo when the LEO is unknown)
+    last_caught_up_ms: int  # Kafka's lastCaughtUpTimeMs (0 = never)
+    lag_ms: int  # now - last_caught_up_ms
+    last_fetch_ms: int  # Kafka's lastFetchTimeMs (0 = never)
+    in_isr: bool  # committed ISR
+    caught_up: bool  # Kafka's isCaughtUp now
+    out_of_sync_at_ms: int | None  # first time isCaughtUp fails if nothing changes; None: LEO == leader LEO
+    removable_by_ms: int | None  # out_of_sync_at_ms + L/2: the latest isr-expiration run that removes it
+    eligible: bool  # Kafka's isReplicaIsrEligible
+    holds_hw: bool  # its LEO is what the HW is waiting for
 
 
 @dataclass(slots=True)
@@ -51,7 +52,7 @@ class PartitionView:
     at_min_isr: bool
     min_insync_replicas: int
     replica_lag_time_max_ms: int
-    hw_holders: tuple[int, ...]     # followers whose LEO is the HW while it is below the leader LEO
+    hw_holders: tuple[int, ...]  # followers whose LEO is the HW while it is below the leader LEO
 
 
 # Kafka's "stuck" failure mode (Partition.getOutOfSyncReplicas comment): no accepted fetch for a while,
@@ -106,8 +107,15 @@ def out_of_isr_cause(p: PartitionLeader, replica: int, now_ms: int, *, ever_in_i
     return CONTROLLER
 
 
-def classify_replica(p: PartitionLeader, replica: int, now_ms: int, *, ever_in_isr: bool,
-                     stuck_after_ms: int, caught_up_grace_ms: int) -> str:
+def classify_replica(
+    p: PartitionLeader,
+    replica: int,
+    now_ms: int,
+    *,
+    ever_in_isr: bool,
+    stuck_after_ms: int,
+    caught_up_grace_ms: int,
+) -> str:
     """One of REPLICA_STATES, in this order: fenced, shutting down, stuck, bootstrapping, caught up, slow."""
     state = p.followers[replica]
     if replica in p.fenced:
@@ -123,12 +131,21 @@ def classify_replica(p: PartitionLeader, replica: int, now_ms: int, *, ever_in_i
     return SLOW
 
 
-def explain_replica(p: PartitionLeader, replica: int, now_ms: int, *, ever_in_isr: bool,
-                    stuck_after_ms: int = 3000, caught_up_grace_ms: int = 2000) -> ReplicaView:
+def explain_replica(
+    p: PartitionLeader,
+    replica: int,
+    now_ms: int,
+    *,
+    ever_in_isr: bool,
+    stuck_after_ms: int = 3000,
+    caught_up_grace_ms: int = 2000,
+) -> ReplicaView:
     state = p.followers.get(replica)
     if state is None:
-        raise ValueError(f"replica {replica} is not a follower of this partition "
-                         f"(leader {p.leader}, replicas {list(p.replicas)})")
+        raise ValueError(
+            f"replica {replica} is not a follower of this partition "
+            f"(leader {p.leader}, replicas {list(p.replicas)})"
+        )
     lag_max_ms = p.config.replica_lag_time_max_ms
     leader_leo = p.leader_leo
     if state.leo == leader_leo:
@@ -138,8 +155,14 @@ def explain_replica(p: PartitionLeader, replica: int, now_ms: int, *, ever_in_is
         removable_by_ms = out_of_sync_at_ms + lag_max_ms // 2
     return ReplicaView(
         replica=replica,
-        state=classify_replica(p, replica, now_ms, ever_in_isr=ever_in_isr, stuck_after_ms=stuck_after_ms,
-                               caught_up_grace_ms=caught_up_grace_ms),
+        state=classify_replica(
+            p,
+            replica,
+            now_ms,
+            ever_in_isr=ever_in_isr,
+            stuck_after_ms=stuck_after_ms,
+            caught_up_grace_ms=caught_up_grace_ms,
+        ),
         leo=state.leo,
         leader_leo=leader_leo,
         lag_messages=leader_leo - state.leo if state.leo >= 0 else leader_leo,

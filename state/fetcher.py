@@ -13,6 +13,7 @@ serves the whole group, every bucket sees the same last fetch time and derives t
 `root_cause.merge_root_alerts` folds the shares (a bucket holding a single partition of the
 group cannot tell it from a one-partition fault and adds no share).
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -46,6 +47,7 @@ def fetcher_id(topic: str, partition: int, num_replica_fetchers: int) -> int:
 
 class FetcherRoot(NamedTuple):
     """An ongoing fetcher stall: the id of its alert and since when."""
+
     alert_id: str
     since_ms: int
 
@@ -64,22 +66,25 @@ def parse_fetcher_subject(subject: str) -> tuple:
 
 
 def fetcher_root(cluster: str, follower: int, leader: int, fetcher: int, since_ms: int) -> FetcherRoot:
-    return FetcherRoot(alert_id(FETCHER_STALLED, fetcher_subject(cluster, follower, leader, fetcher),
-                                since_ms), since_ms)
+    return FetcherRoot(
+        alert_id(FETCHER_STALLED, fetcher_subject(cluster, follower, leader, fetcher), since_ms), since_ms
+    )
 
 
 class Member(NamedTuple):
     """One partition of a fetcher group, as the check needs it."""
-    name: str               # topic-partition
-    last_fetch_ms: int      # the follower's last accepted fetch (ReplicaState.leo_update_ms)
-    last_event_ms: int      # anything from the partition's leader
+
+    name: str  # topic-partition
+    last_fetch_ms: int  # the follower's last accepted fetch (ReplicaState.leo_update_ms)
+    last_event_ms: int  # anything from the partition's leader
 
 
 # The thread of the group has stopped: every member (at least two) stuck, the leader still
 # reporting, the follower broker registered (not fenced, not shutting down). Returns the
 # stall's start time, or None.
-def stalled_since(members: list[Member], now_ms: int, stuck_after_ms: int,
-                  follower_registered: bool) -> int | None:
+def stalled_since(
+    members: list[Member], now_ms: int, stuck_after_ms: int, follower_registered: bool
+) -> int | None:
     if len(members) < 2 or not follower_registered:
         return None
     last = max(m.last_fetch_ms for m in members)

@@ -2,6 +2,7 @@
 
 Mirrors `ReplicaFetcherThread.processPartitionData` and `AbstractFetcherThread`'s lag gauge.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ class FollowerView:
     leo: int = 0
     hw: int = 0
     log_start_offset: int = 0
-    consumer_lag: int = -1      # FetcherLagMetrics.ConsumerLag: -1 until the first response
+    consumer_lag: int = -1  # FetcherLagMetrics.ConsumerLag: -1 until the first response
 
 
 # Kafka: UnifiedLog.updateHighWatermark: clamp to [log start, own LEO]; maybeUpdateHighWatermark is not monotonic.

@@ -4,6 +4,7 @@ Each rule answers "would that version's isr-expiration call this ISR follower ou
 Like the conformance model, they assume lcu and the last fetch start at the election time
 (`reset_replica_state` sets `leo_update_ms` and `read_to_log_end_ms` to it).
 """
+
 from __future__ import annotations
 
 from .replica import ReplicaState, is_caught_up
@@ -18,7 +19,11 @@ LEGACY_RULE_SETS = (V0_8, V0_9_TO_0_10_1, V0_10_2_TO_2_0)
 
 # Kafka 0.8.2: Partition.getOutOfSyncReplicas ("stuck": no LEO update for > L; "slow": known LEO lags > max messages).
 def is_out_of_sync_v0_8(
-    state: ReplicaState, leader_leo: int, now_ms: int, replica_lag_time_max_ms: int, replica_lag_max_messages: int
+    state: ReplicaState,
+    leader_leo: int,
+    now_ms: int,
+    replica_lag_time_max_ms: int,
+    replica_lag_max_messages: int,
 ) -> bool:
     if now_ms - state.leo_update_ms > replica_lag_time_max_ms:
         return True
@@ -51,5 +56,7 @@ def is_out_of_sync(
     if rule_set == V0_9_TO_0_10_1:
         return is_out_of_sync_v0_9_to_0_10_1(state, now_ms, replica_lag_time_max_ms)
     if rule_set == V0_8:
-        return is_out_of_sync_v0_8(state, leader_leo, now_ms, replica_lag_time_max_ms, replica_lag_max_messages)
+        return is_out_of_sync_v0_8(
+            state, leader_leo, now_ms, replica_lag_time_max_ms, replica_lag_max_messages
+        )
     raise ValueError(f"unknown rule_set {rule_set!r}; expected one of {', '.join(RULE_SETS)}")

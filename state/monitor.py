@@ -6,6 +6,7 @@ alert conditions at every event and at every *deadline* in between (the exact ev
 follower would pass the imminent fraction, fail isCaughtUp, the HW stall limit, ...), so alert
 times do not depend on when events happen to arrive or how a stream is cut into batches.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,8 +14,14 @@ from dataclasses import dataclass
 from replmon.state import alert_rules as rules
 from replmon.state import texts
 from replmon.state.alerts import AlertBook
-from replmon.state.explain import (BROKER_FENCED, BROKER_SHUTTING_DOWN, LAG, explain_replica,
-                                   hw_holders, out_of_isr_cause)
+from replmon.state.explain import (
+    BROKER_FENCED,
+    BROKER_SHUTTING_DOWN,
+    LAG,
+    explain_replica,
+    hw_holders,
+    out_of_isr_cause,
+)
 from replmon.state.partition import PartitionConfig, PartitionLeader
 from replmon.state.fetcher import FetcherRoot, fetcher_id, fetcher_key
 from replmon.state.root_cause import root_id
@@ -28,6 +35,7 @@ def explains_lag(root) -> bool:
     fenced or shutting-down broker explains the ISR exit itself, not lag before it)."""
     return root is not None and (isinstance(root, FetcherRoot) or root.state == "silent")
 
+
 NEVER = 1 << 62
 
 
@@ -39,18 +47,18 @@ class MonitorConfig:
     min_insync_replicas: int = 1
     rule_set: str = "current"
     replica_lag_max_messages: int = 4000
-    imminent_fraction: float = 0.5      # IsrExitImminent after this fraction of the limit
-    hw_stall_ms: int = 10000            # HighWatermarkStalled after this long behind the LEO
-    flap_count: int = 3                 # IsrFlapping: this many ISR exits ...
-    flap_window_ms: int = 600000        # ... within this window
-    telemetry_gap_ms: int = 30000       # TelemetryMissing after this much silence
-    lateness_ms: int = 10000            # how far behind its cluster's clock a partition may lag
-    reorder_tolerance_ms: int = 1000    # out-of-order events within this are taken at partition time
+    imminent_fraction: float = 0.5  # IsrExitImminent after this fraction of the limit
+    hw_stall_ms: int = 10000  # HighWatermarkStalled after this long behind the LEO
+    flap_count: int = 3  # IsrFlapping: this many ISR exits ...
+    flap_window_ms: int = 600000  # ... within this window
+    telemetry_gap_ms: int = 30000  # TelemetryMissing after this much silence
+    lateness_ms: int = 10000  # how far behind its cluster's clock a partition may lag
+    reorder_tolerance_ms: int = 1000  # out-of-order events within this are taken at partition time
     stuck_after_ms: int = 3000
     caught_up_grace_ms: int = 2000
-    status_interval_ms: int = 1000      # at most one routine status per partition per this much event time
-    evict_after_ms: int = 600000        # a partition with no event for this long leaves the state
-    num_replica_fetchers: int = 1       # Kafka's num.replica.fetchers (ReplicaFetcherStalled groups)
+    status_interval_ms: int = 1000  # at most one routine status per partition per this much event time
+    evict_after_ms: int = 600000  # a partition with no event for this long leaves the state
+    num_replica_fetchers: int = 1  # Kafka's num.replica.fetchers (ReplicaFetcherStalled groups)
 
     def partition_config(self, lag_ms: int | None = None, min_isr: int | None = None) -> PartitionConfig:
         return PartitionConfig(
@@ -65,14 +73,42 @@ class MonitorConfig:
 class PartitionWatch:
     """The monitor's view of one partition: the leader's state plus alert bookkeeping."""
 
-    __slots__ = ("cluster", "topic", "partition", "name", "leader", "time_ms", "next_tick_ms",
-                 "deadline_ms", "reported_isr", "ever_in_isr", "last_isr", "exits",
-                 "hw_seen", "hw_last_advanced_ms", "hw_waiting_since_ms", "last_event_ms",
-                 "book", "dirty", "significant", "last_status_ms", "auto_assign",
-                 "lag_override", "min_isr_override", "leo_seen")
+    __slots__ = (
+        "cluster",
+        "topic",
+        "partition",
+        "name",
+        "leader",
+        "time_ms",
+        "next_tick_ms",
+        "deadline_ms",
+        "reported_isr",
+        "ever_in_isr",
+        "last_isr",
+        "exits",
+        "hw_seen",
+        "hw_last_advanced_ms",
+        "hw_waiting_since_ms",
+        "last_event_ms",
+        "book",
+        "dirty",
+        "significant",
+        "last_status_ms",
+        "auto_assign",
+        "lag_override",
+        "min_isr_override",
+        "leo_seen",
+    )
 
-    def __init__(self, cluster: str, topic: str, partition: int, leader: PartitionLeader,
-                 now_ms: int, auto_assign: bool = False) -> None:
+    def __init__(
+        self,
+        cluster: str,
+        topic: str,
+        partition: int,
+        leader: PartitionLeader,
+        now_ms: int,
+        auto_assign: bool = False,
+    ) -> None:
         self.cluster, self.topic, self.partition = cluster, topic, partition
         self.name = f"{topic}-{partition}"
         self.leader = leader
@@ -189,50 +225,95 @@ class PartitionWatch:
                 rlabels = (self.cluster, self.topic, self.partition, r)
                 ever = r in self.ever_in_isr
                 oos = r in out_of_sync
-                book.update(out, "IsrExitImminent", rsub,
-                            rules.is_isr_exit_imminent(
-                                in_isr=in_isr, behind=st.leo != leader_leo,
-                                ms_since_caught_up=now - st.last_caught_up_ms,
-                                imminent_after_ms=imminent_after, out_of_sync=oos),
-                            now, rlabels,
-                            lambda r=r: self._replica_text("IsrExitImminent", self._lag_cause(now, cfg),
-                                                           r, now, cfg),
-                            lambda r=r, oos=oos, in_isr=in_isr: self._replica_close(
-                                "IsrExitImminent",
-                                "left_isr" if not in_isr else "out_of_sync" if oos
-                                else "new_leader" if p.election_ms == now else "caught_up", r),
-                            caused_by=root_id(roots, r) or leader_root, cause=LAG)
+                book.update(
+                    out,
+                    "IsrExitImminent",
+                    rsub,
+                    rules.is_isr_exit_imminent(
+                        in_isr=in_isr,
+                        behind=st.leo != leader_leo,
+                        ms_since_caught_up=now - st.last_caught_up_ms,
+                        imminent_after_ms=imminent_after,
+                        out_of_sync=oos,
+                    ),
+                    now,
+                    rlabels,
+                    lambda r=r: self._replica_text("IsrExitImminent", self._lag_cause(now, cfg), r, now, cfg),
+                    lambda r=r, oos=oos, in_isr=in_isr: self._replica_close(
+                        "IsrExitImminent",
+                        "left_isr"
+                        if not in_isr
+                        else "out_of_sync"
+                        if oos
+                        else "new_leader"
+                        if p.election_ms == now
+                        else "caught_up",
+                        r,
+                    ),
+                    caused_by=root_id(roots, r) or leader_root,
+                    cause=LAG,
+                )
                 if rules.is_replica_out_of_sync(in_isr=in_isr, out_of_sync=oos, ever_in_isr=ever):
                     cause = out_of_isr_cause(p, r, now, ever_in_isr=ever)
-                    book.update(out, "ReplicaOutOfSync", rsub, True, now, rlabels,
-                                lambda r=r, cause=cause: self._replica_text(
-                                    "ReplicaOutOfSync", cause, r, now, cfg, roots),
-                                caused_by=root_id(roots, r) if cause in BROKER_CAUSES
-                                or explains_lag(roots.get(r)) else leader_root,
-                                cause=cause)
+                    book.update(
+                        out,
+                        "ReplicaOutOfSync",
+                        rsub,
+                        True,
+                        now,
+                        rlabels,
+                        lambda r=r, cause=cause: self._replica_text(
+                            "ReplicaOutOfSync", cause, r, now, cfg, roots
+                        ),
+                        caused_by=root_id(roots, r)
+                        if cause in BROKER_CAUSES or explains_lag(roots.get(r))
+                        else leader_root,
+                        cause=cause,
+                    )
                 else:
-                    book.update(out, "ReplicaOutOfSync", rsub, False, now, rlabels, None,
-                                lambda r=r: self._replica_close("ReplicaOutOfSync", "rejoined", r))
+                    book.update(
+                        out,
+                        "ReplicaOutOfSync",
+                        rsub,
+                        False,
+                        now,
+                        rlabels,
+                        None,
+                        lambda r=r: self._replica_close("ReplicaOutOfSync", "rejoined", r),
+                    )
                 exits = self.exits.get(r)
                 if exits:
                     cutoff = now - cfg.flap_window_ms
                     while exits and exits[0] <= cutoff:
                         exits.pop(0)
                     n = len(exits)
-                    book.update(out, "IsrFlapping", rsub,
-                                rules.is_isr_flapping(exits_in_window=n, flap_count=cfg.flap_count),
-                                now, rlabels,
-                                lambda r=r, n=n: texts.open_text(
-                                    "IsrFlapping", "exits", replica=r, partition=self.name, exits=n,
-                                    window=f"{cfg.flap_window_ms / 1000:g} s"),
-                                lambda r=r: self._replica_close("IsrFlapping", "exits", r),
-                                caused_by=root_id(roots, r), cause="exits")
+                    book.update(
+                        out,
+                        "IsrFlapping",
+                        rsub,
+                        rules.is_isr_flapping(exits_in_window=n, flap_count=cfg.flap_count),
+                        now,
+                        rlabels,
+                        lambda r=r, n=n: texts.open_text(
+                            "IsrFlapping",
+                            "exits",
+                            replica=r,
+                            partition=self.name,
+                            exits=n,
+                            window=f"{cfg.flap_window_ms / 1000:g} s",
+                        ),
+                        lambda r=r: self._replica_close("IsrFlapping", "exits", r),
+                        caused_by=root_id(roots, r),
+                        cause="exits",
+                    )
                     if exits:
                         deadline = min(deadline, exits[0] + cfg.flap_window_ms)
                 if in_isr and (st.leo != leader_leo or not exemption):
-                    for d in (st.last_caught_up_ms + imminent_after + 1,
-                              st.last_caught_up_ms + lag_limit + 1,
-                              st.last_fetch_ms + lag_limit + 1):
+                    for d in (
+                        st.last_caught_up_ms + imminent_after + 1,
+                        st.last_caught_up_ms + lag_limit + 1,
+                        st.last_fetch_ms + lag_limit + 1,
+                    ):
                         if now < d < deadline:
                             deadline = d
         if book.open:
@@ -241,52 +322,101 @@ class PartitionWatch:
         min_isr = p.effective_min_isr
         n_replicas = len(p.replicas)
         partition_root = lambda: self._partition_root(roots)  # noqa: E731 (only built on a transition)
-        book.update(out, "UnderReplicated", subject,
-                    rules.is_under_replicated(isr_size=len(isr), replica_count=n_replicas,
-                                              adding_count=len(p.adding_replicas)),
-                    now, labels, lambda: texts.open_text("UnderReplicated", "replicas", **facts()),
-                    lambda: texts.close_text("UnderReplicated", "replicas", **facts()),
-                    caused_by=partition_root, cause="replicas")
+        book.update(
+            out,
+            "UnderReplicated",
+            subject,
+            rules.is_under_replicated(
+                isr_size=len(isr), replica_count=n_replicas, adding_count=len(p.adding_replicas)
+            ),
+            now,
+            labels,
+            lambda: texts.open_text("UnderReplicated", "replicas", **facts()),
+            lambda: texts.close_text("UnderReplicated", "replicas", **facts()),
+            caused_by=partition_root,
+            cause="replicas",
+        )
         under_min = rules.is_under_min_isr(isr_size=len(isr), effective_min_isr=min_isr)
-        book.update(out, "UnderMinIsr", subject, under_min, now, labels,
-                    lambda: texts.open_text("UnderMinIsr", "min_isr", **facts()),
-                    lambda: texts.close_text("UnderMinIsr", "min_isr", **facts()),
-                    caused_by=partition_root, cause="min_isr")
-        book.update(out, "AtMinIsr", subject,
-                    rules.is_at_min_isr(isr_size=len(isr), effective_min_isr=min_isr,
-                                        replica_count=n_replicas),
-                    now, labels, lambda: texts.open_text("AtMinIsr", "min_isr", **facts()),
-                    lambda: texts.close_text("AtMinIsr", "below" if under_min else "above", **facts()),
-                    caused_by=partition_root, cause="min_isr")
-        book.update(out, "OfflinePartition", subject,
-                    rules.is_offline(leader=p.leader, has_metadata=self.reported_isr is not None),
-                    now, labels, lambda: texts.open_text("OfflinePartition", "no_leader", **facts()),
-                    lambda: texts.close_text("OfflinePartition", "no_leader", **facts()),
-                    caused_by=lambda: self._single_root(roots, p.replicas), cause="no_leader")
+        book.update(
+            out,
+            "UnderMinIsr",
+            subject,
+            under_min,
+            now,
+            labels,
+            lambda: texts.open_text("UnderMinIsr", "min_isr", **facts()),
+            lambda: texts.close_text("UnderMinIsr", "min_isr", **facts()),
+            caused_by=partition_root,
+            cause="min_isr",
+        )
+        book.update(
+            out,
+            "AtMinIsr",
+            subject,
+            rules.is_at_min_isr(isr_size=len(isr), effective_min_isr=min_isr, replica_count=n_replicas),
+            now,
+            labels,
+            lambda: texts.open_text("AtMinIsr", "min_isr", **facts()),
+            lambda: texts.close_text("AtMinIsr", "below" if under_min else "above", **facts()),
+            caused_by=partition_root,
+            cause="min_isr",
+        )
+        book.update(
+            out,
+            "OfflinePartition",
+            subject,
+            rules.is_offline(leader=p.leader, has_metadata=self.reported_isr is not None),
+            now,
+            labels,
+            lambda: texts.open_text("OfflinePartition", "no_leader", **facts()),
+            lambda: texts.close_text("OfflinePartition", "no_leader", **facts()),
+            caused_by=lambda: self._single_root(roots, p.replicas),
+            cause="no_leader",
+        )
         waiting = self.hw_waiting_since_ms
         holders = hw_holders(p, now)
-        book.update(out, "HighWatermarkStalled", subject,
-                    rules.is_hw_stalled(waiting_since_ms=waiting, now_ms=now, stall_ms=cfg.hw_stall_ms,
-                                        under_min_isr=under_min),
-                    now, labels,
-                    lambda: texts.open_text("HighWatermarkStalled", "holders" if holders else "isr",
-                                            **facts(), holders=list(holders),
-                                            stalled=texts.fmt_seconds(now - (waiting or now))),
-                    lambda: texts.close_text("HighWatermarkStalled", "min_isr" if under_min else "moving",
-                                             **facts()),
-                    caused_by=lambda: self._single_root(roots, holders, every=True),
-                    cause="holders" if holders else "isr")
+        book.update(
+            out,
+            "HighWatermarkStalled",
+            subject,
+            rules.is_hw_stalled(
+                waiting_since_ms=waiting, now_ms=now, stall_ms=cfg.hw_stall_ms, under_min_isr=under_min
+            ),
+            now,
+            labels,
+            lambda: texts.open_text(
+                "HighWatermarkStalled",
+                "holders" if holders else "isr",
+                **facts(),
+                holders=list(holders),
+                stalled=texts.fmt_seconds(now - (waiting or now)),
+            ),
+            lambda: texts.close_text("HighWatermarkStalled", "min_isr" if under_min else "moving", **facts()),
+            caused_by=lambda: self._single_root(roots, holders, every=True),
+            cause="holders" if holders else "isr",
+        )
         if waiting is not None and now < waiting + cfg.hw_stall_ms + 1 < deadline:
             deadline = waiting + cfg.hw_stall_ms + 1
-        book.update(out, "TelemetryMissing", subject,
-                    rules.is_telemetry_missing(last_event_ms=self.last_event_ms, now_ms=now,
-                                               gap_ms=cfg.telemetry_gap_ms),
-                    now, labels,
-                    lambda: texts.open_text("TelemetryMissing", "partition", partition=self.name,
-                                            since=fmt_clock(self.last_event_ms),
-                                            silent=texts.fmt_seconds(now - self.last_event_ms)),
-                    texts.close_text("TelemetryMissing", "partition", partition=self.name),
-                    caused_by=lambda: root_id(roots, p.leader), cause="partition")
+        book.update(
+            out,
+            "TelemetryMissing",
+            subject,
+            rules.is_telemetry_missing(
+                last_event_ms=self.last_event_ms, now_ms=now, gap_ms=cfg.telemetry_gap_ms
+            ),
+            now,
+            labels,
+            lambda: texts.open_text(
+                "TelemetryMissing",
+                "partition",
+                partition=self.name,
+                since=fmt_clock(self.last_event_ms),
+                silent=texts.fmt_seconds(now - self.last_event_ms),
+            ),
+            texts.close_text("TelemetryMissing", "partition", partition=self.name),
+            caused_by=lambda: root_id(roots, p.leader),
+            cause="partition",
+        )
         t_gap = self.last_event_ms + cfg.telemetry_gap_ms + 1
         if now < t_gap < deadline:
             deadline = t_gap
@@ -308,10 +438,18 @@ class PartitionWatch:
 
     def _partition_facts(self) -> dict:
         p = self.leader
-        return {"partition": self.name, "isr": list(p.isr), "replicas": list(p.replicas),
-                "isr_size": len(p.isr), "replica_count": len(p.replicas), "hw": p.hw,
-                "leader": p.leader, "leader_leo": p.leader_leo, "min_isr": p.effective_min_isr,
-                "out": [r for r in p.replicas if r not in p.isr]}
+        return {
+            "partition": self.name,
+            "isr": list(p.isr),
+            "replicas": list(p.replicas),
+            "isr_size": len(p.isr),
+            "replica_count": len(p.replicas),
+            "hw": p.hw,
+            "leader": p.leader,
+            "leader_leo": p.leader_leo,
+            "min_isr": p.effective_min_isr,
+            "out": [r for r in p.replicas if r not in p.isr],
+        }
 
     def _partition_root(self, roots: dict) -> str | None:
         """The alert that explains every replica missing from the ISR: a broker's
@@ -350,8 +488,9 @@ class PartitionWatch:
             r = alert.labels[3]
             if r is not None and (r == p.leader or r not in p.replicas):
                 role = "became_leader" if r == p.leader else "left_assignment"
-                self.book.update(out, name, subject, False, now, alert.labels,
-                                 self._replica_close(name, role, r))
+                self.book.update(
+                    out, name, subject, False, now, alert.labels, self._replica_close(name, role, r)
+                )
 
     def _track_hw(self, now: int) -> None:
         p = self.leader
@@ -372,25 +511,43 @@ class PartitionWatch:
     def _replica_close(self, name: str, cause: str, r: int) -> str:
         return texts.close_text(name, cause, replica=r, partition=self.name, leader=self.leader.leader)
 
-    def _replica_text(self, name: str, cause: str, r: int, now: int, cfg: MonitorConfig,
-                      roots: dict | None = None) -> str:
+    def _replica_text(
+        self, name: str, cause: str, r: int, now: int, cfg: MonitorConfig, roots: dict | None = None
+    ) -> str:
         p = self.leader
         st = p.followers[r]
-        view = explain_replica(p, r, now, ever_in_isr=r in self.ever_in_isr,
-                               stuck_after_ms=cfg.stuck_after_ms,
-                               caught_up_grace_ms=cfg.caught_up_grace_ms)
-        fetch = (f"no fetch since {fmt_clock(st.last_fetch_ms)}" if st.last_fetch_ms
-                 else "no fetch since the election")
+        view = explain_replica(
+            p,
+            r,
+            now,
+            ever_in_isr=r in self.ever_in_isr,
+            stuck_after_ms=cfg.stuck_after_ms,
+            caught_up_grace_ms=cfg.caught_up_grace_ms,
+        )
+        fetch = (
+            f"no fetch since {fmt_clock(st.last_fetch_ms)}"
+            if st.last_fetch_ms
+            else "no fetch since the election"
+        )
         limit = p.config.replica_lag_time_max_ms
         if st.last_caught_up_ms:  # 0 means never (Kafka's reset for a non-ISR follower)
             lag = f"not caught up for {texts.fmt_against_limit(now - st.last_caught_up_ms, limit)}"
         else:
             lag = f"never caught up since the election (limit {limit / 1000:g} s)"
-        return texts.open_text(name, cause, replica=r, partition=self.name, lag=lag,
-                               lag_messages=view.lag_messages, state=view.state, fetch=fetch,
-                               leader=p.leader, leader_epoch=p.leader_epoch,
-                               silent_since=fmt_clock(self.last_event_ms),
-                               since=fmt_clock(roots[r].since_ms if roots and r in roots else now))
+        return texts.open_text(
+            name,
+            cause,
+            replica=r,
+            partition=self.name,
+            lag=lag,
+            lag_messages=view.lag_messages,
+            state=view.state,
+            fetch=fetch,
+            leader=p.leader,
+            leader_epoch=p.leader_epoch,
+            silent_since=fmt_clock(self.last_event_ms),
+            since=fmt_clock(roots[r].since_ms if roots and r in roots else now),
+        )
 
     # -- status -------------------------------------------------------------------------------
     def partition_status(self) -> dict:
@@ -399,12 +556,20 @@ class PartitionWatch:
         waiting = self.hw_waiting_since_ms
         holders = list(hw_holders(p, now))
         return {
-            "cluster": self.cluster, "topic": self.topic, "partition": self.partition, "ts": now,
-            "leader": p.leader, "leader_epoch": p.leader_epoch, "replicas": list(p.replicas),
-            "isr": list(p.isr), "maximal_isr": list(p.maximal_isr),
+            "cluster": self.cluster,
+            "topic": self.topic,
+            "partition": self.partition,
+            "ts": now,
+            "leader": p.leader,
+            "leader_epoch": p.leader_epoch,
+            "replicas": list(p.replicas),
+            "isr": list(p.isr),
+            "maximal_isr": list(p.maximal_isr),
             "reported_isr": list(self.reported_isr) if self.reported_isr is not None else None,
-            "hw": p.hw, "leader_leo": p.leader_leo,
-            "under_replicated": p.under_replicated, "under_min_isr": p.under_min_isr,
+            "hw": p.hw,
+            "leader_leo": p.leader_leo,
+            "under_replicated": p.under_replicated,
+            "under_min_isr": p.under_min_isr,
             "at_min_isr": p.at_min_isr,
             "min_insync_replicas": p.config.min_insync_replicas,
             "replica_lag_time_max_ms": p.config.replica_lag_time_max_ms,
@@ -420,20 +585,40 @@ class PartitionWatch:
         for r in p.replicas:
             if r == p.leader or r not in p.followers:
                 continue
-            v = explain_replica(p, r, now, ever_in_isr=r in self.ever_in_isr,
-                                stuck_after_ms=cfg.stuck_after_ms,
-                                caught_up_grace_ms=cfg.caught_up_grace_ms)
-            rows.append({
-                "cluster": self.cluster, "topic": self.topic, "partition": self.partition,
-                "replica": r, "ts": now, "leo": v.leo, "leader_leo": v.leader_leo,
-                "lag_messages": v.lag_messages, "last_caught_up_ms": v.last_caught_up_ms,
-                "lag_ms": v.lag_ms, "last_fetch_ms": v.last_fetch_ms, "in_isr": v.in_isr,
-                "in_reported_isr": (r in self.reported_isr) if self.reported_isr is not None else None,
-                "caught_up": v.caught_up, "state": v.state,
-                "out_of_sync_at_ms": v.out_of_sync_at_ms, "removable_by_ms": v.removable_by_ms,
-                "holds_hw": v.holds_hw,
-                # the one definition the alert texts use too (explain.out_of_isr_cause)
-                "out_of_isr_cause": (None if v.in_isr and v.caught_up else
-                                     out_of_isr_cause(p, r, now, ever_in_isr=r in self.ever_in_isr)),
-            })
+            v = explain_replica(
+                p,
+                r,
+                now,
+                ever_in_isr=r in self.ever_in_isr,
+                stuck_after_ms=cfg.stuck_after_ms,
+                caught_up_grace_ms=cfg.caught_up_grace_ms,
+            )
+            rows.append(
+                {
+                    "cluster": self.cluster,
+                    "topic": self.topic,
+                    "partition": self.partition,
+                    "replica": r,
+                    "ts": now,
+                    "leo": v.leo,
+                    "leader_leo": v.leader_leo,
+                    "lag_messages": v.lag_messages,
+                    "last_caught_up_ms": v.last_caught_up_ms,
+                    "lag_ms": v.lag_ms,
+                    "last_fetch_ms": v.last_fetch_ms,
+                    "in_isr": v.in_isr,
+                    "in_reported_isr": (r in self.reported_isr) if self.reported_isr is not None else None,
+                    "caught_up": v.caught_up,
+                    "state": v.state,
+                    "out_of_sync_at_ms": v.out_of_sync_at_ms,
+                    "removable_by_ms": v.removable_by_ms,
+                    "holds_hw": v.holds_hw,
+                    # the one definition the alert texts use too (explain.out_of_isr_cause)
+                    "out_of_isr_cause": (
+                        None
+                        if v.in_isr and v.caught_up
+                        else out_of_isr_cause(p, r, now, ever_in_isr=r in self.ever_in_isr)
+                    ),
+                }
+            )
         return rows

@@ -4,6 +4,7 @@ Mirrors `kafka.cluster.Partition` (RULES.md §1.3-§5, §7) for one partition le
 Pure and synchronous: time is always an argument, AlterPartition answers arrive as calls.
 Called once per event on the streaming hot path, so it keeps tuples/sets and small objects only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,10 +29,16 @@ PENDING_SHRINK = "shrink"
 # Partition.handleAlterPartitionError: these revert to the last committed state.
 REVERTING_ALTER_PARTITION_ERRORS = frozenset({"INELIGIBLE_REPLICA", "OPERATION_NOT_ATTEMPTED"})
 # ... these leave the change pending and are not retried, until new metadata arrives.
-NON_RETRIABLE_ALTER_PARTITION_ERRORS = frozenset({
-    "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID", "FENCED_LEADER_EPOCH",
-    "INVALID_UPDATE_VERSION", "INVALID_REQUEST", "NEW_LEADER_ELECTED",
-})
+NON_RETRIABLE_ALTER_PARTITION_ERRORS = frozenset(
+    {
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "UNKNOWN_TOPIC_ID",
+        "FENCED_LEADER_EPOCH",
+        "INVALID_UPDATE_VERSION",
+        "INVALID_REQUEST",
+        "NEW_LEADER_ELECTED",
+    }
+)
 # Anything else stays pending and is resubmitted.
 
 
@@ -39,9 +46,9 @@ NON_RETRIABLE_ALTER_PARTITION_ERRORS = frozenset({
 class PartitionConfig:
     replica_lag_time_max_ms: int = 30000
     min_insync_replicas: int = 1
-    alter_partition: str = IMMEDIATE     # or "manual" (RULES §10.1)
-    rule_set: str = "current"            # out-of-sync rule isr_expiration uses (legacy.RULE_SETS)
-    replica_lag_max_messages: int = 4000 # only for rule_set v0_8
+    alter_partition: str = IMMEDIATE  # or "manual" (RULES §10.1)
+    rule_set: str = "current"  # out-of-sync rule isr_expiration uses (legacy.RULE_SETS)
+    replica_lag_max_messages: int = 4000  # only for rule_set v0_8
 
     def __post_init__(self) -> None:
         if self.replica_lag_time_max_ms < 1:
@@ -58,14 +65,14 @@ class PartitionConfig:
 
 class FetchOutcome(NamedTuple):
     accepted: bool
-    reject_reason: str | None    # "unassigned_replica", "offset_above_leader_leo", "offset_below_log_start",
-                                 # "stale_broker_epoch", "error:<ERR>", "diverging_epoch"
-    response_hw: int             # the HW before the fetch (Partition.readRecords' initialHighWatermark)
+    reject_reason: str | None  # "unassigned_replica", "offset_above_leader_leo", "offset_below_log_start",
+    # "stale_broker_epoch", "error:<ERR>", "diverging_epoch"
+    response_hw: int  # the HW before the fetch (Partition.readRecords' initialHighWatermark)
     leo_changed: bool
     hw_changed: bool
 
 
-_new_outcome = tuple.__new__   # FetchOutcome without the keyword-handling __new__: fetch() is the hot path
+_new_outcome = tuple.__new__  # FetchOutcome without the keyword-handling __new__: fetch() is the hot path
 
 
 def _sorted_ids(ids: Iterable[int]) -> tuple[int, ...]:
@@ -77,10 +84,28 @@ class PartitionLeader:
     (except `config`, which the streaming job replaces when metadata changes L or min ISR)."""
 
     __slots__ = (
-        "config", "leader", "leader_epoch", "replicas", "adding_replicas", "isr", "maximal_isr",
-        "pending", "pending_ids", "pending_retry", "hw", "leader_leo", "leader_epoch_start_offset",
-        "leader_log_start_offset", "election_ms", "followers", "fenced", "shutting_down", "broker_epochs",
-        "isr_expands", "isr_shrinks", "failed_isr_updates",
+        "config",
+        "leader",
+        "leader_epoch",
+        "replicas",
+        "adding_replicas",
+        "isr",
+        "maximal_isr",
+        "pending",
+        "pending_ids",
+        "pending_retry",
+        "hw",
+        "leader_leo",
+        "leader_epoch_start_offset",
+        "leader_log_start_offset",
+        "election_ms",
+        "followers",
+        "fenced",
+        "shutting_down",
+        "broker_epochs",
+        "isr_expands",
+        "isr_shrinks",
+        "failed_isr_updates",
     )
 
     def __init__(
@@ -106,7 +131,7 @@ class PartitionLeader:
         self.config = config
         self.leader = leader
         self.leader_epoch = leader_epoch
-        self.replicas = tuple(replicas)   # the assignment, leader included (leader -1: not known yet)
+        self.replicas = tuple(replicas)  # the assignment, leader included (leader -1: not known yet)
         self.adding_replicas = tuple(adding_replicas)
         self.isr = self.maximal_isr = _sorted_ids(isr)
         self.pending: str | None = None
@@ -114,7 +139,9 @@ class PartitionLeader:
         self.pending_retry = False
         self.leader_leo = leader_leo
         self.hw = hw
-        self.leader_epoch_start_offset = leader_leo if leader_epoch_start_offset is None else leader_epoch_start_offset
+        self.leader_epoch_start_offset = (
+            leader_leo if leader_epoch_start_offset is None else leader_epoch_start_offset
+        )
         self.leader_log_start_offset = leader_log_start_offset
         self.election_ms = now_ms
         self.fenced: set[int] = set(fenced)
@@ -125,15 +152,22 @@ class PartitionLeader:
         for r in self.replicas:
             if r != leader:
                 state = new_replica_state(now_ms)
-                reset_replica_state(state, now_ms=now_ms, leader_leo=leader_leo, is_new_leader=True,
-                                    is_follower_in_sync=r in self.isr)
+                reset_replica_state(
+                    state,
+                    now_ms=now_ms,
+                    leader_leo=leader_leo,
+                    is_new_leader=True,
+                    is_follower_in_sync=r in self.isr,
+                )
                 self.followers[r] = state
         for r, override in (followers or {}).items():
             if r not in self.followers:
-                raise ValueError(f"followers: {r} is not a follower of this partition (replicas {list(self.replicas)}, "
-                                 f"leader {leader})")
+                raise ValueError(
+                    f"followers: {r} is not a follower of this partition (replicas {list(self.replicas)}, "
+                    f"leader {leader})"
+                )
             self.followers[r] = _override(self.followers[r], r, override)
-        self._maybe_increment_hw(now_ms)              # makeLeader always ends with maybeIncrementLeaderHW
+        self._maybe_increment_hw(now_ms)  # makeLeader always ends with maybeIncrementLeaderHW
 
     # ---- partition predicates (RULES §3.4, §7) ------------------------------------------------------
 
@@ -164,7 +198,9 @@ class PartitionLeader:
         if replica == self.leader:
             return True
         state = self.followers.get(replica)
-        return state is not None and is_caught_up(state, self.leader_leo, now_ms, self.config.replica_lag_time_max_ms)
+        return state is not None and is_caught_up(
+            state, self.leader_leo, now_ms, self.config.replica_lag_time_max_ms
+        )
 
     def is_isr_eligible(self, replica: int) -> bool:
         # Kafka: Partition.isReplicaIsrEligible (KIP-841 fenced / controlled shutdown, KIP-903 broker epoch).
@@ -192,10 +228,13 @@ class PartitionLeader:
 
     def counts_for_hw(self, replica: int, now_ms: int) -> bool:
         # Kafka: Partition.maybeIncrementLeaderHW: maximal ISR, or caught up and ISR-eligible (KAFKA-4485, KAFKA-15021).
-        return replica in self.maximal_isr or (self.is_caught_up(replica, now_ms) and self.is_isr_eligible(replica))
+        return replica in self.maximal_isr or (
+            self.is_caught_up(replica, now_ms) and self.is_isr_eligible(replica)
+        )
 
-    def out_of_sync_replicas(self, now_ms: int, *, ignore_inflight: bool = False,
-                             rule_set: str | None = None) -> tuple[int, ...]:
+    def out_of_sync_replicas(
+        self, now_ms: int, *, ignore_inflight: bool = False, rule_set: str | None = None
+    ) -> tuple[int, ...]:
         # Kafka: Partition.getOutOfSyncReplicas: committed ISR minus the leader, empty while a change is in flight.
         if self.pending is not None and not ignore_inflight:
             return ()
@@ -207,29 +246,58 @@ class PartitionLeader:
             if r == self.leader:
                 continue
             state = self.followers.get(r)
-            if state is None or is_out_of_sync(rule_set, state, self.leader_leo, now_ms, lag_max_ms, lag_max_messages):
+            if state is None or is_out_of_sync(
+                rule_set, state, self.leader_leo, now_ms, lag_max_ms, lag_max_messages
+            ):
                 out.append(r)
         return tuple(out)
 
     # ---- events ---------------------------------------------------------------------------------------
 
-    def fetch(self, now_ms: int, replica: int, fetch_offset: int, *, broker_epoch: int | None = None,
-              log_start_offset: int | None = None, error: str | None = None,
-              diverging_epoch: int | bool | None = None) -> FetchOutcome:
+    def fetch(
+        self,
+        now_ms: int,
+        replica: int,
+        fetch_offset: int,
+        *,
+        broker_epoch: int | None = None,
+        log_start_offset: int | None = None,
+        error: str | None = None,
+        diverging_epoch: int | bool | None = None,
+    ) -> FetchOutcome:
         """A follower fetch the leader first processed at now_ms (Partition.fetchRecords, RULES §1.2-§1.3)."""
         hw_before = self.hw
         state = self.followers.get(replica)
-        if error is not None or state is None or fetch_offset > self.leader_leo or (
-            diverging_epoch is not None and diverging_epoch is not False
-        ) or fetch_offset < self.leader_log_start_offset or (
-            broker_epoch is not None and is_stale_broker_epoch(broker_epoch, self.broker_epochs.get(replica))
+        if (
+            error is not None
+            or state is None
+            or fetch_offset > self.leader_leo
+            or (diverging_epoch is not None and diverging_epoch is not False)
+            or fetch_offset < self.leader_log_start_offset
+            or (
+                broker_epoch is not None
+                and is_stale_broker_epoch(broker_epoch, self.broker_epochs.get(replica))
+            )
         ):
-            return _new_outcome(FetchOutcome, (False, self._reject_reason(replica, fetch_offset, broker_epoch,
-                                                                         error, diverging_epoch),
-                                               hw_before, False, False))
+            return _new_outcome(
+                FetchOutcome,
+                (
+                    False,
+                    self._reject_reason(replica, fetch_offset, broker_epoch, error, diverging_epoch),
+                    hw_before,
+                    False,
+                    False,
+                ),
+            )
         leo_before = state.leo
-        update_fetch_state(state, fetch_offset=fetch_offset, fetch_time_ms=now_ms, leader_leo=self.leader_leo,
-                           log_start_offset=log_start_offset, broker_epoch=broker_epoch)
+        update_fetch_state(
+            state,
+            fetch_offset=fetch_offset,
+            fetch_time_ms=now_ms,
+            leader_leo=self.leader_leo,
+            log_start_offset=log_start_offset,
+            broker_epoch=broker_epoch,
+        )
         if self.pending is None and replica not in self.isr and self.may_join_isr(replica):
             self._propose(now_ms, PENDING_EXPAND, (replica,))  # against the HW before this fetch's update
         if fetch_offset != leo_before:
@@ -237,20 +305,26 @@ class PartitionLeader:
             return _new_outcome(FetchOutcome, (True, None, hw_before, True, self.hw != hw_before))
         return _new_outcome(FetchOutcome, (True, None, hw_before, False, self.hw != hw_before))
 
-    def _reject_reason(self, replica: int, fetch_offset: int, broker_epoch: int | None, error: str | None,
-                       diverging_epoch: int | bool | None) -> str:
+    def _reject_reason(
+        self,
+        replica: int,
+        fetch_offset: int,
+        broker_epoch: int | None,
+        error: str | None,
+        diverging_epoch: int | bool | None,
+    ) -> str:
         # Why Partition.fetchRecords / ReplicaManager.readFromLog would not update the follower state (§1.2).
         if error is not None:
             return "error:" + error
-        if replica not in self.followers:                   # Partition.followerReplicaOrThrow
+        if replica not in self.followers:  # Partition.followerReplicaOrThrow
             return "unassigned_replica"
         if diverging_epoch is not None and diverging_epoch is not False:
             return "diverging_epoch"
-        if fetch_offset > self.leader_leo:                  # LocalLog.read: OffsetOutOfRangeException
+        if fetch_offset > self.leader_leo:  # LocalLog.read: OffsetOutOfRangeException
             return "offset_above_leader_leo"
         if fetch_offset < self.leader_log_start_offset:
             return "offset_below_log_start"
-        return "stale_broker_epoch"                         # Replica.updateFetchStateOrThrow (KAFKA-15221)
+        return "stale_broker_epoch"  # Replica.updateFetchStateOrThrow (KAFKA-15221)
 
     def append(self, now_ms: int, leader_leo: int) -> bool:
         """The leader LEO grew to leader_leo (Partition.appendRecordsToLeader); returns whether the HW moved.
@@ -273,7 +347,7 @@ class PartitionLeader:
         """The controller's answer to the pending AlterPartition (Partition.handleAlterPartitionUpdate/Error)."""
         if result not in ("success", "error"):
             raise ValueError(f"result must be 'success' or 'error', got {result!r}")
-        if self.pending is None:                            # stale answer: the state changed meanwhile
+        if self.pending is None:  # stale answer: the state changed meanwhile
             return
         if result == "success":
             self._commit_pending(now_ms)
@@ -284,11 +358,20 @@ class PartitionLeader:
         else:
             self.pending_retry = error not in NON_RETRIABLE_ALTER_PARTITION_ERRORS
 
-    def controller_update(self, now_ms: int, *, isr: Iterable[int], leader_epoch: int, is_new_leader: bool = False,
-                          replicas: Iterable[int] | None = None, adding_replicas: Iterable[int] | None = None,
-                          leader_leo: int | None = None, hw: int | None = None) -> None:
+    def controller_update(
+        self,
+        now_ms: int,
+        *,
+        isr: Iterable[int],
+        leader_epoch: int,
+        is_new_leader: bool = False,
+        replicas: Iterable[int] | None = None,
+        adding_replicas: Iterable[int] | None = None,
+        leader_leo: int | None = None,
+        hw: int | None = None,
+    ) -> None:
         """LeaderAndIsr / a metadata delta while this broker stays or becomes leader (Partition.makeLeader)."""
-        if leader_epoch < self.leader_epoch:                # an older epoch: stale, ignored
+        if leader_epoch < self.leader_epoch:  # an older epoch: stale, ignored
             return
         if replicas is not None:
             self._set_assignment(now_ms, replicas, () if adding_replicas is None else adding_replicas)
@@ -299,19 +382,30 @@ class PartitionLeader:
         if hw is not None:
             self.hw = hw
         new_isr = _sorted_ids(isr)
-        if leader_epoch > self.leader_epoch:                # §1.4: resets only when the leader epoch increases
+        if leader_epoch > self.leader_epoch:  # §1.4: resets only when the leader epoch increases
             self.leader_epoch = leader_epoch
             self.leader_epoch_start_offset = self.leader_leo
             self.election_ms = now_ms
             for r, state in self.followers.items():
-                reset_replica_state(state, now_ms=now_ms, leader_leo=self.leader_leo, is_new_leader=is_new_leader,
-                                    is_follower_in_sync=r in new_isr)
-        self.isr = self.maximal_isr = new_isr               # a new CommittedPartitionState
+                reset_replica_state(
+                    state,
+                    now_ms=now_ms,
+                    leader_leo=self.leader_leo,
+                    is_new_leader=is_new_leader,
+                    is_follower_in_sync=r in new_isr,
+                )
+        self.isr = self.maximal_isr = new_isr  # a new CommittedPartitionState
         self._clear_pending()
-        self._maybe_increment_hw(now_ms)                    # makeLeader always ends with maybeIncrementLeaderHW
+        self._maybe_increment_hw(now_ms)  # makeLeader always ends with maybeIncrementLeaderHW
 
-    def set_broker_state(self, replica: int, *, fenced: bool | None = None, shutting_down: bool | None = None,
-                         broker_epoch: int | None = None) -> None:
+    def set_broker_state(
+        self,
+        replica: int,
+        *,
+        fenced: bool | None = None,
+        shutting_down: bool | None = None,
+        broker_epoch: int | None = None,
+    ) -> None:
         """The leader's metadata-cache view of a broker (KRaftMetadataCache). Nothing is recomputed."""
         if fenced is not None:
             (self.fenced.add if fenced else self.fenced.discard)(replica)
@@ -326,7 +420,9 @@ class PartitionLeader:
         # Kafka: Partition.maybeIncrementLeaderHW + UnifiedLog.maybeIncrementHighWatermark (never decreases).
         isr_size = len(self.isr)
         config = self.config
-        if isr_size < config.min_insync_replicas and isr_size < len(self.replicas):  # 3.7+ effective min-ISR gate
+        if isr_size < config.min_insync_replicas and isr_size < len(
+            self.replicas
+        ):  # 3.7+ effective min-ISR gate
             return False
         leader_leo = candidate = self.leader_leo
         maximal_isr = self.maximal_isr
@@ -334,8 +430,10 @@ class PartitionLeader:
             leo = state.leo
             if leo < candidate and (
                 r in maximal_isr
-                or (is_caught_up(state, leader_leo, now_ms, config.replica_lag_time_max_ms)
-                    and self.is_isr_eligible(r))
+                or (
+                    is_caught_up(state, leader_leo, now_ms, config.replica_lag_time_max_ms)
+                    and self.is_isr_eligible(r)
+                )
             ):
                 candidate = leo
         if candidate > self.hw:
@@ -392,8 +490,10 @@ def _override(base: ReplicaState, replica: int, override: Mapping | ReplicaState
         return override
     unknown = set(override) - _REPLICA_STATE_FIELDS
     if unknown:
-        raise ValueError(f"follower {replica}: unknown ReplicaState field(s) {sorted(unknown)}; "
-                         f"known: {sorted(_REPLICA_STATE_FIELDS)}")
+        raise ValueError(
+            f"follower {replica}: unknown ReplicaState field(s) {sorted(unknown)}; "
+            f"known: {sorted(_REPLICA_STATE_FIELDS)}"
+        )
     for name, value in override.items():
         setattr(base, name, value)
     return base

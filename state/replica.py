@@ -3,27 +3,28 @@
 Mirrors `kafka.cluster.Replica` / `ReplicaState` (RULES.md §1.1, §1.2, §1.4, §2.1). Pure:
 time is always an argument, nothing here reads a clock.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-UNKNOWN_OFFSET = -1          # Kafka's "unknown" LEO / log start offset
-NO_BROKER_EPOCH = -1         # a fetch that carried no broker epoch (FetchRequest.replicaEpoch default)
+UNKNOWN_OFFSET = -1  # Kafka's "unknown" LEO / log start offset
+NO_BROKER_EPOCH = -1  # a fetch that carried no broker epoch (FetchRequest.replicaEpoch default)
 
 
 @dataclass(slots=True)
 class ReplicaState:
     """Kafka's `ReplicaState` as the leader records it; the defaults are `ReplicaState.Empty` (§1.1)."""
 
-    leo: int = UNKNOWN_OFFSET               # logEndOffset: fetch offset of the last accepted fetch
+    leo: int = UNKNOWN_OFFSET  # logEndOffset: fetch offset of the last accepted fetch
     log_start_offset: int = UNKNOWN_OFFSET  # follower's log start, as sent in its fetch
-    last_caught_up_ms: int = 0              # lastCaughtUpTimeMs (lcu); 0 = never
-    last_fetch_leader_leo: int = 0          # lastFetchLeaderLogEndOffset (lflo)
-    last_fetch_ms: int = 0                  # lastFetchTimeMs (lft)
-    broker_epoch: int | None = None         # brokerEpoch from the last fetch (KIP-903); None = none since reset
+    last_caught_up_ms: int = 0  # lastCaughtUpTimeMs (lcu); 0 = never
+    last_fetch_leader_leo: int = 0  # lastFetchLeaderLogEndOffset (lflo)
+    last_fetch_ms: int = 0  # lastFetchTimeMs (lft)
+    broker_epoch: int | None = None  # brokerEpoch from the last fetch (KIP-903); None = none since reset
     # Legacy rule sets (RULES.md §3.2, §10.4 `legacy`); both start at election / creation time.
-    leo_update_ms: int = 0                  # 0.8's logEndOffsetUpdateTimeMs: every accepted fetch
-    read_to_log_end_ms: int = 0             # 0.9's lastCaughtUpTimeMs: only fetches at the leader LEO at read time
+    leo_update_ms: int = 0  # 0.8's logEndOffsetUpdateTimeMs: every accepted fetch
+    read_to_log_end_ms: int = 0  # 0.9's lastCaughtUpTimeMs: only fetches at the leader LEO at read time
 
 
 def new_replica_state(now_ms: int) -> ReplicaState:
@@ -47,15 +48,15 @@ def update_fetch_state(
     broker_epoch: int | None = None,
 ) -> None:
     """Record one accepted follower fetch (§1.2). `leader_leo` is the leader LEO read just before the read."""
-    if fetch_offset >= leader_leo:                       # caught up right now
+    if fetch_offset >= leader_leo:  # caught up right now
         if fetch_time_ms > state.last_caught_up_ms:
             state.last_caught_up_ms = fetch_time_ms
         if fetch_time_ms > state.read_to_log_end_ms:
             state.read_to_log_end_ms = fetch_time_ms
-    elif fetch_offset >= state.last_fetch_leader_leo:    # reached what the leader had at the previous fetch
+    elif fetch_offset >= state.last_fetch_leader_leo:  # reached what the leader had at the previous fetch
         if state.last_fetch_ms > state.last_caught_up_ms:
             state.last_caught_up_ms = state.last_fetch_ms
-    if leader_leo > state.last_fetch_leader_leo:         # max() since 3.3.0
+    if leader_leo > state.last_fetch_leader_leo:  # max() since 3.3.0
         state.last_fetch_leader_leo = leader_leo
     state.last_fetch_ms = fetch_time_ms
     state.leo_update_ms = fetch_time_ms

@@ -13,6 +13,7 @@ How (docs/alerts.md, "Root causes across buckets"):
   record and counts the partition alerts in the batch that name it (under-replicated, under min
   ISR, offline). The result depends only on the batch, so a replay gives the same record.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -24,15 +25,19 @@ BROKER_UNAVAILABLE = "BrokerUnavailable"
 FETCHER_STALLED = "ReplicaFetcherStalled"
 ROOT_ALERTS = (BROKER_UNAVAILABLE, FETCHER_STALLED)
 # which partition alert, naming a root in caused_by, counts as what
-COUNTED = {"UnderReplicated": "under_replicated", "UnderMinIsr": "under_min_isr",
-           "OfflinePartition": "offline"}
+COUNTED = {
+    "UnderReplicated": "under_replicated",
+    "UnderMinIsr": "under_min_isr",
+    "OfflinePartition": "offline",
+}
 COUNT_KEYS = ("under_replicated", "under_min_isr", "offline", "leaders_lost")
 
 
 class BrokerRoot(NamedTuple):
     """An ongoing broker outage: the id of its alert, the broker state, since when."""
+
     alert_id: str
-    state: str        # "fenced" or "shutting_down"
+    state: str  # "fenced" or "shutting_down"
     since_ms: int
 
 
@@ -41,28 +46,40 @@ def broker_subject(cluster: str, broker: int) -> str:
 
 
 def broker_root(cluster: str, broker: int, state: str, since_ms: int) -> BrokerRoot:
-    return BrokerRoot(alert_id(BROKER_UNAVAILABLE, broker_subject(cluster, broker), since_ms),
-                      state, since_ms)
+    return BrokerRoot(
+        alert_id(BROKER_UNAVAILABLE, broker_subject(cluster, broker), since_ms), state, since_ms
+    )
 
 
 def roots_from_book(book) -> dict:
     """The ongoing broker outages that a bucket's open root alerts describe (broker -> root)."""
-    return {a.labels[3]: BrokerRoot(a.alert_id, "fenced" if a.cause == "broker_fenced" else "shutting_down",
-                                    a.started_ms)
-            for (name, _), a in book.open.items() if name == BROKER_UNAVAILABLE and a.cause != "broker_silent"}
+    return {
+        a.labels[3]: BrokerRoot(
+            a.alert_id, "fenced" if a.cause == "broker_fenced" else "shutting_down", a.started_ms
+        )
+        for (name, _), a in book.open.items()
+        if name == BROKER_UNAVAILABLE and a.cause != "broker_silent"
+    }
 
 
 def silent_roots_from_book(book) -> dict:
     """The brokers a bucket's open root alerts say went silent (broker -> root)."""
-    return {a.labels[3]: BrokerRoot(a.alert_id, "silent", a.started_ms)
-            for (name, _), a in book.open.items() if name == BROKER_UNAVAILABLE and a.cause == "broker_silent"}
+    return {
+        a.labels[3]: BrokerRoot(a.alert_id, "silent", a.started_ms)
+        for (name, _), a in book.open.items()
+        if name == BROKER_UNAVAILABLE and a.cause == "broker_silent"
+    }
 
 
 def fetcher_roots_from_book(book) -> dict:
     """The ongoing fetcher stalls that a bucket's open root alerts describe (key -> root)."""
     from replmon.state.fetcher import FetcherRoot, parse_fetcher_subject
-    return {parse_fetcher_subject(subject): FetcherRoot(a.alert_id, a.started_ms)
-            for (name, subject), a in book.open.items() if name == FETCHER_STALLED}
+
+    return {
+        parse_fetcher_subject(subject): FetcherRoot(a.alert_id, a.started_ms)
+        for (name, subject), a in book.open.items()
+        if name == FETCHER_STALLED
+    }
 
 
 def root_id(roots: dict, broker: int) -> str | None:
@@ -77,21 +94,36 @@ def cause_of(state: str) -> str:
 
 def root_text(record: dict, counts: dict) -> str:
     if record["name"] == FETCHER_STALLED:
-        facts = dict(broker=record["broker"], leader=record.get("leader"),
-                     fetcher_id=record.get("fetcher_id"))
+        facts = dict(
+            broker=record["broker"], leader=record.get("leader"), fetcher_id=record.get("fetcher_id")
+        )
         if record["status"] == "resolved":
             return texts.close_text(FETCHER_STALLED, "fetching", **facts)
         parts = record.get("partitions") or []
-        return texts.open_text(FETCHER_STALLED, "fetcher_stalled", **facts, n=len(parts),
-                               partitions=", ".join(parts), since=texts.fmt_clock(record["started_ms"]),
-                               counts=texts.fmt_counts(counts).replace(", 0 leaders lost", ""))
+        return texts.open_text(
+            FETCHER_STALLED,
+            "fetcher_stalled",
+            **facts,
+            n=len(parts),
+            partitions=", ".join(parts),
+            since=texts.fmt_clock(record["started_ms"]),
+            counts=texts.fmt_counts(counts).replace(", 0 leaders lost", ""),
+        )
     if record["status"] == "resolved":
-        return texts.close_text(BROKER_UNAVAILABLE,
-                                "heard_again" if record["cause"] == "broker_silent" else "running",
-                                broker=record["broker"], cluster=record["cluster"])
-    return texts.open_text(BROKER_UNAVAILABLE, record["cause"], broker=record["broker"],
-                           cluster=record["cluster"], since=texts.fmt_clock(record["started_ms"]),
-                           counts=texts.fmt_counts(counts))
+        return texts.close_text(
+            BROKER_UNAVAILABLE,
+            "heard_again" if record["cause"] == "broker_silent" else "running",
+            broker=record["broker"],
+            cluster=record["cluster"],
+        )
+    return texts.open_text(
+        BROKER_UNAVAILABLE,
+        record["cause"],
+        broker=record["broker"],
+        cluster=record["cluster"],
+        since=texts.fmt_clock(record["started_ms"]),
+        counts=texts.fmt_counts(counts),
+    )
 
 
 def merge_root_alerts(alerts: list[dict]) -> list[dict]:
@@ -121,8 +153,9 @@ def merge_root_alerts(alerts: list[dict]) -> list[dict]:
                 first["ts"] = min(first["ts"], a["ts"])
             else:
                 first["ts"] = min(first["ts"], a["ts"])
-            first["counts"]["leaders_lost"] = (first["counts"].get("leaders_lost", 0)
-                                               + (a.get("counts") or {}).get("leaders_lost", 0))
+            first["counts"]["leaders_lost"] = first["counts"].get("leaders_lost", 0) + (
+                a.get("counts") or {}
+            ).get("leaders_lost", 0)
             if "partitions" in a:
                 first["partitions"] = sorted(set(first.get("partitions", [])) | set(a["partitions"]))
     for (aid, _), record in merged.items():

@@ -4,17 +4,26 @@ A scenario is an already-parsed JSON object: config, the state just after makeLe
 and expectations after given events. `validate_scenario` rejects anything the runner would
 otherwise have to guess about (a missing field, a typo in an expectation key, an unknown event).
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from .legacy import LEGACY_RULE_SETS
 
-EVENT_TYPES = ("append", "fetch", "tick", "alter_partition_response", "controller_update", "broker_state",
-               "follower_fetch_response")
+EVENT_TYPES = (
+    "append",
+    "fetch",
+    "tick",
+    "alter_partition_response",
+    "controller_update",
+    "broker_state",
+    "follower_fetch_response",
+)
 
 
 # ---- value checkers: each returns an error text, or None when the value fits ---------------------------
+
 
 def _int(v: Any) -> str | None:
     return None if type(v) is int else f"must be an integer, got {v!r}"
@@ -52,6 +61,7 @@ def _epoch_or_flag(v: Any) -> str | None:
 
 def _by_id(value_check: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
     """An object keyed by replica id ("2"), each value checked by value_check."""
+
     def check(v: Any) -> str | None:
         if not isinstance(v, dict):
             return f"must be an object keyed by replica id, got {v!r}"
@@ -62,11 +72,13 @@ def _by_id(value_check: Callable[[Any], str | None]) -> Callable[[Any], str | No
             if err:
                 return f"[{k}] {err}"
         return None
+
     return check
 
 
 def _fields(spec: dict[str, Callable[[Any], str | None]]) -> Callable[[Any], str | None]:
     """An object whose keys are all in spec, each value checked."""
+
     def check(v: Any) -> str | None:
         if not isinstance(v, dict):
             return f"must be an object, got {v!r}"
@@ -77,6 +89,7 @@ def _fields(spec: dict[str, Callable[[Any], str | None]]) -> Callable[[Any], str
             if err:
                 return f"{k} {err}"
         return None
+
     return check
 
 
@@ -84,44 +97,94 @@ def _is_id_key(k: Any) -> bool:
     return isinstance(k, (str, int)) and not isinstance(k, bool) and str(k).lstrip("-").isdigit()
 
 
-_REPLICA_STATE_FIELDS = {"leo": _int, "log_start_offset": _int, "last_caught_up_ms": _nonneg_int,
-                         "last_fetch_leader_leo": _int, "last_fetch_ms": _nonneg_int,
-                         "broker_epoch": lambda v: None if v is None else _int(v)}
+_REPLICA_STATE_FIELDS = {
+    "leo": _int,
+    "log_start_offset": _int,
+    "last_caught_up_ms": _nonneg_int,
+    "last_fetch_leader_leo": _int,
+    "last_fetch_ms": _nonneg_int,
+    "broker_epoch": lambda v: None if v is None else _int(v),
+}
 _FOLLOWER_VIEW_FIELDS = {"leo": _int, "hw": _int, "log_start_offset": _int, "consumer_lag": _int}
 
 # (required fields, optional fields) per block; `note` is allowed everywhere.
-_CONFIG = ({"replica_lag_time_max_ms": _pos_int, "min_insync_replicas": _pos_int,
-            "alter_partition": _one_of("immediate", "manual")},
-           {"legacy_replica_lag_max_messages": _nonneg_int})
-_INITIAL = ({"t_ms": _int, "leader": _int, "leader_epoch": _int, "replicas": _ids, "isr": _ids,
-             "leader_leo": _nonneg_int, "hw": _int},
-            {"leader_epoch_start_offset": _int, "adding_replicas": _ids,
-             "followers": _by_id(_fields(_REPLICA_STATE_FIELDS)), "fenced": _ids, "shutting_down": _ids,
-             "broker_epochs": _by_id(_int), "follower_view": _by_id(_fields(_FOLLOWER_VIEW_FIELDS))})
+_CONFIG = (
+    {
+        "replica_lag_time_max_ms": _pos_int,
+        "min_insync_replicas": _pos_int,
+        "alter_partition": _one_of("immediate", "manual"),
+    },
+    {"legacy_replica_lag_max_messages": _nonneg_int},
+)
+_INITIAL = (
+    {
+        "t_ms": _int,
+        "leader": _int,
+        "leader_epoch": _int,
+        "replicas": _ids,
+        "isr": _ids,
+        "leader_leo": _nonneg_int,
+        "hw": _int,
+    },
+    {
+        "leader_epoch_start_offset": _int,
+        "adding_replicas": _ids,
+        "followers": _by_id(_fields(_REPLICA_STATE_FIELDS)),
+        "fenced": _ids,
+        "shutting_down": _ids,
+        "broker_epochs": _by_id(_int),
+        "follower_view": _by_id(_fields(_FOLLOWER_VIEW_FIELDS)),
+    },
+)
 _EVENTS = {
     "append": ({"leader_leo": _nonneg_int}, {}),
-    "fetch": ({"replica": _int, "fetch_offset": _int},
-              {"broker_epoch": _int, "error": _str, "diverging_epoch": _epoch_or_flag, "log_start_offset": _int}),
+    "fetch": (
+        {"replica": _int, "fetch_offset": _int},
+        {"broker_epoch": _int, "error": _str, "diverging_epoch": _epoch_or_flag, "log_start_offset": _int},
+    ),
     "tick": ({}, {}),
     "alter_partition_response": ({"result": _one_of("success", "error")}, {"error": _str}),
-    "controller_update": ({"isr": _ids, "leader_epoch": _int},
-                          {"is_new_leader": _bool, "replicas": _ids, "adding_replicas": _ids,
-                           "leader_leo": _nonneg_int, "hw": _int}),
+    "controller_update": (
+        {"isr": _ids, "leader_epoch": _int},
+        {
+            "is_new_leader": _bool,
+            "replicas": _ids,
+            "adding_replicas": _ids,
+            "leader_leo": _nonneg_int,
+            "hw": _int,
+        },
+    ),
     "broker_state": ({"replica": _int}, {"fenced": _bool, "shutting_down": _bool, "broker_epoch": _int}),
-    "follower_fetch_response": ({"replica": _int, "fetch_offset": _int, "records_end_offset": _int,
-                                 "leader_hw": _int}, {"log_start_offset": _int}),
+    "follower_fetch_response": (
+        {"replica": _int, "fetch_offset": _int, "records_end_offset": _int, "leader_hw": _int},
+        {"log_start_offset": _int},
+    ),
 }
 EXPECTATION_KEYS: dict[str, Callable[[Any], str | None]] = {
-    "isr": _ids, "maximal_isr": _ids, "pending": _one_of("expand", "shrink", None), "hw": _int,
-    "out_of_sync": _ids, "shrink_proposed": _ids, "caught_up": _by_id(_bool),
-    "replica_state": _by_id(_fields(_REPLICA_STATE_FIELDS)), "fetch_accepted": _bool, "response_hw": _int,
-    "under_min_isr": _bool, "at_min_isr": _bool, "under_replicated": _bool, "leader_epoch_start_offset": _int,
+    "isr": _ids,
+    "maximal_isr": _ids,
+    "pending": _one_of("expand", "shrink", None),
+    "hw": _int,
+    "out_of_sync": _ids,
+    "shrink_proposed": _ids,
+    "caught_up": _by_id(_bool),
+    "replica_state": _by_id(_fields(_REPLICA_STATE_FIELDS)),
+    "fetch_accepted": _bool,
+    "response_hw": _int,
+    "under_min_isr": _bool,
+    "at_min_isr": _bool,
+    "under_replicated": _bool,
+    "leader_epoch_start_offset": _int,
     "follower_view": _by_id(_fields(_FOLLOWER_VIEW_FIELDS)),
     "legacy": _fields({rule_set: _ids for rule_set in LEGACY_RULE_SETS}),
 }
 # Keys that only make sense after one kind of event.
-EXPECTATION_EVENT_TYPES = {"shrink_proposed": "tick", "legacy": "tick", "fetch_accepted": "fetch",
-                           "response_hw": "fetch"}
+EXPECTATION_EVENT_TYPES = {
+    "shrink_proposed": "tick",
+    "legacy": "tick",
+    "fetch_accepted": "fetch",
+    "response_hw": "fetch",
+}
 
 
 def _check_block(where: str, block: Any, required: dict, optional: dict) -> None:
@@ -148,9 +211,13 @@ def validate_scenario(d: Any) -> None:
     name = d.get("name")
     if not isinstance(name, str) or not name:
         raise ValueError("scenario: missing or empty 'name'")
-    top = {"name": _str, "config": _fields({**_CONFIG[0], **_CONFIG[1]}), "initial": lambda v: None,
-           "events": lambda v: None if isinstance(v, list) else "must be a list",
-           "expect": lambda v: None if isinstance(v, list) else "must be a list"}
+    top = {
+        "name": _str,
+        "config": _fields({**_CONFIG[0], **_CONFIG[1]}),
+        "initial": lambda v: None,
+        "events": lambda v: None if isinstance(v, list) else "must be a list",
+        "expect": lambda v: None if isinstance(v, list) else "must be a list",
+    }
     _check_block(f"scenario {name!r}", d, top, {"source": _str, "description": _str})
     _check_block(f"{name}: config", d["config"], *_CONFIG)
     _check_initial(name, d["initial"])
@@ -177,10 +244,14 @@ def _check_initial(name: str, initial: Any) -> None:
     if not set(isr) <= set(replicas):
         raise ValueError(f"{name}: initial: isr {isr} is not a subset of the replicas {replicas}")
     if not 0 <= initial["hw"] <= initial["leader_leo"]:
-        raise ValueError(f"{name}: initial: hw {initial['hw']} must be in [0, leader_leo {initial['leader_leo']}]")
+        raise ValueError(
+            f"{name}: initial: hw {initial['hw']} must be in [0, leader_leo {initial['leader_leo']}]"
+        )
     for k in initial.get("followers", {}):
         if int(k) == leader or int(k) not in replicas:
-            raise ValueError(f"{name}: initial: followers[{k}] is not a follower (replicas {replicas}, leader {leader})")
+            raise ValueError(
+                f"{name}: initial: followers[{k}] is not a follower (replicas {replicas}, leader {leader})"
+            )
 
 
 def _check_expectation(name: str, j: int, exp: Any, events: list) -> None:

@@ -1,4 +1,5 @@
 """Builds the Alertmanager sink from the monitor's settings (the sinks package never reads them)."""
+
 from __future__ import annotations
 
 import logging
@@ -11,5 +12,8 @@ log = logging.getLogger(__name__)
 
 def build_alertmanager_sink(conf: AlertmanagerOut) -> AlertmanagerSink:
     log.info("posting notified alerts to Alertmanager at %s", conf.url)
-    return AlertmanagerSink(AlertmanagerSettings(url=conf.url, resend_interval_s=conf.resend_interval_s,
-                                                 generator_url=conf.generator_url))
+    return AlertmanagerSink(
+        AlertmanagerSettings(
+            url=conf.url, resend_interval_s=conf.resend_interval_s, generator_url=conf.generator_url
+        )
+    )

@@ -3,6 +3,7 @@
 foreachBatch is at-least-once: a replayed batch rewrites the same file names (atomically) and
 the Redis sink skips what it already wrote, so a replay duplicates nothing.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,16 +64,23 @@ def silence(records: dict[str, list[tuple[str, dict]]], store, now_ms: int) -> i
     if not active:
         return 0
     held = apply_silences([r for _, r in alerts], active, now_ms)
-    records["alerts"] = [(json.dumps(r, separators=(",", ":")) if r.get("silenced_by") else p, r)
-                         for p, r in alerts]
+    records["alerts"] = [
+        (json.dumps(r, separators=(",", ":")) if r.get("silenced_by") else p, r) for p, r in alerts
+    ]
     return held
 
 
 class OutputRouter:
     """Callable handed to foreachBatch: files, Redis, Alertmanager, in that order."""
 
-    def __init__(self, output_dir: str | None = None, redis_sink=None, alertmanager=None,
-                 silences=None, clock=time.time) -> None:
+    def __init__(
+        self,
+        output_dir: str | None = None,
+        redis_sink=None,
+        alertmanager=None,
+        silences=None,
+        clock=time.time,
+    ) -> None:
         self.output_dir = output_dir
         self.redis_sink = redis_sink
         self.alertmanager = alertmanager
@@ -95,8 +103,13 @@ class OutputRouter:
             write_files(self.output_dir, batch_id, records)
         if self.redis_sink is not None and any(counts.values()):
             decoded = {k: [record for _, record in v] for k, v in records.items()}
-            self.redis_sink.write_batch(batch_id, decoded["alerts"], decoded["partition_status"],
-                                        decoded["replica_status"], decoded["quarantine"])
+            self.redis_sink.write_batch(
+                batch_id,
+                decoded["alerts"],
+                decoded["partition_status"],
+                decoded["replica_status"],
+                decoded["quarantine"],
+            )
         if self.alertmanager is not None:
             self.alertmanager.send([record for _, record in records["alerts"]])
         if counts["quarantine"]:

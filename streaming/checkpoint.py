@@ -14,6 +14,7 @@ partition b mod partitions, and records the keys: state is keyed by them, so the
 for that checkpoint. Checkpoints written before keys were recorded, and remote ones, keep
 key = bucket id.
 """
+
 from __future__ import annotations
 
 import json
@@ -95,7 +96,7 @@ def bucket_keys(checkpoint_dir: str, buckets: int, partitions: int) -> list[int]
         # another count is refused by the state format at the first batch, with what to do
         return [int(k) for k in recorded] if len(recorded) == buckets else identity
     if _has_state(folder):
-        return identity           # state written before keys were recorded is keyed by bucket id
+        return identity  # state written before keys were recorded is keyed by bucket id
     keys = balanced_keys(buckets, partitions)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MARKER).write_text(json.dumps({"buckets": buckets, "bucket_keys": keys}) + "\n")

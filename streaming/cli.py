@@ -1,4 +1,5 @@
 """`replmon`: run the monitor, simulate a cluster, check conformance, manage local services."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 # Development conveniences that only exist in a replmon checkout, found from the working
 # directory (installed code never guesses where its source lives).
 CHECKOUT_SERVICES = Path("deploy") / "local" / "services.sh"
-CHECKOUT_JARS = Path("deploy") / "local" / "jars"   # where deploy/local/fetch-jars.sh puts them
+CHECKOUT_JARS = Path("deploy") / "local" / "jars"  # where deploy/local/fetch-jars.sh puts them
 # A checkpoint the state format refuses (state/codec.py), as it appears in a worker's traceback.
 STATE_REFUSAL = re.compile(r"StateFormatError: ([^\n]+)")
 
@@ -28,22 +29,27 @@ STATE_REFUSAL = re.compile(r"StateFormatError: ([^\n]+)")
 def _common() -> argparse.ArgumentParser:
     """Options every subcommand has."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--verbose", action="store_true",
-                        help="show Spark's, py4j's and replmon's log lines (default: quiet)")
+    common.add_argument(
+        "--verbose", action="store_true", help="show Spark's, py4j's and replmon's log lines (default: quiet)"
+    )
     return common
 
 
 def _run_parser(sub, common) -> None:
-    p = sub.add_parser("run", parents=[common],
-                       help="run the monitor over Kafka or files (--demo: a simulated cluster)")
+    p = sub.add_parser(
+        "run", parents=[common], help="run the monitor over Kafka or files (--demo: a simulated cluster)"
+    )
     p.add_argument("--config", help="TOML settings file (also REPLMON_CONFIG)")
     p.add_argument("--input", help="file or folder of JSON-lines events instead of Kafka")
     p.add_argument("--once", action="store_true", help="process what is there, then stop")
     p.add_argument("--output", help="output folder (default ./replmon-out)")
     p.add_argument("--kafka-bootstrap", help="read the metrics topic from this Kafka cluster")
     p.add_argument("--redis-url", help="also write alerts and metrics to this Redis")
-    p.add_argument("--demo", action="store_true",
-                   help="no input of your own: simulate a cluster with faults and monitor it")
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="no input of your own: simulate a cluster with faults and monitor it",
+    )
     p.add_argument("--scenario", help="simulated scenario for --demo (default: demo)")
     p.add_argument("--master", help="Spark master, e.g. spark://host:7077 (default local[2])")
     p.add_argument("--quiet", action="store_true", help="do not print the alert timeline")
@@ -56,16 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
     common = _common()
     _run_parser(sub, common)
     from replmon.streaming.replay_cmd import add_parser as replay_parser
+
     replay_parser(sub, common)
     sub.add_parser("simulate", help="simulate a Kafka cluster's fetch metrics", add_help=False)
     sub.add_parser("grafana-annotations", help="alerts from Redis as Grafana annotations", add_help=False)
-    conf = sub.add_parser("conformance", parents=[common],
-                          help="check the rules engine against scenario files")
+    conf = sub.add_parser(
+        "conformance", parents=[common], help="check the rules engine against scenario files"
+    )
     conf.add_argument("paths", nargs="+")
     from replmon.streaming.silence_cmd import add_parser as add_silence_parser
+
     add_silence_parser(sub, parents=[common])
-    svc = sub.add_parser("services", parents=[common],
-                         help="local Kafka broker and Redis for development")
+    svc = sub.add_parser("services", parents=[common], help="local Kafka broker and Redis for development")
     svc.add_argument("action", choices=["up", "down", "status"])
     svc.add_argument("--brokers", type=int, default=1, choices=[1, 3])
     sub.add_parser("collect", help="a real cluster's request logs -> the metrics topic", add_help=False)
@@ -78,14 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "collect":
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         from replmon.streaming.collect.cli import main as collect_main
+
         return collect_main(argv[1:])
     if argv and argv[0] == "simulate":
         from replmon.streaming.simulator.cli import main as simulate_main
+
         rest = [a for a in argv[1:] if a != "--verbose"]
         setup_logging(verbose=len(rest) < len(argv) - 1)
         return simulate_main(rest)
     if argv and argv[0] == "grafana-annotations":
         from replmon.sinks.grafana_annotation_consumer import main as annotations_main
+
         rest = [a for a in argv[1:] if a != "--verbose"]
         setup_logging(verbose=len(rest) < len(argv) - 1)
         return annotations_main(rest)
@@ -93,20 +104,25 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(verbose=args.verbose)
     if args.command == "replay":
         from replmon.streaming.replay_cmd import run as replay_run
+
         return replay_run(args)
     if args.command == "conformance":
         from replmon.streaming.conformance_cmd import run
+
         return run(args.paths)
     if args.command == "silence":
         from replmon.streaming.silence_cmd import run as run_silence
+
         return run_silence(args)
     if args.command == "services":
         if not CHECKOUT_SERVICES.is_file():
-            print(f"replmon services: run it from a replmon checkout ({CHECKOUT_SERVICES} not found "
-                  "in the current directory)", file=sys.stderr)
+            print(
+                f"replmon services: run it from a replmon checkout ({CHECKOUT_SERVICES} not found "
+                "in the current directory)",
+                file=sys.stderr,
+            )
             return 2
-        return subprocess.call(["bash", str(CHECKOUT_SERVICES), args.action,
-                                "--brokers", str(args.brokers)])
+        return subprocess.call(["bash", str(CHECKOUT_SERVICES), args.action, "--brokers", str(args.brokers)])
     return run_command(args)
 
 
@@ -120,27 +136,35 @@ def run_command(args) -> int:
         overrides["input_path"] = args.input
     settings = load_settings(args.config, **overrides)
     if args.kafka_bootstrap:
-        settings = settings.model_copy(update={"kafka": settings.kafka.model_copy(
-            update={"bootstrap_servers": args.kafka_bootstrap})})
+        settings = settings.model_copy(
+            update={"kafka": settings.kafka.model_copy(update={"bootstrap_servers": args.kafka_bootstrap})}
+        )
     if args.redis_url:
-        settings = settings.model_copy(update={"redis": settings.redis.model_copy(
-            update={"url": args.redis_url})})
+        settings = settings.model_copy(
+            update={"redis": settings.redis.model_copy(update={"url": args.redis_url})}
+        )
     if args.master:
-        settings = settings.model_copy(update={"spark": settings.spark.model_copy(
-            update={"master": args.master})})
+        settings = settings.model_copy(
+            update={"spark": settings.spark.model_copy(update={"master": args.master})}
+        )
     no_input = settings.input_path is None and settings.kafka.bootstrap_servers is None
     if args.demo or args.scenario:
         if not no_input:
-            print("replmon run: --demo simulates its own input; drop it, or drop input_path and "
-                  "kafka.bootstrap_servers", file=sys.stderr)
+            print(
+                "replmon run: --demo simulates its own input; drop it, or drop input_path and "
+                "kafka.bootstrap_servers",
+                file=sys.stderr,
+            )
             return 2
         return run_embedded(settings, args)
     if no_input:
         if not interactive():
             print(NO_INPUT, file=sys.stderr)
             return 2
-        print("replmon: no input configured; running the simulated demo (`replmon run --demo`). "
-              "A deployment sets kafka.bootstrap_servers or input_path.")
+        print(
+            "replmon: no input configured; running the simulated demo (`replmon run --demo`). "
+            "A deployment sets kafka.bootstrap_servers or input_path."
+        )
         return run_embedded(settings, args)
     from replmon.streaming.preflight import PreflightError
 
@@ -154,7 +178,8 @@ def run_command(args) -> int:
 NO_INPUT = (
     "replmon run: no input configured: set kafka.bootstrap_servers (--kafka-bootstrap, "
     "REPLMON_KAFKA__BOOTSTRAP_SERVERS, or [kafka] bootstrap_servers in the --config file) or "
-    "input_path (--input, REPLMON_INPUT_PATH). Use `replmon run --demo` for the simulated cluster.")
+    "input_path (--input, REPLMON_INPUT_PATH). Use `replmon run --demo` for the simulated cluster."
+)
 
 
 def interactive() -> bool:
@@ -190,12 +215,14 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     if settings.redis.url is not None:
         from replmon.sinks.silences import SilenceStore
         from replmon.streaming.redis_out import build_redis_sink
+
         redis_sink = build_redis_sink(settings.redis)
         # redis.url never holds a password (RedisConnectionSettings refuses one)
         preflight.check_redis(redis_sink.client, settings.redis.prefix, settings.redis.url)
         silences = SilenceStore(redis_sink.client, settings.redis.prefix)
     if settings.alertmanager.url is not None:
         from replmon.streaming.alertmanager_out import build_alertmanager_sink
+
         alertmanager = build_alertmanager_sink(settings.alertmanager)
         if redis_sink is not None:  # what a previous run notified and is still firing
             firing = redis_sink.client.hvals(redis_sink.keys.alerts_notify_firing())
@@ -207,21 +234,33 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     if settings.input_path:
         source = file_source(spark, settings.input_path, settings.spark.max_files_per_trigger)
     else:
-        preflight.check_kafka(spark, kafka_options(settings.kafka), settings.kafka.subscribe
-                              if not settings.kafka.subscribe_pattern else None,
-                              settings.kafka.startup_timeout_ms)
+        preflight.check_kafka(
+            spark,
+            kafka_options(settings.kafka),
+            settings.kafka.subscribe if not settings.kafka.subscribe_pattern else None,
+            settings.kafka.startup_timeout_ms,
+        )
         source = kafka_source(spark, settings.kafka)
-    router = OutputRouter(settings.output_dir if settings.write_files else None, redis_sink,
-                          alertmanager=alertmanager, silences=silences)
+    router = OutputRouter(
+        settings.output_dir if settings.write_files else None,
+        redis_sink,
+        alertmanager=alertmanager,
+        silences=silences,
+    )
     outlets = monitor_outlets(settings, redis_sink, alertmanager)
     if alertmanager is not None:
         alertmanager.start()
     try:
         with stop_on_signals() as stop:
-            supervisor = Supervisor(lambda: start_query(spark, source, settings, router, once=once,
-                                                        name=QUERY_NAME),
-                                    settings.supervise, name=QUERY_NAME, once=once, stop=stop,
-                                    outlets=outlets, fatal=checkpoint_refusal(settings))
+            supervisor = Supervisor(
+                lambda: start_query(spark, source, settings, router, once=once, name=QUERY_NAME),
+                settings.supervise,
+                name=QUERY_NAME,
+                once=once,
+                stop=stop,
+                outlets=outlets,
+                fatal=checkpoint_refusal(settings),
+            )
             rc = supervisor.run()
     finally:
         if alertmanager is not None:
@@ -229,10 +268,15 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     if supervisor.report.fatal:
         print(f"replmon: {supervisor.report.fatal}", file=sys.stderr)
         return 2
-    print(f"replmon: outputs in {settings.output_dir}: " +
-          ", ".join(f"{k} {v}" for k, v in sorted(router.totals.items())) +
-          (f"; the query was restarted {supervisor.report.restarts} times"
-           if supervisor.report.restarts else ""))
+    print(
+        f"replmon: outputs in {settings.output_dir}: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(router.totals.items()))
+        + (
+            f"; the query was restarted {supervisor.report.restarts} times"
+            if supervisor.report.restarts
+            else ""
+        )
+    )
     if not quiet and settings.write_files:
         print_timeline(Path(settings.output_dir) / "alerts")
     return rc
@@ -244,11 +288,13 @@ QUERY_NAME = "replmon"
 def checkpoint_refusal(settings):
     """A failure no restart can mend: the checkpoint's state is in a format this replmon refuses
     (state/codec.py). Returns the message to exit with, or None (then the query is restarted)."""
+
     def fatal(exc: BaseException) -> str | None:
         refusal = STATE_REFUSAL.search(str(exc))
         if refusal is None:
             return None
         return f"cannot continue from the checkpoint {settings.checkpoint_dir}: {refusal.group(1)}"
+
     return fatal
 
 
@@ -260,6 +306,7 @@ def monitor_outlets(settings, redis_sink, alertmanager):
     writer = None
     if redis_sink is not None:
         from replmon.streaming.redis_out import build_heartbeat_writer
+
         writer = build_heartbeat_writer(settings.redis, settings.supervise, redis_sink.client)
 
     def heartbeat(hb) -> None:
@@ -317,7 +364,8 @@ def local_kafka_jars() -> list[str]:
         raise SettingsError(
             "replmon: reading Kafka needs Spark's Kafka connector jars: set spark.jars (e.g. "
             "REPLMON_SPARK__JARS='[\"/path/spark-sql-kafka-0-10_2.13-X.jar\", ...]'), or run "
-            f"deploy/local/fetch-jars.sh in a checkout and run replmon from there ({CHECKOUT_JARS})")
+            f"deploy/local/fetch-jars.sh in a checkout and run replmon from there ({CHECKOUT_JARS})"
+        )
     log.info("spark.jars not set: using the Kafka connector jars in %s", CHECKOUT_JARS.resolve())
     return jars
 
@@ -345,9 +393,9 @@ def print_timeline(alerts_dir: Path, out=None) -> None:
 def timeline_line(r: dict) -> str:
     """One alert transition: '00:00:29.975  FIRING   warning  ReplicaOutOfSync  sim/orders-0/2  reason'."""
     from datetime import datetime, timezone
+
     when = datetime.fromtimestamp(r["ts"] / 1000, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
-    return (f"{when}  {r['status'].upper():8} {r['severity']:8} {r['name']:20} "
-            f"{r['subject']:28} {r['reason']}")
+    return f"{when}  {r['status'].upper():8} {r['severity']:8} {r['name']:20} {r['subject']:28} {r['reason']}"
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 Exit codes: 0 all scenarios pass, 1 some check failed, 2 a file is unreadable or malformed.
 """
+
 from __future__ import annotations
 
 import json

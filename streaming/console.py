@@ -12,6 +12,7 @@ line is the JVM's own and cannot be configured away: "WARNING: Using incubator m
 Verbose: everything at INFO with timestamps and logger names, and Spark's own log4j defaults
 with WARN.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,14 @@ from pathlib import Path
 
 _state = {"verbose": False}
 # Libraries that are chatty at INFO and say nothing a replmon user acts on.
-_NOISY = {"py4j": logging.ERROR, "py4j.clientserver": logging.ERROR, "py4j.java_gateway": logging.ERROR,
-          "pyspark": logging.WARNING, "kafka": logging.WARNING, "urllib3": logging.WARNING}
+_NOISY = {
+    "py4j": logging.ERROR,
+    "py4j.clientserver": logging.ERROR,
+    "py4j.java_gateway": logging.ERROR,
+    "pyspark": logging.WARNING,
+    "kafka": logging.WARNING,
+    "urllib3": logging.WARNING,
+}
 _QUIET_LOG4J2 = """\
 # replmon's quiet console: Spark and its libraries log errors only (replmon --verbose: Spark's default).
 # Spark prints "Setting default log level to ..." for an interactive (py)spark driver when the
@@ -101,10 +108,11 @@ def silence_jvm_for_stop() -> None:
         return
     try:
         from pyspark import SparkContext
+
         context = SparkContext._active_spark_context
         if context is None:
             return
         jvm = context._jvm
         jvm.java.lang.System.setErr(jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream()))
-    except Exception as exc:   # noqa: BLE001 - py4j raises several types while shutting down
+    except Exception as exc:  # noqa: BLE001 - py4j raises several types while shutting down
         logging.getLogger(__name__).debug("could not silence the JVM's logs: %s", exc)

@@ -2,6 +2,7 @@
 
 No Spark here: the stateful step imports it on the workers.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -9,12 +10,29 @@ import json
 
 # field -> kind ("int", "str", "ints")
 FIELDS = {
-    "type": "str", "ts": "int", "cluster": "str", "topic": "str", "partition": "int",
-    "replica": "int", "fetch_offset": "int", "leader_leo": "int", "leader_epoch": "int",
-    "broker_epoch": "int", "log_start_offset": "int", "leader_hw": "int", "error": "str",
-    "diverging_epoch": "int", "leader": "int", "replicas": "ints", "isr": "ints",
-    "adding_replicas": "ints", "hw": "int", "min_insync_replicas": "int",
-    "replica_lag_time_max_ms": "int", "broker": "int", "state": "str",
+    "type": "str",
+    "ts": "int",
+    "cluster": "str",
+    "topic": "str",
+    "partition": "int",
+    "replica": "int",
+    "fetch_offset": "int",
+    "leader_leo": "int",
+    "leader_epoch": "int",
+    "broker_epoch": "int",
+    "log_start_offset": "int",
+    "leader_hw": "int",
+    "error": "str",
+    "diverging_epoch": "int",
+    "leader": "int",
+    "replicas": "ints",
+    "isr": "ints",
+    "adding_replicas": "ints",
+    "hw": "int",
+    "min_insync_replicas": "int",
+    "replica_lag_time_max_ms": "int",
+    "broker": "int",
+    "state": "str",
 }
 ARRAY_FIELDS = tuple(name for name, kind in FIELDS.items() if kind == "ints")
 # How a parsed event travels from the JVM to the stateful step (parse.monitor_input): the fields
@@ -24,11 +42,34 @@ ARRAY_FIELDS = tuple(name for name, kind in FIELDS.items() if kind == "ints")
 # costs the shuffle and the Arrow transfer of every row, also where it is null: with all the
 # fields as columns, a Python step that only read its input reached about 50% of the stateless
 # ceiling at 100k partitions, with these 58% (bench/throughput.py --floor; README).
-COLUMN_FIELDS = ("type", "ts", "cluster", "topic", "partition", "replica", "fetch_offset",
-                 "leader_leo", "leader_epoch", "broker_epoch", "log_start_offset")
-PACKED_FIELDS = ("error", "diverging_epoch", "leader", "replicas", "isr", "adding_replicas", "hw",
-                 "min_insync_replicas", "replica_lag_time_max_ms", "broker", "state", "size",
-                 "sha256")
+COLUMN_FIELDS = (
+    "type",
+    "ts",
+    "cluster",
+    "topic",
+    "partition",
+    "replica",
+    "fetch_offset",
+    "leader_leo",
+    "leader_epoch",
+    "broker_epoch",
+    "log_start_offset",
+)
+PACKED_FIELDS = (
+    "error",
+    "diverging_epoch",
+    "leader",
+    "replicas",
+    "isr",
+    "adding_replicas",
+    "hw",
+    "min_insync_replicas",
+    "replica_lag_time_max_ms",
+    "broker",
+    "state",
+    "size",
+    "sha256",
+)
 REQUIRED = {
     "fetch": ("topic", "partition", "replica", "fetch_offset", "leader_leo"),
     "append": ("topic", "partition", "leader_leo"),
@@ -36,8 +77,16 @@ REQUIRED = {
     "broker": ("broker", "state"),
     "heartbeat": (),
 }
-NON_NEGATIVE = ("partition", "replica", "fetch_offset", "leader_leo", "leader_epoch",
-                "log_start_offset", "hw", "broker")
+NON_NEGATIVE = (
+    "partition",
+    "replica",
+    "fetch_offset",
+    "leader_leo",
+    "leader_epoch",
+    "log_start_offset",
+    "hw",
+    "broker",
+)
 AT_LEAST_ONE = ("min_insync_replicas", "replica_lag_time_max_ms")
 BROKER_STATES = ("running", "fenced", "shutting_down")
 PARTITIONED = ("fetch", "append", "metadata")

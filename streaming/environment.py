@@ -7,6 +7,7 @@ a setting of another replmon component with its own prefix, or one of the variab
 scripts and tests use. Adding a variable to a script? Add it here (tests/test_environment.py
 fails until you do).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -55,8 +56,10 @@ def _component_fields() -> dict[str, set[str]]:
     from replmon.sinks.grafana import GrafanaSettings
     from replmon.sinks.grafana_annotation_consumer import AnnotationConsumerSettings
 
-    return {"REPLMON_GRAFANA_": set(GrafanaSettings.model_fields),
-            "REPLMON_ANNOTATIONS_": set(AnnotationConsumerSettings.model_fields)}
+    return {
+        "REPLMON_GRAFANA_": set(GrafanaSettings.model_fields),
+        "REPLMON_ANNOTATIONS_": set(AnnotationConsumerSettings.model_fields),
+    }
 
 
 def known_setting_names(settings_cls) -> set[str]:
@@ -81,7 +84,7 @@ def unknown_variables(environ: Mapping[str, str], settings_cls) -> list[str]:
         if not upper.startswith(PREFIX) or upper in known or upper.startswith(tuple(TOOLING_PREFIXES)):
             continue
         component = next((p for p in components if upper.startswith(p)), None)
-        if component and upper[len(component):].lower() in components[component]:
+        if component and upper[len(component) :].lower() in components[component]:
             continue
         problems.append(_explain(var, upper, known))
     return problems
@@ -89,12 +92,14 @@ def unknown_variables(environ: Mapping[str, str], settings_cls) -> list[str]:
 
 def _explain(var: str, upper: str, known: Iterable[str]) -> str:
     if upper.startswith(f"{PREFIX}KAFKA__OPTIONS__"):
-        return (f"{var}: Kafka client options have dotted names that an environment variable "
-                f"cannot carry; give them all as JSON in REPLMON_KAFKA__OPTIONS, e.g. "
-                f"REPLMON_KAFKA__OPTIONS='{{\"security.protocol\": \"SASL_SSL\", "
-                f"\"sasl.jaas.config\": \"...\"}}'")
-    tails = {name[len(PREFIX):]: name for name in known}
-    close = difflib.get_close_matches(upper[len(PREFIX):], list(tails), n=1, cutoff=0.8)
+        return (
+            f"{var}: Kafka client options have dotted names that an environment variable "
+            f"cannot carry; give them all as JSON in REPLMON_KAFKA__OPTIONS, e.g. "
+            f'REPLMON_KAFKA__OPTIONS=\'{{"security.protocol": "SASL_SSL", '
+            f'"sasl.jaas.config": "..."}}\''
+        )
+    tails = {name[len(PREFIX) :]: name for name in known}
+    close = difflib.get_close_matches(upper[len(PREFIX) :], list(tails), n=1, cutoff=0.8)
     hint = f" (did you mean {tails[close[0]]}?)" if close else ""
-    setting = upper[len(PREFIX):].lower().replace("__", ".")
+    setting = upper[len(PREFIX) :].lower().replace("__", ".")
     return f"{var}: {setting} is not a replmon setting{hint}"

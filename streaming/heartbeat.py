@@ -2,6 +2,7 @@
 progress reports (plain dicts) and the wall-clock time, passed in. No Spark, no I/O here: the
 supervisor (streaming/supervise.py) reads the progress, the clock and writes the results.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -19,13 +20,14 @@ SELF_CLUSTER = "replmon"
 @dataclass(frozen=True)
 class Heartbeat:
     """One look at the query. Times are wall-clock ms since the epoch; None: not known yet."""
+
     query: str
-    at_ms: int                       # when this heartbeat was taken
-    running: bool                    # the query is active (not failed, not restarting)
-    started_ms: int                  # when the supervisor started (first query start)
-    restarts: int                    # query restarts since the supervisor started
+    at_ms: int  # when this heartbeat was taken
+    running: bool  # the query is active (not failed, not restarting)
+    started_ms: int  # when the supervisor started (first query start)
+    restarts: int  # query restarts since the supervisor started
     last_batch_id: int | None = None
-    last_batch_ms: int | None = None     # when the last reported batch (or idle trigger) ran
+    last_batch_ms: int | None = None  # when the last reported batch (or idle trigger) ran
     batch_duration_ms: int | None = None
     input_rows_per_s: float | None = None
     processed_rows_per_s: float | None = None
@@ -35,8 +37,9 @@ class Heartbeat:
 
     def as_fields(self) -> dict[str, str]:
         """Flat string fields (a Redis hash); unknown values are empty strings."""
-        return {k: "" if v is None else str(int(v) if isinstance(v, bool) else v)
-                for k, v in asdict(self).items()}
+        return {
+            k: "" if v is None else str(int(v) if isinstance(v, bool) else v) for k, v in asdict(self).items()
+        }
 
 
 def parse_spark_time(text: str | None) -> int | None:
@@ -46,19 +49,23 @@ def parse_spark_time(text: str | None) -> int | None:
     return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
 
 
-def next_heartbeat(previous: Heartbeat, progress: dict | None, *, now_ms: int,
-                   running: bool, restarts: int) -> Heartbeat:
+def next_heartbeat(
+    previous: Heartbeat, progress: dict | None, *, now_ms: int, running: bool, restarts: int
+) -> Heartbeat:
     """Fold the latest progress report (StreamingQuery.lastProgress) into the heartbeat.
     Event-time figures only change on a batch that read input: an idle query is not behind."""
     hb = dict(asdict(previous), at_ms=now_ms, running=running, restarts=restarts)
     if progress:
         batch_ms = parse_spark_time(progress.get("timestamp"))
         rows = int(progress.get("numInputRows") or 0)
-        hb.update(last_batch_id=progress.get("batchId"), last_batch_ms=batch_ms,
-                  batch_duration_ms=(progress.get("durationMs") or {}).get("triggerExecution"),
-                  input_rows_per_s=_rate(progress.get("inputRowsPerSecond")),
-                  processed_rows_per_s=_rate(progress.get("processedRowsPerSecond")),
-                  last_input_rows=rows)
+        hb.update(
+            last_batch_id=progress.get("batchId"),
+            last_batch_ms=batch_ms,
+            batch_duration_ms=(progress.get("durationMs") or {}).get("triggerExecution"),
+            input_rows_per_s=_rate(progress.get("inputRowsPerSecond")),
+            processed_rows_per_s=_rate(progress.get("processedRowsPerSecond")),
+            last_input_rows=rows,
+        )
         newest = parse_spark_time((progress.get("eventTime") or {}).get("max"))
         if rows > 0 and newest is not None and batch_ms is not None:
             hb.update(event_time_max_ms=newest, event_time_lag_ms=max(0, batch_ms - newest))
@@ -78,11 +85,15 @@ def lagging_reason(hb: Heartbeat, *, stalled_after_ms: int, max_event_lag_ms: in
     silent_ms = hb.at_ms - since
     if silent_ms > stalled_after_ms:
         state = "running" if hb.running else f"not running ({hb.restarts} restarts)"
-        return (f"query {hb.query} has completed no batch for {silent_ms / 1000:.0f} s "
-                f"(limit {stalled_after_ms / 1000:.0f} s); query {state}")
+        return (
+            f"query {hb.query} has completed no batch for {silent_ms / 1000:.0f} s "
+            f"(limit {stalled_after_ms / 1000:.0f} s); query {state}"
+        )
     if max_event_lag_ms and hb.event_time_lag_ms is not None and hb.event_time_lag_ms > max_event_lag_ms:
-        return (f"query {hb.query} is {hb.event_time_lag_ms / 1000:.0f} s behind the wall clock "
-                f"in event time (limit {max_event_lag_ms / 1000:.0f} s)")
+        return (
+            f"query {hb.query} is {hb.event_time_lag_ms / 1000:.0f} s behind the wall clock "
+            f"in event time (limit {max_event_lag_ms / 1000:.0f} s)"
+        )
     return None
 
 
@@ -93,11 +104,26 @@ def subject(query: str) -> str:
 def lagging_record(query: str, status: str, started_ms: int, ts: int, reason: str) -> dict:
     """An alert record in the format of every other alert (docs/outputs.md)."""
     subj = subject(query)
-    return {"alert_id": alert_id(ALERT_NAME, subj, started_ms), "name": ALERT_NAME,
-            "status": status, "severity": SEVERITY, "cluster": SELF_CLUSTER, "topic": None,
-            "partition": None, "replica": None, "broker": None, "subject": subj,
-            "started_ms": started_ms, "ts": ts, "reason": reason, "cause": "monitor",
-            "caused_by": None, "root_cause": True, "notify": True, "silenced_by": []}
+    return {
+        "alert_id": alert_id(ALERT_NAME, subj, started_ms),
+        "name": ALERT_NAME,
+        "status": status,
+        "severity": SEVERITY,
+        "cluster": SELF_CLUSTER,
+        "topic": None,
+        "partition": None,
+        "replica": None,
+        "broker": None,
+        "subject": subj,
+        "started_ms": started_ms,
+        "ts": ts,
+        "reason": reason,
+        "cause": "monitor",
+        "caused_by": None,
+        "root_cause": True,
+        "notify": True,
+        "silenced_by": [],
+    }
 
 
 class LaggingAlert:
@@ -114,6 +140,7 @@ class LaggingAlert:
             return lagging_record(self.query, "firing", now_ms, now_ms, reason)
         if reason is None and self.started_ms is not None:
             started, self.started_ms = self.started_ms, None
-            return lagging_record(self.query, "resolved", started, now_ms,
-                                  f"query {self.query} is keeping up again")
+            return lagging_record(
+                self.query, "resolved", started, now_ms, f"query {self.query} is keeping up again"
+            )
         return None

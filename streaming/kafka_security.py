@@ -5,6 +5,7 @@ misspelt or mangled security option means a connection without the security it a
 Here an option that cannot take effect is an error naming it; values are secrets and never
 appear in a message, except the protocol and mechanism names, which are not.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,36 +28,44 @@ MANAGED = {
 def option_problems(options: Mapping[str, str]) -> list[str]:
     """One message per option that cannot be applied as given (empty: all good). `options`
     maps names (with or without the `kafka.` prefix) to plain values."""
-    names = {(n[len("kafka."):] if n.startswith("kafka.") else n): v for n, v in options.items()}
+    names = {(n[len("kafka.") :] if n.startswith("kafka.") else n): v for n, v in options.items()}
     problems = []
     for name in names:
         if not OPTION_NAME.match(name):
-            problems.append(f"kafka.options.{name}: not a Kafka client option name (they are "
-                            f"lower case and dotted, e.g. {name.lower().replace('_', '.')}); from "
-                            f"the environment give options as JSON in REPLMON_KAFKA__OPTIONS")
+            problems.append(
+                f"kafka.options.{name}: not a Kafka client option name (they are "
+                f"lower case and dotted, e.g. {name.lower().replace('_', '.')}); from "
+                f"the environment give options as JSON in REPLMON_KAFKA__OPTIONS"
+            )
         elif name in MANAGED:
             problems.append(f"kafka.options.{name}: cannot be set here: {MANAGED[name]}")
     protocol = names.get("security.protocol", "PLAINTEXT").upper()
     if protocol not in PROTOCOLS:
-        problems.append(f"kafka.options.security.protocol: {protocol!r} is not one of "
-                        f"{', '.join(PROTOCOLS)}")
+        problems.append(f"kafka.options.security.protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
         return problems
     sasl = [n for n in names if n.startswith("sasl.")]
     ssl = [n for n in names if n.startswith("ssl.")]
     if sasl and not protocol.startswith("SASL_"):
-        problems.append(f"kafka.options: {', '.join(sorted(sasl))} set but security.protocol is "
-                        f"{protocol}: they would be ignored and the connection not authenticated "
-                        f"(set security.protocol to SASL_SSL or SASL_PLAINTEXT)")
+        problems.append(
+            f"kafka.options: {', '.join(sorted(sasl))} set but security.protocol is "
+            f"{protocol}: they would be ignored and the connection not authenticated "
+            f"(set security.protocol to SASL_SSL or SASL_PLAINTEXT)"
+        )
     if ssl and protocol not in ("SSL", "SASL_SSL"):
-        problems.append(f"kafka.options: {', '.join(sorted(ssl))} set but security.protocol is "
-                        f"{protocol}: they would be ignored and the connection not encrypted "
-                        f"(set security.protocol to SSL or SASL_SSL)")
+        problems.append(
+            f"kafka.options: {', '.join(sorted(ssl))} set but security.protocol is "
+            f"{protocol}: they would be ignored and the connection not encrypted "
+            f"(set security.protocol to SSL or SASL_SSL)"
+        )
     if protocol.startswith("SASL_"):
         mechanism = names.get("sasl.mechanism", "GSSAPI").upper()
         if mechanism not in MECHANISMS:
-            problems.append(f"kafka.options.sasl.mechanism: {mechanism!r} is not one of "
-                            f"{', '.join(MECHANISMS)}")
+            problems.append(
+                f"kafka.options.sasl.mechanism: {mechanism!r} is not one of {', '.join(MECHANISMS)}"
+            )
         elif mechanism != "GSSAPI" and not names.get("sasl.jaas.config"):
-            problems.append(f"kafka.options.sasl.jaas.config: required with security.protocol "
-                            f"{protocol} and sasl.mechanism {mechanism} (the credentials)")
+            problems.append(
+                f"kafka.options.sasl.jaas.config: required with security.protocol "
+                f"{protocol} and sasl.mechanism {mechanism} (the credentials)"
+            )
     return problems

@@ -12,6 +12,7 @@ contract keeps its raw text: valid events cross into Python without it (it was a
 of the shuffled bytes). streaming/validate.py is the same checks in Python, the
 reference the tests compare this with.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,13 +21,22 @@ import operator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from replmon.streaming.contract import (AT_LEAST_ONE, BROADCAST, BROKER_STATES,
-                                        DEFAULT_MAX_RECORD_BYTES, FIELDS, MALFORMED, NON_NEGATIVE,
-                                        PACKED_FIELDS, PARTITIONED, RAW_PREFIX_BYTES, REQUIRED)
+from replmon.streaming.contract import (
+    AT_LEAST_ONE,
+    BROADCAST,
+    BROKER_STATES,
+    DEFAULT_MAX_RECORD_BYTES,
+    FIELDS,
+    MALFORMED,
+    NON_NEGATIVE,
+    PACKED_FIELDS,
+    PARTITIONED,
+    RAW_PREFIX_BYTES,
+    REQUIRED,
+)
 
 _SQL_TYPE = {"int": "bigint", "str": "string", "ints": "array<bigint>"}
-_TYPED_SCHEMA = ", ".join(f"`{n}` {_SQL_TYPE[k]}" for n, k in FIELDS.items()) + \
-    ", `_corrupt_record` string"
+_TYPED_SCHEMA = ", ".join(f"`{n}` {_SQL_TYPE[k]}" for n, k in FIELDS.items()) + ", `_corrupt_record` string"
 _OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
 
 
@@ -34,16 +44,24 @@ def byte_problem(value: Column, max_record_bytes: int) -> Column:
     """Why a record's bytes cannot be read as text (null when they can): the first of
     no value, too large, not UTF-8, a NUL byte."""
     size = F.octet_length(value)
-    return (F.when(value.isNull(), F.lit("empty record: no value"))
-            .when(size > max_record_bytes,
-                  F.concat(F.lit("record too large: "), size.cast("string"),
-                           F.lit(f" bytes, more than stream.max_record_bytes ({max_record_bytes})")))
-            .when(~F.is_valid_utf8(value), F.lit("not valid UTF-8"))
-            .when(F.contains(value, F.unhex(F.lit("00"))), F.lit("contains a NUL byte")))
+    return (
+        F.when(value.isNull(), F.lit("empty record: no value"))
+        .when(
+            size > max_record_bytes,
+            F.concat(
+                F.lit("record too large: "),
+                size.cast("string"),
+                F.lit(f" bytes, more than stream.max_record_bytes ({max_record_bytes})"),
+            ),
+        )
+        .when(~F.is_valid_utf8(value), F.lit("not valid UTF-8"))
+        .when(F.contains(value, F.unhex(F.lit("00"))), F.lit("contains a NUL byte"))
+    )
 
 
-def parse_events(lines: DataFrame, *, seq: Column | None = None,
-                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> DataFrame:
+def parse_events(
+    lines: DataFrame, *, seq: Column | None = None, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+) -> DataFrame:
     """`lines` has a binary column `value` (a string column is taken as its UTF-8 bytes).
     Returns `raw` (the text; for a record whose bytes are bad, a bounded printable prefix),
     `seq`, `byte_problem`, `size` and `sha256` (both only where `byte_problem` is set),
@@ -53,19 +71,27 @@ def parse_events(lines: DataFrame, *, seq: Column | None = None,
         value = value.cast("binary")
     seq = seq if seq is not None else F.lit(0).cast("long")
     checked = lines.select(value.alias("bytes"), seq.alias("seq")).select(
-        "bytes", "seq", byte_problem(F.col("bytes"), max_record_bytes).alias("byte_problem"))
+        "bytes", "seq", byte_problem(F.col("bytes"), max_record_bytes).alias("byte_problem")
+    )
     bad = F.col("byte_problem").isNotNull()
     text = F.when(~bad, F.col("bytes").cast("string"))
     prefix = F.make_valid_utf8(F.substring(F.col("bytes"), 1, RAW_PREFIX_BYTES).cast("string"))
-    return (checked.select(
+    return checked.select(
         F.when(bad, prefix).otherwise(text).alias("raw"),
-        "seq", "byte_problem",
+        "seq",
+        "byte_problem",
         F.when(bad, F.octet_length("bytes")).alias("size"),
         F.when(bad, F.sha2(F.col("bytes"), 256)).alias("sha256"),
-        F.from_json(text, _TYPED_SCHEMA, _OPTIONS).alias("j"))
-        .select("raw", "seq", "byte_problem", "size", "sha256",
-                (bad | F.col("j._corrupt_record").isNotNull()).alias("malformed"),
-                *[F.col(f"j.{n}").alias(n) for n in FIELDS]))
+        F.from_json(text, _TYPED_SCHEMA, _OPTIONS).alias("j"),
+    ).select(
+        "raw",
+        "seq",
+        "byte_problem",
+        "size",
+        "sha256",
+        (bad | F.col("j._corrupt_record").isNotNull()).alias("malformed"),
+        *[F.col(f"j.{n}").alias(n) for n in FIELDS],
+    )
 
 
 def contract_reason(max_future_ms: int) -> Column:
@@ -74,26 +100,36 @@ def contract_reason(max_future_ms: int) -> Column:
     tests compare this with). A malformed record's reason is MALFORMED: the stateful step names
     what exactly is wrong from its raw text (contract.malformed_reason)."""
     kind, cluster, ts = F.col("type"), F.col("cluster"), F.col("ts")
-    reason = (F.when(F.col("byte_problem").isNotNull(), F.col("byte_problem"))
-              .when(F.col("malformed"), F.lit(MALFORMED))
-              .when(kind.isNull(), F.lit("missing field: type"))
-              .when(~kind.isin(*REQUIRED), F.concat(F.lit("unknown type: "), kind))
-              .when(ts.isNull(), F.lit("missing field: ts"))
-              .when(cluster.isNull() | (cluster == ""), F.lit("missing field: cluster")))
+    reason = (
+        F.when(F.col("byte_problem").isNotNull(), F.col("byte_problem"))
+        .when(F.col("malformed"), F.lit(MALFORMED))
+        .when(kind.isNull(), F.lit("missing field: type"))
+        .when(~kind.isin(*REQUIRED), F.concat(F.lit("unknown type: "), kind))
+        .when(ts.isNull(), F.lit("missing field: ts"))
+        .when(cluster.isNull() | (cluster == ""), F.lit("missing field: cluster"))
+    )
     for event_type, names in REQUIRED.items():
         for name in names:
-            reason = reason.when((kind == event_type) & F.col(name).isNull(),
-                                 F.lit(f"missing field for {event_type}: {name}"))
+            reason = reason.when(
+                (kind == event_type) & F.col(name).isNull(), F.lit(f"missing field for {event_type}: {name}")
+            )
     for name in NON_NEGATIVE:
         reason = reason.when(F.col(name) < 0, F.lit(f"negative {name}"))
     for name in AT_LEAST_ONE:
         reason = reason.when(F.col(name) < 1, F.lit(f"{name} must be at least 1"))
     state = F.col("state")
-    reason = reason.when((kind == "broker") & state.isNotNull() & ~state.isin(*BROKER_STATES),
-                         F.concat(F.lit("unknown broker state: "), state))
-    return reason.when(ts > F.unix_millis(F.current_timestamp()) + F.lit(max_future_ms),
-                       F.concat(F.lit("event time "), ts.cast("string"),
-                                F.lit(f" is more than {max_future_ms} ms ahead of the wall clock")))
+    reason = reason.when(
+        (kind == "broker") & state.isNotNull() & ~state.isin(*BROKER_STATES),
+        F.concat(F.lit("unknown broker state: "), state),
+    )
+    return reason.when(
+        ts > F.unix_millis(F.current_timestamp()) + F.lit(max_future_ms),
+        F.concat(
+            F.lit("event time "),
+            ts.cast("string"),
+            F.lit(f" is more than {max_future_ms} ms ahead of the wall clock"),
+        ),
+    )
 
 
 def _keyed(bucket: Column, keys: list[int] | None) -> Column:
@@ -103,8 +139,9 @@ def _keyed(bucket: Column, keys: list[int] | None) -> Column:
     return F.element_at(F.array(*[F.lit(int(k)) for k in keys]), (bucket + 1).cast("int"))
 
 
-def monitor_input(parsed: DataFrame, buckets: int, max_future_ms: int,
-                  keys: list[int] | None = None) -> DataFrame:
+def monitor_input(
+    parsed: DataFrame, buckets: int, max_future_ms: int, keys: list[int] | None = None
+) -> DataFrame:
     """Rows for the stateful step, with their bucket, event time and `reason`: why the row
     breaks the contract, null for a valid event. The `bucket` column holds each bucket's
     grouping key: `keys[b]` for bucket b (streaming/checkpoint.bucket_keys), else b itself.
@@ -125,17 +162,19 @@ def monitor_input(parsed: DataFrame, buckets: int, max_future_ms: int,
     broadcast = ok & F.col("type").isin(*BROADCAST)
     every = F.sequence(F.lit(0).cast("bigint"), F.lit(buckets - 1).cast("bigint"))
     one = F.array(F.pmod(F.xxhash64("cluster", "topic", "partition", "type"), F.lit(buckets)))
-    one = F.when(ok & F.col("type").isin(*PARTITIONED),
-                 F.array(F.pmod(F.xxhash64("cluster", "topic", "partition"), F.lit(buckets))))\
-        .otherwise(one)
+    one = F.when(
+        ok & F.col("type").isin(*PARTITIONED),
+        F.array(F.pmod(F.xxhash64("cluster", "topic", "partition"), F.lit(buckets))),
+    ).otherwise(one)
     # The rare fields travel packed in one JSON column (contract.PACKED_FIELDS): a column costs
     # every row, null or not. (Array columns would also cross into pandas two orders of
     # magnitude slower than strings: 500k rows with them 150 s, without 7 s.)
     present = functools.reduce(operator.or_, [F.col(n).isNotNull() for n in PACKED_FIELDS])
     extra = F.when(present, F.to_json(F.struct(*PACKED_FIELDS), {"ignoreNullFields": "true"}))
-    return (checked
-            .withColumn("raw", F.when(~ok, F.col("raw")))
-            .withColumn("extra", extra)
-            .withColumn("bucket", F.explode(F.when(broadcast, every).otherwise(one)))
-            .withColumn("bucket", _keyed(F.col("bucket"), keys))
-            .withColumn("event_time", F.when(ok, F.timestamp_millis(F.col("ts")))))
+    return (
+        checked.withColumn("raw", F.when(~ok, F.col("raw")))
+        .withColumn("extra", extra)
+        .withColumn("bucket", F.explode(F.when(broadcast, every).otherwise(one)))
+        .withColumn("bucket", _keyed(F.col("bucket"), keys))
+        .withColumn("event_time", F.when(ok, F.timestamp_millis(F.col("ts"))))
+    )

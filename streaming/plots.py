@@ -3,6 +3,7 @@
 One small function per plot, each taking plain records and returning PNG bytes. Times on the
 x axis are UTC clock times of the window.
 """
+
 from __future__ import annotations
 
 import io
@@ -51,51 +52,87 @@ def alert_timeline(episodes: list[dict], window, title: str = "Alerts") -> bytes
     for e in episodes:
         start, end = _t(e["from_ms"]), _t(e["to_ms"])
         width = max(end - start, (_t(window.end_ms) - _t(window.start_ms)) / 400)
-        ax.barh(index[(e["subject"], e["name"])], width, left=start, height=0.6,
-                color=SEVERITY_COLOR.get(e["severity"], "#888"),
-                hatch="//" if e["started_ms"] < window.start_ms else None,
-                edgecolor="black" if not e["resolved"] else "none", linewidth=0.6)
+        ax.barh(
+            index[(e["subject"], e["name"])],
+            width,
+            left=start,
+            height=0.6,
+            color=SEVERITY_COLOR.get(e["severity"], "#888"),
+            hatch="//" if e["started_ms"] < window.start_ms else None,
+            edgecolor="black" if not e["resolved"] else "none",
+            linewidth=0.6,
+        )
     ax.set_yticks(range(len(rows)), [f"{n}  {s}" for s, n in rows], fontsize=8)
     ax.invert_yaxis()
     _time_axis(ax, window)
-    ax.set_title(f"{title} (bar: firing → resolved; hatched: already firing at the start; "
-                 "outlined: still firing at the end)", fontsize=10)
+    ax.set_title(
+        f"{title} (bar: firing → resolved; hatched: already firing at the start; "
+        "outlined: still firing at the end)",
+        fontsize=10,
+    )
     if not rows:
         _empty(ax, "no alert in the window")
     return _png(fig)
 
 
-def replica_lag(samples: list[dict], isr_exits: list[dict], window,
-                message_limit: int | None = None) -> bytes:
+def replica_lag(
+    samples: list[dict], isr_exits: list[dict], window, message_limit: int | None = None
+) -> bytes:
     """Time since each follower was last caught up, with replica.lag.time.max.ms and the moments
     the leader shrank the ISR; below, how many messages it is behind (with Kafka 0.8's
     replica.lag.max.messages when a variant uses that rule)."""
     series = defaultdict(list)
     for r in samples:
         series[(r["cluster"], r["topic"], r["partition"], r["replica"])].append(r)
-    worst = sorted(series, key=lambda k: (-max((r["lag_ms"] or 0) for r in series[k]),
-                                          -max(r["lag_messages"] for r in series[k])))[:MAX_LINES]
+    worst = sorted(
+        series,
+        key=lambda k: (
+            -max((r["lag_ms"] or 0) for r in series[k]),
+            -max(r["lag_messages"] for r in series[k]),
+        ),
+    )[:MAX_LINES]
     fig, (ax, msgs) = plt.subplots(2, 1, figsize=(11, 6), sharex=True, height_ratios=(3, 2))
     limits = set()
     for key in sorted(worst):
         rows = series[key]
         times = [_t(r["ts"]) for r in rows]
-        line, = ax.plot(times, [(r["lag_ms"] or 0) / 1000 for r in rows],
-                        label=f"{key[1]}-{key[2]} replica {key[3]}", linewidth=1.2)
+        (line,) = ax.plot(
+            times,
+            [(r["lag_ms"] or 0) / 1000 for r in rows],
+            label=f"{key[1]}-{key[2]} replica {key[3]}",
+            linewidth=1.2,
+        )
         msgs.plot(times, [r["lag_messages"] for r in rows], color=line.get_color(), linewidth=1)
         limits.update(r["limit_ms"] for r in rows)
     for limit in sorted(limits):
         ax.axhline(limit / 1000, color="#d62728", linestyle="--", linewidth=1)
-        ax.text(_t(window.start_ms), limit / 1000, f" replica.lag.time.max.ms = {limit / 1000:g} s",
-                color="#d62728", va="bottom", fontsize=8)
+        ax.text(
+            _t(window.start_ms),
+            limit / 1000,
+            f" replica.lag.time.max.ms = {limit / 1000:g} s",
+            color="#d62728",
+            va="bottom",
+            fontsize=8,
+        )
     if message_limit:
         msgs.axhline(message_limit, color="#9467bd", linestyle="--", linewidth=1)
-        msgs.text(_t(window.start_ms), message_limit, f" replica.lag.max.messages = {message_limit:,} (Kafka 0.8)",
-                  color="#9467bd", va="bottom", fontsize=8)
+        msgs.text(
+            _t(window.start_ms),
+            message_limit,
+            f" replica.lag.max.messages = {message_limit:,} (Kafka 0.8)",
+            color="#9467bd",
+            va="bottom",
+            fontsize=8,
+        )
     for i, x in enumerate(e for e in isr_exits if window.contains(e["ts"])):
         for a in (ax, msgs):
-            a.axvline(_t(x["ts"]), color="#444", linestyle=":", linewidth=1,
-                      label="ISR shrink" if i == 0 and a is ax else None)
+            a.axvline(
+                _t(x["ts"]),
+                color="#444",
+                linestyle=":",
+                linewidth=1,
+                label="ISR shrink" if i == 0 and a is ax else None,
+            )
     ax.set_ylabel("time since caught up (s)")
     msgs.set_ylabel("messages behind")
     ax.set_title("Per-replica lag in time (top) and in messages (bottom)", fontsize=10)
@@ -117,8 +154,13 @@ def isr_and_urp(partitions: list[dict], urp: list[dict], window) -> bytes:
     shrunk = sorted(series, key=lambda k: min(r["isr"] - r["replicas"] for r in series[k]))[:MAX_LINES]
     for key in sorted(shrunk):
         rows = series[key]
-        top.step([_t(r["ts"]) for r in rows], [r["isr"] for r in rows], where="post",
-                 label=f"{key[1]}-{key[2]}", linewidth=1.2)
+        top.step(
+            [_t(r["ts"]) for r in rows],
+            [r["isr"] for r in rows],
+            where="post",
+            label=f"{key[1]}-{key[2]}",
+            linewidth=1.2,
+        )
     top.set_ylabel("ISR size")
     top.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     top.set_title("ISR size per partition, and under-replicated partitions", fontsize=10)
@@ -129,8 +171,9 @@ def isr_and_urp(partitions: list[dict], urp: list[dict], window) -> bytes:
         totals[r["ts"]] += r["under_replicated"]
     times = sorted(totals)
     bottom.step([_t(t) for t in times], [totals[t] for t in times], where="post", color="#d62728")
-    bottom.fill_between([_t(t) for t in times], [totals[t] for t in times], step="post",
-                        color="#d62728", alpha=0.2)
+    bottom.fill_between(
+        [_t(t) for t in times], [totals[t] for t in times], step="post", color="#d62728", alpha=0.2
+    )
     bottom.set_ylabel("under-replicated")
     for ax in (top, bottom):
         _time_axis(ax, window)
@@ -144,16 +187,29 @@ def hw_stalls(partitions: list[dict], stalled: list[tuple], window) -> bytes:
     series = defaultdict(list)
     for r in partitions:
         series[(r["cluster"], r["topic"], r["partition"])].append(r)
-    shown = [k for k in stalled if k in series][:MAX_LINES // 2]
+    shown = [k for k in stalled if k in series][: MAX_LINES // 2]
     for i, key in enumerate(shown):
         rows = series[key]
         base = rows[0]["hw"]
         color = plt.cm.tab10(i % 10)
         times = [_t(r["ts"]) for r in rows]
-        ax.step(times, [r["leader_leo"] - base for r in rows], where="post", color=color,
-                linestyle="--", linewidth=1, label=f"{key[1]}-{key[2]} leader LEO")
-        ax.step(times, [r["hw"] - base for r in rows], where="post", color=color, linewidth=1.6,
-                label=f"{key[1]}-{key[2]} HW")
+        ax.step(
+            times,
+            [r["leader_leo"] - base for r in rows],
+            where="post",
+            color=color,
+            linestyle="--",
+            linewidth=1,
+            label=f"{key[1]}-{key[2]} leader LEO",
+        )
+        ax.step(
+            times,
+            [r["hw"] - base for r in rows],
+            where="post",
+            color=color,
+            linewidth=1.6,
+            label=f"{key[1]}-{key[2]} HW",
+        )
     ax.set_ylabel("offset − HW at the start")
     ax.set_title("High watermark and leader LEO where the HW stalled", fontsize=10)
     _time_axis(ax, window)
@@ -166,8 +222,12 @@ def hw_stalls(partitions: list[dict], stalled: list[tuple], window) -> bytes:
 
 def variant_bars(summaries: list) -> bytes:
     """Alerts, ISR shrinks, under-replicated minutes and HW stall seconds per variant."""
-    measures = [("alerts", "alerts"), ("isr_shrinks", "ISR shrinks"),
-                ("under_replicated_min", "under-replicated min"), ("hw_stalled_s", "HW stall s")]
+    measures = [
+        ("alerts", "alerts"),
+        ("isr_shrinks", "ISR shrinks"),
+        ("under_replicated_min", "under-replicated min"),
+        ("hw_stalled_s", "HW stall s"),
+    ]
     fig, axes = plt.subplots(1, len(measures), figsize=(11, 2.2 + 0.35 * len(summaries)))
     names = [s.name for s in summaries]
     for ax, (attr, title) in zip(axes, measures):

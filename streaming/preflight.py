@@ -4,6 +4,7 @@ Without them an unreachable bootstrap shows after minutes of retries and hundred
 lines, and a refused Redis login deep inside a failed micro-batch. Each check ends in one line
 naming the service and the setting to look at (`PreflightError`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,18 +30,23 @@ def check_redis(client, prefix: str, where: str) -> None:
 
     try:
         client.ping()
-        client.register_script(_REDIS_PROBE)(keys=[f"{prefix}:preflight",
-                                                   f"{prefix}:preflight-stream"], args=["1"])
+        client.register_script(_REDIS_PROBE)(
+            keys=[f"{prefix}:preflight", f"{prefix}:preflight-stream"], args=["1"]
+        )
     except redis.AuthenticationError as exc:
-        raise PreflightError(f"Redis at {where} refused the login ({exc}): check redis.username "
-                             f"and redis.password") from exc
+        raise PreflightError(
+            f"Redis at {where} refused the login ({exc}): check redis.username and redis.password"
+        ) from exc
     except redis.ConnectionError as exc:
-        raise PreflightError(f"Redis at {where} is not reachable ({exc}): check redis.url and "
-                             f"that Redis runs") from exc
+        raise PreflightError(
+            f"Redis at {where} is not reachable ({exc}): check redis.url and that Redis runs"
+        ) from exc
     except redis.ResponseError as exc:
         if "NOPERM" in str(exc) or "no permission" in str(exc).lower():
-            raise PreflightError(f"Redis at {where} refuses a command replmon needs ({exc}): "
-                                 f"give the user the ACL in docs/redis.md") from exc
+            raise PreflightError(
+                f"Redis at {where} refuses a command replmon needs ({exc}): "
+                f"give the user the ACL in docs/redis.md"
+            ) from exc
         raise PreflightError(f"Redis at {where} failed the startup check: {exc}") from exc
     except redis.RedisError as exc:
         raise PreflightError(f"Redis at {where} failed the startup check: {exc}") from exc
@@ -55,7 +61,7 @@ def check_kafka(spark, options: dict[str, str], topic: str | None, timeout_ms: i
     props = jvm.java.util.Properties()
     for key, value in options.items():
         if key.startswith("kafka."):
-            props.put(key[len("kafka."):], value)
+            props.put(key[len("kafka.") :], value)
     bootstrap = options.get("kafka.bootstrap.servers", "?")
     props.put("request.timeout.ms", str(timeout_ms))
     props.put("default.api.timeout.ms", str(timeout_ms))
@@ -74,8 +80,7 @@ def check_kafka(spark, options: dict[str, str], topic: str | None, timeout_ms: i
             except Exception:  # noqa: BLE001 (closing is best effort)
                 pass
     if topic is not None and not names.contains(topic):
-        log.warning("Kafka at %s has no topic %s (kafka.subscribe) yet: waiting for it",
-                    bootstrap, topic)
+        log.warning("Kafka at %s has no topic %s (kafka.subscribe) yet: waiting for it", bootstrap, topic)
 
 
 def _kafka_failure(exc: Exception, bootstrap: str, timeout_ms: int) -> str:
@@ -86,19 +91,27 @@ def _kafka_failure(exc: Exception, bootstrap: str, timeout_ms: int) -> str:
     kind = cause.getClass().getSimpleName() if cause is not None else type(exc).__name__
     text = (cause.getMessage() if cause is not None else str(exc).splitlines()[0]) or kind
     if "Timeout" in kind:
-        return (f"Kafka at {bootstrap} did not answer a metadata request within "
-                f"{timeout_ms / 1000:g} s: check kafka.bootstrap_servers, that the brokers run "
-                f"and are reachable, and kafka.options.security.protocol "
-                f"(kafka.startup_timeout_ms sets the wait)")
+        return (
+            f"Kafka at {bootstrap} did not answer a metadata request within "
+            f"{timeout_ms / 1000:g} s: check kafka.bootstrap_servers, that the brokers run "
+            f"and are reachable, and kafka.options.security.protocol "
+            f"(kafka.startup_timeout_ms sets the wait)"
+        )
     if "Ssl" in kind or "SSL" in text:
         return f"Kafka at {bootstrap}: TLS failed ({kind}: {text}): check kafka.options ssl.*"
     if "Authentication" in kind or "Sasl" in kind:
-        return (f"Kafka at {bootstrap} refused the login ({kind}: {text}): check "
-                f"kafka.options (sasl.mechanism, sasl.jaas.config)")
+        return (
+            f"Kafka at {bootstrap} refused the login ({kind}: {text}): check "
+            f"kafka.options (sasl.mechanism, sasl.jaas.config)"
+        )
     if "Authorization" in kind:
-        return (f"Kafka at {bootstrap} denied replmon ({kind}: {text}): the user needs "
-                f"Describe and Read on the metrics topic")
+        return (
+            f"Kafka at {bootstrap} denied replmon ({kind}: {text}): the user needs "
+            f"Describe and Read on the metrics topic"
+        )
     if "ClassNotFound" in text or "does not exist in the JVM" in text:
-        return ("Kafka: the Kafka client is not on Spark's classpath: set spark.jars to Spark's "
-                "Kafka connector jars")
+        return (
+            "Kafka: the Kafka client is not on Spark's classpath: set spark.jars to Spark's "
+            "Kafka connector jars"
+        )
     return f"Kafka at {bootstrap} failed the startup check ({kind}: {text})"

@@ -4,6 +4,7 @@ Spark reports progress per task; the job's share of finished tasks (over all its
 the number of input events is the estimate of events done. Printed on stderr: in place on a
 terminal, one line every `every_s` otherwise (CI logs).
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,15 +22,18 @@ def progress_line(done: int, total: int, elapsed_s: float) -> str:
     pct = 100 * done / total if total else 100
     rate = done / elapsed_s if elapsed_s > 0 else 0
     eta = (total - done) / rate if rate > 0 else None
-    return (f"{done:,} / {total:,} events ({pct:.0f}%), {rate:,.0f} events/s, "
-            f"ETA {fmt_eta(eta) if eta is not None else '?'}")
+    return (
+        f"{done:,} / {total:,} events ({pct:.0f}%), {rate:,.0f} events/s, "
+        f"ETA {fmt_eta(eta) if eta is not None else '?'}"
+    )
 
 
 class JobProgress:
     """Context manager: runs the jobs started inside it under one job group and reports them."""
 
-    def __init__(self, spark, total_events: int, label: str = "replay", out=None,
-                 every_s: float = 2.0) -> None:
+    def __init__(
+        self, spark, total_events: int, label: str = "replay", out=None, every_s: float = 2.0
+    ) -> None:
         self.sc = spark.sparkContext
         self.total = total_events
         self.label = label

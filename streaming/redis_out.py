@@ -1,5 +1,6 @@
 """Builds the Redis outputs from the monitor's settings (the sinks package never reads them):
 the sink for the query's records and the writer of the query's heartbeat, on one client."""
+
 from __future__ import annotations
 
 import logging
@@ -17,17 +18,25 @@ log = logging.getLogger(__name__)
 
 def build_redis_client(conf: RedisOut) -> redis.Redis:
     connection = RedisConnectionSettings(
-        url=conf.url, username=conf.username, password=conf.password,
-        ssl_ca_certs=conf.ssl_ca_certs, ssl_certfile=conf.ssl_certfile,
-        ssl_keyfile=conf.ssl_keyfile)
+        url=conf.url,
+        username=conf.username,
+        password=conf.password,
+        ssl_ca_certs=conf.ssl_ca_certs,
+        ssl_certfile=conf.ssl_certfile,
+        ssl_keyfile=conf.ssl_keyfile,
+    )
     log.info("writing alerts and metrics to %s (prefix %s)", connection.redacted_url(), conf.prefix)
     return build_client(connection)
 
 
 def build_redis_sink(conf: RedisOut, client: redis.Redis | None = None) -> RedisSink:
-    sink = RedisSinkSettings(prefix=conf.prefix, alerts_maxlen=conf.alerts_maxlen,
-                             series_maxlen=conf.series_maxlen,
-                             quarantine_maxlen=conf.quarantine_maxlen, retries=conf.retries)
+    sink = RedisSinkSettings(
+        prefix=conf.prefix,
+        alerts_maxlen=conf.alerts_maxlen,
+        series_maxlen=conf.series_maxlen,
+        quarantine_maxlen=conf.quarantine_maxlen,
+        retries=conf.retries,
+    )
     return RedisSink(client if client is not None else build_redis_client(conf), sink)
 
 

@@ -7,6 +7,7 @@ engine as the live query (`Bucket`, fed by the live adapter's `events_from_frame
 events of one bucket in event-time order. Between event-time steps it does what the live query
 does between micro-batches (`Bucket.advance`) and samples the series the report plots.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -28,14 +29,15 @@ from replmon.streaming.whatif import Variant
 
 log = logging.getLogger(__name__)
 REPLAY_SCHEMA = "variant int, kind string, payload string"
-CARRIED = ("metadata", "broker")          # state that lasts: carried into the warm-up
-SAMPLE_ALL_UP_TO = 64                     # partitions per bucket sampled at every step
+CARRIED = ("metadata", "broker")  # state that lasts: carried into the warm-up
+SAMPLE_ALL_UP_TO = 64  # partitions per bucket sampled at every step
 
 
 @dataclass(frozen=True)
 class Narrow:
     """Only these clusters / topics / partitions (empty: all). Broker and heartbeat events of a
     selected cluster are always kept: they are the cluster's clock and broker states."""
+
     clusters: tuple = ()
     topics: tuple = ()
     partitions: tuple = ()
@@ -61,12 +63,19 @@ def kafka_lines(spark: SparkSession, conf: KafkaSource, window: Window, slack_ms
     """The metrics topic as a batch bounded by record timestamps: from the metadata look-back
     before the warm-up to the end of the read, each widened by `slack_ms` (a record's timestamp
     is when it was produced, its event time may be a little earlier)."""
-    opts = {k: v for k, v in kafka_options(conf).items()
-            if k not in ("startingOffsets", "startingTimestamp", "maxOffsetsPerTrigger")}
-    opts.update({"startingTimestamp": str(max(0, window.carry_from_ms - slack_ms)),
-                 "endingTimestamp": str(window.read_to_ms + slack_ms),
-                 # a partition with nothing after the start time: read nothing, do not fail
-                 "startingOffsetsByTimestampStrategy": "latest"})
+    opts = {
+        k: v
+        for k, v in kafka_options(conf).items()
+        if k not in ("startingOffsets", "startingTimestamp", "maxOffsetsPerTrigger")
+    }
+    opts.update(
+        {
+            "startingTimestamp": str(max(0, window.carry_from_ms - slack_ms)),
+            "endingTimestamp": str(window.read_to_ms + slack_ms),
+            # a partition with nothing after the start time: read nothing, do not fail
+            "startingOffsetsByTimestampStrategy": "latest",
+        }
+    )
     reader = spark.read.format("kafka")
     for key, value in opts.items():
         reader = reader.option(key, value)
@@ -89,12 +98,21 @@ def select_events(lines: DataFrame, window: Window, narrow: Narrow) -> DataFrame
         parsed = parsed.where(~partitioned | F.col("partition").isin(*narrow.partitions))
     ts = F.col("ts")
     inside = parsed.where(ts.between(window.read_from_ms, window.read_to_ms))
-    before = parsed.where(F.col("type").isin(*CARRIED) & ~F.col("malformed")
-                          & (ts >= window.carry_from_ms) & (ts < window.read_from_ms))
-    latest = SqlWindow.partitionBy("cluster", "type", "topic", "partition", "broker") \
-        .orderBy(ts.desc(), F.col("seq").desc())
-    carried = (before.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n")
-               .withColumn("ts", F.lit(window.read_from_ms).cast("bigint")))
+    before = parsed.where(
+        F.col("type").isin(*CARRIED)
+        & ~F.col("malformed")
+        & (ts >= window.carry_from_ms)
+        & (ts < window.read_from_ms)
+    )
+    latest = SqlWindow.partitionBy("cluster", "type", "topic", "partition", "broker").orderBy(
+        ts.desc(), F.col("seq").desc()
+    )
+    carried = (
+        before.withColumn("_n", F.row_number().over(latest))
+        .where("_n = 1")
+        .drop("_n")
+        .withColumn("ts", F.lit(window.read_from_ms).cast("bigint"))
+    )
     return inside.unionByName(carried)
 
 
@@ -107,8 +125,7 @@ def newest_event_ms(lines: DataFrame) -> int:
 
 
 # -- the job ----------------------------------------------------------------------------------
-def replay_rows(events: DataFrame, settings: Settings, window: Window,
-                variants: list[Variant]) -> DataFrame:
+def replay_rows(events: DataFrame, settings: Settings, window: Window, variants: list[Variant]) -> DataFrame:
     stream = settings.stream
     spark = events.sparkSession
     rows = monitor_input(events, stream.buckets, stream.max_future_ms).select("bucket", *INPUT_COLUMNS)
@@ -124,17 +141,20 @@ def make_replay_func(variants: list[Variant], window: Window, buckets: int):
         variant = by_id[int(key[0])]
         bucket_id = int(key[1])
         quarantine: list = []
-        events = events_from_frames([pdf[INPUT_COLUMNS]], quarantine,
-                                    ignore=variant.ignore_event_fields)
+        events = events_from_frames([pdf[INPUT_COLUMNS]], quarantine, ignore=variant.ignore_event_fields)
         out = run_bucket(events, variant, window, Bucket(bucket_id, buckets), sample=variant.variant_id == 0)
         out["quarantine"] = quarantine + out["quarantine"] if variant.variant_id == 0 else []
         kinds, payloads = [], []
         for kind, records in out.items():
             kinds += [kind] * len(records)
             payloads += [json.dumps(r, separators=(",", ":")) for r in records]
-        return pd.DataFrame({"variant": pd.Series([variant.variant_id] * len(kinds), dtype="int32"),
-                             "kind": pd.Series(kinds, dtype=object),
-                             "payload": pd.Series(payloads, dtype=object)})
+        return pd.DataFrame(
+            {
+                "variant": pd.Series([variant.variant_id] * len(kinds), dtype="int32"),
+                "kind": pd.Series(kinds, dtype=object),
+                "payload": pd.Series(payloads, dtype=object),
+            }
+        )
 
     return func
 
@@ -173,8 +193,15 @@ def _record_exits(bucket: Bucket, seen: set, out: list) -> None:
                 key = (cluster, topic, partition, replica, t)
                 if key not in seen:
                     seen.add(key)
-                    out.append({"cluster": cluster, "topic": topic, "partition": partition,
-                                "replica": replica, "ts": t})
+                    out.append(
+                        {
+                            "cluster": cluster,
+                            "topic": topic,
+                            "partition": partition,
+                            "replica": replica,
+                            "ts": t,
+                        }
+                    )
 
 
 def _sample(bucket: Bucket, at_ms: int, cfg, out: dict) -> None:
@@ -187,14 +214,27 @@ def _sample(bucket: Bucket, at_ms: int, cfg, out: dict) -> None:
         if not (few or watch.book.open):
             continue
         base = {"cluster": watch.cluster, "topic": watch.topic, "partition": watch.partition, "ts": at_ms}
-        out["partition"].append({**base, "isr": len(p.isr), "replicas": len(p.replicas),
-                                 "hw": p.hw, "leader_leo": p.leader_leo,
-                                 "under_replicated": p.under_replicated})
+        out["partition"].append(
+            {
+                **base,
+                "isr": len(p.isr),
+                "replicas": len(p.replicas),
+                "hw": p.hw,
+                "leader_leo": p.leader_leo,
+                "under_replicated": p.under_replicated,
+            }
+        )
         for r in watch.replica_statuses(cfg):
-            out["replica_lag"].append({**base, "replica": r["replica"], "lag_ms": r["lag_ms"]
-                                       if r["last_caught_up_ms"] else None,
-                                       "lag_messages": r["lag_messages"], "in_isr": r["in_isr"],
-                                       "limit_ms": p.config.replica_lag_time_max_ms})
+            out["replica_lag"].append(
+                {
+                    **base,
+                    "replica": r["replica"],
+                    "lag_ms": r["lag_ms"] if r["last_caught_up_ms"] else None,
+                    "lag_messages": r["lag_messages"],
+                    "in_isr": r["in_isr"],
+                    "limit_ms": p.config.replica_lag_time_max_ms,
+                }
+            )
     if bucket.partitions:
         out["urp"].append({"ts": at_ms, "under_replicated": under, "partitions": len(bucket.partitions)})
 
@@ -204,8 +244,8 @@ def _sample(bucket: Bucket, at_ms: int, cfg, out: dict) -> None:
 class ReplayResult:
     window: Window
     variants: list
-    events: int = 0                               # rows read for the window (one pass)
-    records: dict = field(default_factory=dict)   # (variant_id, kind) -> list of dicts
+    events: int = 0  # rows read for the window (one pass)
+    records: dict = field(default_factory=dict)  # (variant_id, kind) -> list of dicts
 
     def of(self, variant_id: int, kind: str) -> list:
         return self.records.get((variant_id, kind), [])

@@ -3,6 +3,7 @@
     replmon replay --input events/ --from 2026-01-01T00:00:30Z --to 2026-01-01T00:02:00Z \\
         --what-if rules.replica_lag_time_max_ms=10000 --what-if rules.rule_set=v0_8 --report report/
 """
+
 from __future__ import annotations
 
 import json
@@ -10,36 +11,57 @@ import logging
 import sys
 from pathlib import Path
 
-from replmon.streaming.replay_window import (WindowError, check_window_options, fmt_time,
-                                              resolve_window)
+from replmon.streaming.replay_window import WindowError, check_window_options, fmt_time, resolve_window
 
 log = logging.getLogger(__name__)
 
 
 def add_parser(sub, common) -> None:
-    p = sub.add_parser("replay", parents=[common], help="replay a time window, with what-if variants",
-                       description=__doc__.split("\n")[0])
+    p = sub.add_parser(
+        "replay",
+        parents=[common],
+        help="replay a time window, with what-if variants",
+        description=__doc__.split("\n")[0],
+    )
     src = p.add_argument_group("input (default: the metrics topic of the settings' kafka section)")
     src.add_argument("--input", help="a JSON-lines file or a folder of them")
     src.add_argument("--kafka-bootstrap", help="read the metrics topic from this Kafka cluster")
-    src.add_argument("--kafka-time-slack", default="5m",
-                     help="read Kafka records produced this much around the window (default 5m)")
+    src.add_argument(
+        "--kafka-time-slack",
+        default="5m",
+        help="read Kafka records produced this much around the window (default 5m)",
+    )
     win = p.add_argument_group("window")
-    win.add_argument("--from", dest="from_", metavar="T1", help="ISO-8601 (UTC unless an offset is given) or ms")
+    win.add_argument(
+        "--from", dest="from_", metavar="T1", help="ISO-8601 (UTC unless an offset is given) or ms"
+    )
     win.add_argument("--to", metavar="T2", help="default: the newest event of the input")
     win.add_argument("--last", metavar="DURATION", help="e.g. 30m: the window ending at --to")
-    win.add_argument("--warmup", metavar="DURATION",
-                     help="history before T1 that builds state, unreported (default: 2 x the "
-                          "largest replica.lag.time.max.ms + stream.lateness_ms)")
-    win.add_argument("--metadata-lookback", default="1h", metavar="DURATION",
-                     help="how far before the warm-up the last metadata of each partition is "
-                          "searched (default 1h)")
+    win.add_argument(
+        "--warmup",
+        metavar="DURATION",
+        help="history before T1 that builds state, unreported (default: 2 x the "
+        "largest replica.lag.time.max.ms + stream.lateness_ms)",
+    )
+    win.add_argument(
+        "--metadata-lookback",
+        default="1h",
+        metavar="DURATION",
+        help="how far before the warm-up the last metadata of each partition is searched (default 1h)",
+    )
     p.add_argument("--cluster", action="append", default=[], help="only this cluster (repeatable)")
     p.add_argument("--topic", action="append", default=[], help="only this topic (repeatable)")
-    p.add_argument("--partition", action="append", type=int, default=[], help="only this partition number (repeatable)")
-    p.add_argument("--what-if", action="append", default=[], metavar="SECTION.SETTING=VALUE[,...]",
-                   help="a variant to compare with the actual settings (repeatable), e.g. "
-                        "rules.replica_lag_time_max_ms=10000 or rules.rule_set=v0_8")
+    p.add_argument(
+        "--partition", action="append", type=int, default=[], help="only this partition number (repeatable)"
+    )
+    p.add_argument(
+        "--what-if",
+        action="append",
+        default=[],
+        metavar="SECTION.SETTING=VALUE[,...]",
+        help="a variant to compare with the actual settings (repeatable), e.g. "
+        "rules.replica_lag_time_max_ms=10000 or rules.rule_set=v0_8",
+    )
     p.add_argument("--config", help="TOML settings file (also REPLMON_CONFIG)")
     p.add_argument("--output", default="replmon-replay", help="output folder (default ./replmon-replay)")
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots here")
@@ -51,12 +73,15 @@ def run(args) -> int:
 
     settings = load_settings(args.config)
     if args.kafka_bootstrap:
-        settings = settings.model_copy(update={"kafka": settings.kafka.model_copy(
-            update={"bootstrap_servers": args.kafka_bootstrap})})
+        settings = settings.model_copy(
+            update={"kafka": settings.kafka.model_copy(update={"bootstrap_servers": args.kafka_bootstrap})}
+        )
     input_path = args.input or settings.input_path
     if not input_path and not settings.kafka.bootstrap_servers:
-        raise SettingsError("replmon replay: give --input FILE|DIR or --kafka-bootstrap "
-                            "(or kafka.bootstrap_servers in the settings)")
+        raise SettingsError(
+            "replmon replay: give --input FILE|DIR or --kafka-bootstrap "
+            "(or kafka.bootstrap_servers in the settings)"
+        )
     variants = build_variants(settings, args.what_if)
     try:
         return _replay(args, settings, variants, input_path)
@@ -78,10 +103,16 @@ def _replay(args, settings, variants, input_path) -> int:
         spark_conf = spark_conf.model_copy(update={"jars": local_kafka_jars()})
     lag_limits = [v.config.replica_lag_time_max_ms for v in variants]
     lateness = max(v.config.lateness_ms for v in variants)
-    window_args = dict(from_=args.from_, to=args.to, last=args.last, warmup=args.warmup,
-                       metadata_lookback=args.metadata_lookback, lag_limits_ms=lag_limits,
-                       lateness_ms=lateness)
-    check_window_options(window_args)   # before Spark starts
+    window_args = dict(
+        from_=args.from_,
+        to=args.to,
+        last=args.last,
+        warmup=args.warmup,
+        metadata_lookback=args.metadata_lookback,
+        lag_limits_ms=lag_limits,
+        lateness_ms=lateness,
+    )
+    check_window_options(window_args)  # before Spark starts
     spark = build_session(spark_conf, app_name="replmon-replay")
     if input_path:
         lines = replay.file_lines(spark, input_path)
@@ -89,12 +120,15 @@ def _replay(args, settings, variants, input_path) -> int:
     else:
         if not args.to:
             import time
+
             window_args["to"] = str(int(time.time() * 1000))
         window = resolve_window(**window_args, newest_ms=lambda: 0)
         lines = replay.kafka_lines(spark, settings.kafka, window, slack_ms)
     narrow = replay.Narrow(tuple(args.cluster), tuple(args.topic), tuple(args.partition))
-    print(f"replmon replay: {fmt_time(window.start_ms)} .. {fmt_time(window.end_ms)} "
-          f"(warm-up from {fmt_time(window.read_from_ms)}), {len(variants)} variant(s)")
+    print(
+        f"replmon replay: {fmt_time(window.start_ms)} .. {fmt_time(window.end_ms)} "
+        f"(warm-up from {fmt_time(window.read_from_ms)}), {len(variants)} variant(s)"
+    )
     events = replay.select_events(lines, window, narrow).cache()
     try:
         total = events.count()
@@ -111,8 +145,10 @@ def report_result(result, output: Path, report_dir: Path | None, out=None) -> in
 
     out = out or sys.stdout
     window = result.window
-    summaries = [summarize(v.name, result.of(v.variant_id, "alerts"), result.of(v.variant_id, "isr_exit"),
-                           window) for v in result.variants]
+    summaries = [
+        summarize(v.name, result.of(v.variant_id, "alerts"), result.of(v.variant_id, "isr_exit"), window)
+        for v in result.variants
+    ]
     comparisons = [compare(summaries[0], s) for s in summaries[1:]]
     view = window_view(result.of(0, "alerts"), window)
     write_outputs(output, result, view)
@@ -121,6 +157,7 @@ def report_result(result, output: Path, report_dir: Path | None, out=None) -> in
     print_comparisons(summaries, comparisons, out)
     if report_dir is not None:
         from replmon.streaming.report import write_report
+
         page = write_report(report_dir, result, summaries, comparisons)
         print(f"\nreport: {page}", file=out)
     return 0
@@ -132,11 +169,14 @@ def write_outputs(output: Path, result, view) -> None:
     _jsonl(output / "firing_at_start.jsonl", view.firing_at_start)
     _jsonl(output / "quarantine.jsonl", result.of(0, "quarantine"))
     from replmon.streaming.replay_compare import window_view
+
     for v in result.variants[1:]:
         vdir = output / f"what-if-{v.variant_id}"
         vdir.mkdir(exist_ok=True)
         (vdir / "what-if.txt").write_text(v.name + "\n")
-        _jsonl(vdir / "alerts.jsonl", window_view(result.of(v.variant_id, "alerts"), result.window).transitions)
+        _jsonl(
+            vdir / "alerts.jsonl", window_view(result.of(v.variant_id, "alerts"), result.window).transitions
+        )
 
 
 def _jsonl(path: Path, records: list) -> None:
@@ -161,8 +201,11 @@ def print_comparisons(summaries, comparisons, out) -> None:
     print("\nWhat-if comparison (inside the window)", file=out)
     print(f"{'variant':44} {'alerts':>6} {'ISR shrinks':>11} {'URP min':>8} {'HW stall s':>10}", file=out)
     for s in summaries:
-        print(f"{s.name[:44]:44} {s.alerts:>6} {s.isr_shrinks:>11} {s.under_replicated_min:>8.1f} "
-              f"{s.hw_stalled_s:>10.1f}", file=out)
+        print(
+            f"{s.name[:44]:44} {s.alerts:>6} {s.isr_shrinks:>11} {s.under_replicated_min:>8.1f} "
+            f"{s.hw_stalled_s:>10.1f}",
+            file=out,
+        )
     for c in comparisons:
         print(f"\n{c.variant}:", file=out)
         for name, subject in c.only_in_variant:
@@ -170,7 +213,10 @@ def print_comparisons(summaries, comparisons, out) -> None:
         for name, subject in c.only_in_actual:
             print(f"  only with the actual settings: {name} {subject}", file=out)
         for (name, subject), delta in sorted(c.detection_delta_ms.items()):
-            print(f"  {name} {subject}: detected {abs(delta) / 1000:.1f} s "
-                  f"{'later' if delta > 0 else 'earlier'}", file=out)
+            print(
+                f"  {name} {subject}: detected {abs(delta) / 1000:.1f} s "
+                f"{'later' if delta > 0 else 'earlier'}",
+                file=out,
+            )
         if not (c.only_in_variant or c.only_in_actual or c.detection_delta_ms):
             print("  the same alerts at the same times", file=out)

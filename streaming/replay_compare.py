@@ -6,6 +6,7 @@
   minutes and HW stall time inside the window.
 - `compare`: each what-if variant against the actual settings.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,8 +16,8 @@ from replmon.streaming.replay_window import Window
 
 @dataclass
 class WindowView:
-    transitions: list            # alert transitions with start <= ts <= end, in order
-    firing_at_start: list        # firing records of episodes open at start (started before it)
+    transitions: list  # alert transitions with start <= ts <= end, in order
+    firing_at_start: list  # firing records of episodes open at start (started before it)
 
 
 def window_view(transitions: list[dict], window: Window) -> WindowView:
@@ -51,20 +52,27 @@ def episodes(view: WindowView, window: Window) -> list[dict]:
 
 
 def _episode(r: dict, from_ms: int, to_ms: int) -> dict:
-    return {"name": r["name"], "subject": r["subject"], "alert_id": r["alert_id"],
-            "severity": r["severity"], "started_ms": r["started_ms"], "from_ms": from_ms,
-            "to_ms": to_ms, "resolved": False}
+    return {
+        "name": r["name"],
+        "subject": r["subject"],
+        "alert_id": r["alert_id"],
+        "severity": r["severity"],
+        "started_ms": r["started_ms"],
+        "from_ms": from_ms,
+        "to_ms": to_ms,
+        "resolved": False,
+    }
 
 
 @dataclass
 class Summary:
     name: str
-    fired: dict = field(default_factory=dict)   # (alert name, subject) -> first time seen firing
-    alerts: int = 0                             # episodes overlapping the window
-    isr_shrinks: int = 0                        # leader ISR shrinks (one may remove several replicas)
+    fired: dict = field(default_factory=dict)  # (alert name, subject) -> first time seen firing
+    alerts: int = 0  # episodes overlapping the window
+    isr_shrinks: int = 0  # leader ISR shrinks (one may remove several replicas)
     replicas_removed: int = 0
-    under_replicated_min: float = 0.0           # partition-minutes with UnderReplicated firing
-    hw_stalled_s: float = 0.0                   # partition-seconds with HighWatermarkStalled firing
+    under_replicated_min: float = 0.0  # partition-minutes with UnderReplicated firing
+    hw_stalled_s: float = 0.0  # partition-seconds with HighWatermarkStalled firing
 
 
 def summarize(name: str, transitions: list[dict], isr_exits: list[dict], window: Window) -> Summary:
@@ -88,9 +96,9 @@ def summarize(name: str, transitions: list[dict], isr_exits: list[dict], window:
 @dataclass
 class Comparison:
     variant: str
-    only_in_actual: list          # (alert name, subject) that fired only with the actual settings
-    only_in_variant: list         # ... only with the variant's
-    detection_delta_ms: dict      # (alert name, subject) -> variant first firing − actual's
+    only_in_actual: list  # (alert name, subject) that fired only with the actual settings
+    only_in_variant: list  # ... only with the variant's
+    detection_delta_ms: dict  # (alert name, subject) -> variant first firing − actual's
     actual: Summary
     other: Summary
 
@@ -98,6 +106,11 @@ class Comparison:
 def compare(actual: Summary, other: Summary) -> Comparison:
     a, b = set(actual.fired), set(other.fired)
     both = sorted(a & b)
-    return Comparison(other.name, sorted(a - b), sorted(b - a),
-                      {k: other.fired[k] - actual.fired[k] for k in both
-                       if other.fired[k] != actual.fired[k]}, actual, other)
+    return Comparison(
+        other.name,
+        sorted(a - b),
+        sorted(b - a),
+        {k: other.fired[k] - actual.fired[k] for k in both if other.fired[k] != actual.fired[k]},
+        actual,
+        other,
+    )

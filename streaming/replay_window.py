@@ -6,6 +6,7 @@ partition/broker before that (within the look-back) is carried in at the warm-up
 until `read_to_ms` = end + lateness: a partition's time only reaches `end` once its cluster's
 clock is `lateness` past it, exactly as in the live query.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,8 +38,9 @@ def parse_time_ms(text: str, option: str) -> int:
     try:
         dt = datetime.fromisoformat(t.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise WindowError(f"{option}: {text!r} is neither ms since the epoch nor an ISO-8601 "
-                          "time like 2026-01-01T02:10:00Z") from None
+        raise WindowError(
+            f"{option}: {text!r} is neither ms since the epoch nor an ISO-8601 time like 2026-01-01T02:10:00Z"
+        ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return int(dt.timestamp() * 1000)
@@ -51,16 +53,17 @@ def fmt_time(ms: int) -> str:
 
 @dataclass(frozen=True)
 class Window:
-    start_ms: int            # T1: first instant reported
-    end_ms: int              # T2: last instant reported
-    warmup_ms: int           # events this long before T1 build state, unreported
+    start_ms: int  # T1: first instant reported
+    end_ms: int  # T2: last instant reported
+    warmup_ms: int  # events this long before T1 build state, unreported
     metadata_lookback_ms: int  # last metadata/broker event searched this far before the warm-up
-    lateness_ms: int         # read past T2 so that partition time reaches T2
+    lateness_ms: int  # read past T2 so that partition time reaches T2
 
     def __post_init__(self):
         if self.end_ms <= self.start_ms:
-            raise WindowError(f"--to ({fmt_time(self.end_ms)}) must be after --from "
-                              f"({fmt_time(self.start_ms)})")
+            raise WindowError(
+                f"--to ({fmt_time(self.end_ms)}) must be after --from ({fmt_time(self.start_ms)})"
+            )
         if self.warmup_ms < 0 or self.metadata_lookback_ms < 0:
             raise WindowError("--warmup and --metadata-lookback must not be negative")
 
@@ -93,9 +96,17 @@ def default_warmup_ms(lag_limits_ms: list[int], lateness_ms: int) -> int:
     return 2 * max(lag_limits_ms) + lateness_ms
 
 
-def resolve_window(*, from_: str | None, to: str | None, last: str | None, newest_ms,
-                   warmup: str | None, metadata_lookback: str, lag_limits_ms: list[int],
-                   lateness_ms: int) -> Window:
+def resolve_window(
+    *,
+    from_: str | None,
+    to: str | None,
+    last: str | None,
+    newest_ms,
+    warmup: str | None,
+    metadata_lookback: str,
+    lag_limits_ms: list[int],
+    lateness_ms: int,
+) -> Window:
     """The window from the command's options. `newest_ms()` is called only when --to is
     absent: --last (or --from alone) then ends at the newest event of the input."""
     if last and from_:
@@ -104,15 +115,16 @@ def resolve_window(*, from_: str | None, to: str | None, last: str | None, newes
         raise WindowError("give --from T1 [--to T2] or --last DURATION")
     end = parse_time_ms(to, "--to") if to else int(newest_ms())
     start = end - parse_duration_ms(last, "--last") if last else parse_time_ms(from_, "--from")
-    warm = (parse_duration_ms(warmup, "--warmup") if warmup is not None
-            else default_warmup_ms(lag_limits_ms, lateness_ms))
-    return Window(start, end, warm, parse_duration_ms(metadata_lookback, "--metadata-lookback"),
-                  lateness_ms)
+    warm = (
+        parse_duration_ms(warmup, "--warmup")
+        if warmup is not None
+        else default_warmup_ms(lag_limits_ms, lateness_ms)
+    )
+    return Window(start, end, warm, parse_duration_ms(metadata_lookback, "--metadata-lookback"), lateness_ms)
 
 
 def check_window_options(window_args: dict) -> None:
     """Raise WindowError for bad window options, before any input is read (a stand-in for the
     newest event time, which is only known after reading)."""
-    stand_in = (parse_time_ms(window_args["from_"], "--from") + 1 if window_args.get("from_")
-                else 1 << 42)
+    stand_in = parse_time_ms(window_args["from_"], "--from") + 1 if window_args.get("from_") else 1 << 42
     resolve_window(**window_args, newest_ms=lambda: stand_in)

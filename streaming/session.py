@@ -4,6 +4,7 @@ On a cluster (`spark.master` spark://, k8s://, yarn), replmon's own code is ship
 executors as a zip (streaming/ship.py), and the Kafka connector jars in `spark.jars` are served
 to them by the driver. Under spark-submit, its --master and --conf stand unless the settings
 name a master."""
+
 from __future__ import annotations
 
 import logging
@@ -30,13 +31,15 @@ def build_session(conf: SparkConf, app_name: str = "replmon") -> SparkSession:
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
-    builder = (builder.config("spark.driver.memory", conf.driver_memory)
-               .config("spark.sql.shuffle.partitions", str(conf.shuffle_partitions))
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
-               .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000"))
+    builder = (
+        builder.config("spark.driver.memory", conf.driver_memory)
+        .config("spark.sql.shuffle.partitions", str(conf.shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
+    )
     if conf.jars:
         builder = builder.config("spark.jars", ",".join(conf.jars))
     if conf.state_store == "rocksdb":

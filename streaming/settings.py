@@ -3,6 +3,7 @@
 Strict and frozen: an unknown key or a bad value fails before Spark starts, with a message
 that names the setting. Secrets are SecretStr and never printed.
 """
+
 from __future__ import annotations
 
 import os
@@ -10,10 +11,22 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import SettingsError as PydanticSettingsError
-from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict,
-                               TomlConfigSettingsSource)
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from replmon.state.monitor import MonitorConfig
 
@@ -58,8 +71,9 @@ class KafkaSource(_Section):
 
 class RedisOut(_Section):
     """Where alerts and metrics go (see sinks/redis_client.py and sinks/redis_sink.py)."""
-    url: str | None = None                # redis://host:port/db, or rediss:// for TLS; no password
-    username: str | None = None           # ACL user
+
+    url: str | None = None  # redis://host:port/db, or rediss:// for TLS; no password
+    username: str | None = None  # ACL user
     password: SecretStr | None = None
     ssl_ca_certs: str | None = None
     ssl_certfile: str | None = None
@@ -73,7 +87,8 @@ class RedisOut(_Section):
 
 class AlertmanagerOut(_Section):
     """Where notified alerts are posted (sinks/alertmanager.py); off unless url is set."""
-    url: str | None = None                # http://host:9093
+
+    url: str | None = None  # http://host:9093
     resend_interval_s: float = Field(default=60.0, gt=0)  # keep well below its resolve_timeout
     generator_url: str = ""
 
@@ -92,20 +107,21 @@ class SparkConf(_Section):
     shuffle_partitions: int = Field(default=2, ge=1)
     driver_memory: str = "4g"
     jars: list[str] = Field(default_factory=list)
-    checkpoint_dir: str | None = None     # default: <output_dir>/_checkpoint
-    trigger_interval: str | None = None   # e.g. "5 seconds"; None: as fast as possible
+    checkpoint_dir: str | None = None  # default: <output_dir>/_checkpoint
+    trigger_interval: str | None = None  # e.g. "5 seconds"; None: as fast as possible
     max_files_per_trigger: int | None = Field(default=None, ge=1)
     # "hdfs": Spark's default in-memory map, snapshotted to the checkpoint. "rocksdb": state on
     # the executors' local disk, only changes uploaded: for state larger than executor memory
     # (docs/deploy.md). A checkpoint keeps the provider it was started with.
     state_store: Literal["hdfs", "rocksdb"] = "hdfs"
-    executor_memory: str | None = None    # spark.executor.memory on a cluster
+    executor_memory: str | None = None  # spark.executor.memory on a cluster
     # Extra Spark properties, set as they are (e.g. spark.cores.max, spark.archives).
     conf: dict[str, str] = Field(default_factory=dict)
 
 
 class Supervise(_Section):
     """How `replmon run` keeps the query alive and says that it is (streaming/supervise.py)."""
+
     restart_backoff_initial_s: float = Field(default=1.0, gt=0)
     restart_backoff_max_s: float = Field(default=60.0, gt=0)
     # Restarts in a row without a completed batch before replmon gives up (exit 1); 0: never.
@@ -123,7 +139,7 @@ class Rules(_Section):
     min_insync_replicas: int = Field(default=1, ge=1)
     rule_set: Literal["current", "v0_8", "v0_9_to_0_10_1", "v0_10_2_to_2_0"] = "current"
     replica_lag_max_messages: int = Field(default=4000, ge=1)
-    num_replica_fetchers: int = Field(default=1, ge=1)   # Kafka's num.replica.fetchers (ReplicaFetcherStalled)
+    num_replica_fetchers: int = Field(default=1, ge=1)  # Kafka's num.replica.fetchers (ReplicaFetcherStalled)
 
 
 class Alerts(_Section):
@@ -142,7 +158,7 @@ class Stream(_Section):
     # Unset, a run continuing a checkpoint takes the count it was written with
     # (streaming/checkpoint.py).
     buckets: int = Field(default=16, ge=1, le=4096)
-    lateness_ms: int = Field(default=10000, ge=0)      # per partition, behind its cluster's clock
+    lateness_ms: int = Field(default=10000, ge=0)  # per partition, behind its cluster's clock
     # Spark's watermark is one for all clusters: rows further behind the newest event of ANY
     # cluster are dropped before replmon sees them. It only drives event-time timeouts here
     # (replmon keeps time per cluster itself), so it is set far back by default.
@@ -161,10 +177,11 @@ class Stream(_Section):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="REPLMON_", env_nested_delimiter="__",
-                                      env_file=".env", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="REPLMON_", env_nested_delimiter="__", env_file=".env", extra="forbid", frozen=True
+    )
 
-    input_path: str | None = None          # file or folder of JSON lines (instead of Kafka)
+    input_path: str | None = None  # file or folder of JSON lines (instead of Kafka)
     output_dir: str = "replmon-out"
     write_files: bool = True
     kafka: KafkaSource = KafkaSource()
@@ -177,8 +194,9 @@ class Settings(BaseSettings):
     stream: Stream = Stream()
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls, init_settings, env_settings,
-                                   dotenv_settings, file_secret_settings):
+    def settings_customise_sources(
+        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+    ):
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings, dotenv_settings]
         toml = _toml_file.get() or os.environ.get("REPLMON_CONFIG")
         if toml:
@@ -188,9 +206,11 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _evict_after_the_telemetry_gap(self) -> "Settings":
         if self.stream.evict_after_ms <= self.alerts.telemetry_gap_ms:
-            raise ValueError(f"stream.evict_after_ms ({self.stream.evict_after_ms}) must be above "
-                             f"alerts.telemetry_gap_ms ({self.alerts.telemetry_gap_ms}), or a "
-                             f"silent partition would be dropped before TelemetryMissing fires")
+            raise ValueError(
+                f"stream.evict_after_ms ({self.stream.evict_after_ms}) must be above "
+                f"alerts.telemetry_gap_ms ({self.alerts.telemetry_gap_ms}), or a "
+                f"silent partition would be dropped before TelemetryMissing fires"
+            )
         return self
 
     def monitor_config(self) -> MonitorConfig:
@@ -230,8 +250,9 @@ def load_settings(config_file: str | None = None, **overrides) -> Settings:
 
     unknown = unknown_variables(os.environ, Settings)
     if unknown:
-        raise SettingsError("replmon: unknown REPLMON_* environment variables\n" +
-                            "\n".join(f"  {line}" for line in unknown))
+        raise SettingsError(
+            "replmon: unknown REPLMON_* environment variables\n" + "\n".join(f"  {line}" for line in unknown)
+        )
     token = _toml_file.set(config_file)
     try:
         return Settings(**overrides)

@@ -6,6 +6,7 @@ so that zipimport finds the `replmon` namespace. Executors need nothing else fro
 dependencies: they run the stateful step (numpy, pandas, pyarrow: PySpark's own), never the
 settings, sinks or clients, which stay on the driver (docs/deploy.md).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,8 +41,9 @@ def code_zip(folder: Path) -> Path:
     if path.is_file():
         return path
     tmp = path.with_suffix(".zip.tmp")
-    dirs = sorted({"/".join(arc.split("/")[:i]) + "/" for arc, _ in files
-                   for i in range(1, arc.count("/") + 1)})
+    dirs = sorted(
+        {"/".join(arc.split("/")[:i]) + "/" for arc, _ in files for i in range(1, arc.count("/") + 1)}
+    )
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
         for d in dirs:
             z.writestr(zipfile.ZipInfo(d, date_time=(1980, 1, 1, 0, 0, 0)), b"")

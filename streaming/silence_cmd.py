@@ -8,6 +8,7 @@
 
 Redis is the one in the settings (REPLMON_REDIS__URL, --config, or --redis-url).
 """
+
 from __future__ import annotations
 
 import getpass
@@ -29,8 +30,9 @@ def parse_duration(text: str) -> int:
 
 
 def add_parser(sub, parents=()) -> None:
-    p = sub.add_parser("silence", parents=list(parents),
-                       help="silence alerts: broker maintenance, an alert id, a matcher")
+    p = sub.add_parser(
+        "silence", parents=list(parents), help="silence alerts: broker maintenance, an alert id, a matcher"
+    )
     p.add_argument("--config", help="TOML settings file (for the Redis connection)")
     p.add_argument("--redis-url", help="Redis holding the silences (default: the settings' redis.url)")
     actions = p.add_subparsers(dest="action", required=True)
@@ -38,8 +40,13 @@ def add_parser(sub, parents=()) -> None:
     add.add_argument("--broker", type=int, help="every alert about this broker (maintenance)")
     add.add_argument("--cluster", help="restrict to this cluster")
     add.add_argument("--alert-id", help="one alert episode")
-    add.add_argument("--match", action="append", default=[], metavar="LABEL=VALUE",
-                     help="any label of docs/alerts.md (repeatable; all must match)")
+    add.add_argument(
+        "--match",
+        action="append",
+        default=[],
+        metavar="LABEL=VALUE",
+        help="any label of docs/alerts.md (repeatable; all must match)",
+    )
     add.add_argument("--for", dest="duration", required=True, help="how long, e.g. 30m, 2h, 1h30m")
     add.add_argument("--comment", default="")
     add.add_argument("--created-by", default=None)
@@ -73,19 +80,32 @@ def run(args, out=None, now_ms: int | None = None) -> int:
     if args.redis_url:
         redis_conf = redis_conf.model_copy(update={"url": args.redis_url})
     if redis_conf.url is None:
-        print("replmon silence: silences live in Redis; set redis.url (REPLMON_REDIS__URL) or "
-              "pass --redis-url", file=sys.stderr)
+        print(
+            "replmon silence: silences live in Redis; set redis.url (REPLMON_REDIS__URL) or pass --redis-url",
+            file=sys.stderr,
+        )
         return 2
-    client = build_client(RedisConnectionSettings(
-        url=redis_conf.url, username=redis_conf.username, password=redis_conf.password,
-        ssl_ca_certs=redis_conf.ssl_ca_certs, ssl_certfile=redis_conf.ssl_certfile,
-        ssl_keyfile=redis_conf.ssl_keyfile))
+    client = build_client(
+        RedisConnectionSettings(
+            url=redis_conf.url,
+            username=redis_conf.username,
+            password=redis_conf.password,
+            ssl_ca_certs=redis_conf.ssl_ca_certs,
+            ssl_certfile=redis_conf.ssl_certfile,
+            ssl_keyfile=redis_conf.ssl_keyfile,
+        )
+    )
     store = SilenceStore(client, redis_conf.prefix)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     if args.action == "add":
         try:
-            silence = new_silence(matchers_of(args), parse_duration(args.duration), now_ms,
-                                  args.created_by or getpass.getuser(), args.comment)
+            silence = new_silence(
+                matchers_of(args),
+                parse_duration(args.duration),
+                now_ms,
+                args.created_by or getpass.getuser(),
+                args.comment,
+            )
         except (SilenceError, ValueError) as exc:
             print(f"replmon silence: {exc}", file=sys.stderr)
             return 2
@@ -98,8 +118,11 @@ def run(args, out=None, now_ms: int | None = None) -> int:
             print(json.dumps([s.__dict__ for s in active], indent=2), file=out)
         else:
             for s in active:
-                print(f"{s.silence_id}  until {_when(s.ends_ms)}  {_matchers(s.matchers)}  "
-                      f"by {s.created_by or '?'}  {s.comment}", file=out)
+                print(
+                    f"{s.silence_id}  until {_when(s.ends_ms)}  {_matchers(s.matchers)}  "
+                    f"by {s.created_by or '?'}  {s.comment}",
+                    file=out,
+                )
             if not active:
                 print("no active silences", file=out)
         return 0

@@ -1,5 +1,6 @@
 """Where events come from: JSON-lines files, or Kafka topics. Both give (value, seq); the
 value is the record's bytes (Kafka) or the line as Spark read it (files), unchecked."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -38,9 +39,11 @@ def kafka_options(conf: KafkaSource) -> dict[str, str]:
     """Options for Spark's Kafka source. Values of `conf.options` are secrets: never log them."""
     if not conf.bootstrap_servers:
         raise ValueError("kafka.bootstrap_servers is not set")
-    opts = {"kafka.bootstrap.servers": conf.bootstrap_servers,
-            "failOnDataLoss": str(conf.fail_on_data_loss).lower(),
-            "includeHeaders": "false"}
+    opts = {
+        "kafka.bootstrap.servers": conf.bootstrap_servers,
+        "failOnDataLoss": str(conf.fail_on_data_loss).lower(),
+        "includeHeaders": "false",
+    }
     if conf.subscribe_pattern:
         opts["subscribePattern"] = conf.subscribe_pattern
     else:
@@ -64,6 +67,6 @@ def kafka_source(spark: SparkSession, conf: KafkaSource) -> DataFrame:
     for key, value in kafka_options(conf).items():
         reader = reader.option(key, value)
     df = reader.load()
-    seq = (F.col("partition").cast("long") * F.lit(1 << 40) + F.col("offset"))
+    seq = F.col("partition").cast("long") * F.lit(1 << 40) + F.col("offset")
     # The value stays bytes: parse.py turns it into text only once it is known to be valid.
     return df.select(F.col("value"), seq.alias("seq"))

@@ -5,6 +5,7 @@ handles thousands of partitions. Columns become plain Python tuples in bulk (num
 per-row pandas access); the bucket is stored in one binary state column in the versioned
 state format (state/codec.py), which refuses a checkpoint written with another bucket count.
 """
+
 from __future__ import annotations
 
 import gc
@@ -20,8 +21,7 @@ import pandas as pd
 
 from replmon.state.bucket import EVENT_FIELDS, Bucket
 from replmon.state.codec import TAG_BYTES, decode, encode, tag_of
-from replmon.streaming.contract import (ARRAY_FIELDS, COLUMN_FIELDS, bounded_quarantine,
-                                        describe)
+from replmon.streaming.contract import ARRAY_FIELDS, COLUMN_FIELDS, bounded_quarantine, describe
 from replmon.state.monitor import MonitorConfig
 
 OUTPUT_SCHEMA = "kind string, payload string"
@@ -38,8 +38,16 @@ _encode = json.JSONEncoder(separators=(",", ":")).encode
 # because of it at the same instant (fencing removes the broker from every ISR), so that the
 # ISR exit is explained by the fence (state/root_cause.py).
 _TYPE_RANK = {"broker": 0, "metadata": 1, "fetch": 2, "append": 3, "heartbeat": 4}
-_INTS = ("ts", "partition", "replica", "fetch_offset", "leader_leo", "leader_epoch",
-         "broker_epoch", "log_start_offset")
+_INTS = (
+    "ts",
+    "partition",
+    "replica",
+    "fetch_offset",
+    "leader_leo",
+    "leader_epoch",
+    "broker_epoch",
+    "log_start_offset",
+)
 
 
 def _column(pdf: pd.DataFrame, name: str) -> Iterable:
@@ -86,12 +94,13 @@ def _unpack(extra: pd.Series) -> dict[str, list]:
             column = columns.get(name)
             if column is None:
                 column = columns[name] = [None] * n
-            column[i] = tuple(value) if name in ARRAY_FIELDS else value   # no nulls: not packed
+            column[i] = tuple(value) if name in ARRAY_FIELDS else value  # no nulls: not packed
     return columns
 
 
-def events_from_frames(frames: Iterator[pd.DataFrame], quarantine: list,
-                       ignore: Iterable[str] = ()) -> list[tuple]:
+def events_from_frames(
+    frames: Iterator[pd.DataFrame], quarantine: list, ignore: Iterable[str] = ()
+) -> list[tuple]:
     """All input rows of one call, as EVENT_FIELDS tuples in event-time order. Rows the parser
     found to break the contract (`reason` set; parse.contract_reason) are appended to
     `quarantine` instead, with their raw text and the reason. The fields in `ignore` are taken
@@ -108,12 +117,25 @@ def events_from_frames(frames: Iterator[pd.DataFrame], quarantine: list,
         rows = pdf.iloc[bad]
         size, digest = packed.get("size"), packed.get("sha256")
         for i, raw, reason, cluster, ts in zip(
-                bad, rows["raw"].tolist(), reasons[invalid].tolist(), _column(rows, "cluster"),
-                _column(rows, "ts")):
-            quarantine.append(bounded_quarantine(
-                {"raw": raw, "reason": describe(reason, raw), "stage": "parse",
-                 "cluster": cluster, "ts": ts, "size": size and size[i],
-                 "sha256": digest and digest[i]}))
+            bad,
+            rows["raw"].tolist(),
+            reasons[invalid].tolist(),
+            _column(rows, "cluster"),
+            _column(rows, "ts"),
+        ):
+            quarantine.append(
+                bounded_quarantine(
+                    {
+                        "raw": raw,
+                        "reason": describe(reason, raw),
+                        "stage": "parse",
+                        "cluster": cluster,
+                        "ts": ts,
+                        "size": size and size[i],
+                        "sha256": digest and digest[i],
+                    }
+                )
+            )
         kept = np.flatnonzero(~invalid).tolist()
         if not kept:
             return []
@@ -125,10 +147,14 @@ def events_from_frames(frames: Iterator[pd.DataFrame], quarantine: list,
     rank = pdf["type"].map(_TYPE_RANK).to_numpy()
     order = np.lexsort((pdf["seq"].to_numpy(), rank, pdf["ts"].to_numpy()))
     ignore = set(ignore)
-    columns = [repeat(None, n) if name in ignore
-               else _column(pdf, name) if name in COLUMN_FIELDS or name == "raw"
-               else packed.get(name) or repeat(None, n)
-               for name in EVENT_FIELDS]
+    columns = [
+        repeat(None, n)
+        if name in ignore
+        else _column(pdf, name)
+        if name in COLUMN_FIELDS or name == "raw"
+        else packed.get(name) or repeat(None, n)
+        for name in EVENT_FIELDS
+    ]
     rows = list(zip(*columns))
     return [rows[i] for i in order.tolist()]
 
@@ -156,8 +182,9 @@ class Phases:
         if self.folder:
             path = os.path.join(self.folder, f"phases-{os.getpid()}.jsonl")
             with open(path, "a") as f:
-                f.write(json.dumps({**fields, **{k: round(v * 1000, 3) for k, v in self.laps.items()}})
-                        + "\n")
+                f.write(
+                    json.dumps({**fields, **{k: round(v * 1000, 3) for k, v in self.laps.items()}}) + "\n"
+                )
 
 
 # The bucket this worker process last wrote, with the tag it wrote it under, by bucket id, bucket
@@ -234,8 +261,9 @@ def full_collection_if_grown() -> bool:
     return True
 
 
-def make_state_func(cfg: MonitorConfig, buckets: int, profile_dir: str | None = None,
-                    keys: list[int] | None = None):
+def make_state_func(
+    cfg: MonitorConfig, buckets: int, profile_dir: str | None = None, keys: list[int] | None = None
+):
     """The function handed to applyInPandasWithState (closes over plain config only). `keys`:
     the grouping key of each bucket (parse.monitor_input), None when the key is the bucket."""
     bucket_of_key = {int(k): b for b, k in enumerate(keys)} if keys is not None else None
@@ -273,15 +301,20 @@ def make_state_func(cfg: MonitorConfig, buckets: int, profile_dir: str | None = 
         if timeout is not None:
             state.setTimeoutTimestamp(max(timeout, watermark + 1, 1))
         phases.lap("state_save")
-        kinds = (["alerts"] * len(alerts) + ["partition_status"] * len(partitions)
-                 + ["replica_status"] * len(replicas) + ["quarantine"] * len(quarantine))
+        kinds = (
+            ["alerts"] * len(alerts)
+            + ["partition_status"] * len(partitions)
+            + ["replica_status"] * len(replicas)
+            + ["quarantine"] * len(quarantine)
+        )
         out = None
         if kinds:
             payload = [_encode(r) for r in (*alerts, *partitions, *replicas, *quarantine)]
             out = pd.DataFrame({"kind": kinds, "payload": payload})
             phases.lap("output")
-        phases.write(bucket=bucket_id, events=len(events), partitions=len(bucket.partitions),
-                     outputs=len(kinds))
+        phases.write(
+            bucket=bucket_id, events=len(events), partitions=len(bucket.partitions), outputs=len(kinds)
+        )
         return out
 
     return func

@@ -7,6 +7,7 @@ is lost or written twice. Meanwhile it takes a wall-clock heartbeat of the query
 `heartbeat_interval_s` (logged, and written to Redis when configured) and fires `MonitorLagging`
 when no batch completes for `stalled_after_s` or the events are too far behind the clock.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,15 +28,15 @@ log = logging.getLogger(__name__)
 
 def restart_delay_s(failures_in_row: int, conf: Supervise) -> float:
     """Backoff before the n-th restart in a row (1-based): initial, 2x, 4x, ... capped."""
-    return min(conf.restart_backoff_max_s,
-               conf.restart_backoff_initial_s * 2 ** max(0, failures_in_row - 1))
+    return min(conf.restart_backoff_max_s, conf.restart_backoff_initial_s * 2 ** max(0, failures_in_row - 1))
 
 
 @dataclass
 class Outlets:
     """Where the supervisor's own outputs go; each callable may raise (it is logged)."""
+
     heartbeat: Callable[[Heartbeat], None] | None = None
-    alert: Callable[[dict], None] | None = None      # a MonitorLagging transition
+    alert: Callable[[dict], None] | None = None  # a MonitorLagging transition
 
 
 @dataclass
@@ -43,17 +44,25 @@ class SupervisorReport:
     restarts: int = 0
     failures: list[str] = field(default_factory=list)
     alerts: list[dict] = field(default_factory=list)
-    fatal: str | None = None      # why the supervisor gave up without restarting
+    fatal: str | None = None  # why the supervisor gave up without restarting
 
 
 class Supervisor:
     """Runs `start()`'s query until it ends on its own (a bounded run), `stop` is set, or
     `max_restarts` restarts in a row make no progress."""
 
-    def __init__(self, start: Callable[[], StreamingQuery], conf: Supervise, *, name: str,
-                 once: bool, stop: threading.Event, outlets: Outlets | None = None,
-                 fatal: Callable[[BaseException], str | None] = lambda exc: None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        start: Callable[[], StreamingQuery],
+        conf: Supervise,
+        *,
+        name: str,
+        once: bool,
+        stop: threading.Event,
+        outlets: Outlets | None = None,
+        fatal: Callable[[BaseException], str | None] = lambda exc: None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._start = start
         self._conf = conf
         self._name = name
@@ -75,10 +84,11 @@ class Supervisor:
         """0 when the query ended or was stopped; 1 when it gave up restarting; 2 when `fatal`
         named a failure that no restart can mend."""
         query = self._start()
-        self._heartbeat = Heartbeat(query=self._name, at_ms=self._now_ms(), running=True,
-                                    started_ms=self._now_ms(), restarts=0)
+        self._heartbeat = Heartbeat(
+            query=self._name, at_ms=self._now_ms(), running=True, started_ms=self._now_ms(), restarts=0
+        )
         failures_in_row = 0
-        known_batch = None     # the last batch id seen: a new one means the query made progress
+        known_batch = None  # the last batch id seen: a new one means the query made progress
         poll_s = min(1.0, self._conf.heartbeat_interval_s)
         while True:
             try:
@@ -91,7 +101,7 @@ class Supervisor:
                         self._tick(query, force=True)
                         return 0
                 self._tick(query, force=True)
-                return 0                      # ended on its own: a bounded (--once) run is done
+                return 0  # ended on its own: a bounded (--once) run is done
             except StreamingQueryException as exc:
                 failure = _first_line(exc)
                 if (reason := self._fatal(exc)) is not None:
@@ -105,14 +115,25 @@ class Supervisor:
             self.report.restarts += 1
             self.report.failures.append(failure)
             if self._conf.max_restarts and failures_in_row > self._conf.max_restarts:
-                log.error("query %s failed %d times in a row without completing a batch; giving "
-                          "up (supervise.max_restarts = %d). Last failure: %s", self._name,
-                          failures_in_row, self._conf.max_restarts, failure)
+                log.error(
+                    "query %s failed %d times in a row without completing a batch; giving "
+                    "up (supervise.max_restarts = %d). Last failure: %s",
+                    self._name,
+                    failures_in_row,
+                    self._conf.max_restarts,
+                    failure,
+                )
                 self._tick(query, force=True)
                 return 1
             delay = restart_delay_s(failures_in_row, self._conf)
-            log.warning("query %s failed: %s. Restart %d (%d in a row) from its checkpoint in "
-                        "%.1f s", self._name, failure, self.report.restarts, failures_in_row, delay)
+            log.warning(
+                "query %s failed: %s. Restart %d (%d in a row) from its checkpoint in %.1f s",
+                self._name,
+                failure,
+                self.report.restarts,
+                failures_in_row,
+                delay,
+            )
             if self._wait(query, delay):
                 return 0
             query = self._restart(query)
@@ -125,14 +146,19 @@ class Supervisor:
         while True:
             try:
                 query = self._start()
-                log.info("query %s restarted from its checkpoint (restart %d)", self._name,
-                         self.report.restarts)
+                log.info(
+                    "query %s restarted from its checkpoint (restart %d)", self._name, self.report.restarts
+                )
                 return query
             except Exception as exc:  # noqa: BLE001 - any start failure is retried, logged
                 attempt += 1
                 delay = restart_delay_s(attempt + 1, self._conf)
-                log.warning("query %s did not start again (%s); next try in %.1f s",
-                            self._name, _first_line(exc), delay)
+                log.warning(
+                    "query %s did not start again (%s); next try in %.1f s",
+                    self._name,
+                    _first_line(exc),
+                    delay,
+                )
                 if self._wait(failed, delay):
                     return None
 
@@ -151,21 +177,38 @@ class Supervisor:
             return
         self._next_heartbeat_s = now_s + self._conf.heartbeat_interval_s
         now_ms = int(now_s * 1000)
-        hb = next_heartbeat(self._heartbeat, query.lastProgress, now_ms=now_ms,
-                            running=query.isActive, restarts=self.report.restarts)
+        hb = next_heartbeat(
+            self._heartbeat,
+            query.lastProgress,
+            now_ms=now_ms,
+            running=query.isActive,
+            restarts=self.report.restarts,
+        )
         self._heartbeat = hb
-        log.info("heartbeat %s: running=%s batch=%s last_batch_ms=%s duration_ms=%s "
-                 "input/s=%s event_time_lag_ms=%s restarts=%d", hb.query, hb.running,
-                 hb.last_batch_id, hb.last_batch_ms, hb.batch_duration_ms, hb.input_rows_per_s,
-                 hb.event_time_lag_ms, hb.restarts)
+        log.info(
+            "heartbeat %s: running=%s batch=%s last_batch_ms=%s duration_ms=%s "
+            "input/s=%s event_time_lag_ms=%s restarts=%d",
+            hb.query,
+            hb.running,
+            hb.last_batch_id,
+            hb.last_batch_ms,
+            hb.batch_duration_ms,
+            hb.input_rows_per_s,
+            hb.event_time_lag_ms,
+            hb.restarts,
+        )
         _call(self._outlets.heartbeat, hb, "heartbeat")
         if not self._once:
-            reason = lagging_reason(hb, stalled_after_ms=int(self._conf.stalled_after_s * 1000),
-                                    max_event_lag_ms=int(self._conf.max_event_lag_s * 1000))
+            reason = lagging_reason(
+                hb,
+                stalled_after_ms=int(self._conf.stalled_after_s * 1000),
+                max_event_lag_ms=int(self._conf.max_event_lag_s * 1000),
+            )
             transition = self._lagging.update(reason, now_ms)
             if transition is not None:
                 (log.error if transition["status"] == "firing" else log.warning)(
-                    "%s %s: %s", transition["name"], transition["status"], transition["reason"])
+                    "%s %s: %s", transition["name"], transition["status"], transition["reason"]
+                )
                 self.report.alerts.append(transition)
                 self._pending_alerts.append(transition)
         # Alerts that could not be delivered (say, Redis is down) are tried again next time.

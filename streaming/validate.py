@@ -4,18 +4,18 @@ tests compare with it row by row, and the checks of the tests' Spark-free driver
 (tests/faults/replay.py). Each check is a numpy mask; the first failing check of a row is its
 quarantine reason.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from replmon.streaming.contract import (AT_LEAST_ONE, BROKER_STATES, MALFORMED, NON_NEGATIVE,
-                                        REQUIRED)
+from replmon.streaming.contract import AT_LEAST_ONE, BROKER_STATES, MALFORMED, NON_NEGATIVE, REQUIRED
 
 
 def _num(pdf: pd.DataFrame, name: str) -> np.ndarray:
     col = pdf[name]
-    if col.dtype.kind in "fiu":   # as Arrow delivers the contract's ints: no conversion to pay
+    if col.dtype.kind in "fiu":  # as Arrow delivers the contract's ints: no conversion to pay
         return col.to_numpy(dtype=float)
     return pd.to_numeric(col, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
@@ -24,10 +24,15 @@ def invalid_reasons(pdf: pd.DataFrame, now_ms: int, max_future_ms: int) -> np.nd
     """An object array: None for a valid event, else why it is not."""
     n = len(pdf)
     kind = pdf["type"].to_numpy(dtype=object)
-    missing = {name: pdf[name].isna().to_numpy() for name in
-               {"type", "ts", "cluster", *(f for fs in REQUIRED.values() for f in fs)}}
-    byte_problem = pdf["byte_problem"].to_numpy(dtype=object) if "byte_problem" in pdf else \
-        np.full(n, None, dtype=object)
+    missing = {
+        name: pdf[name].isna().to_numpy()
+        for name in {"type", "ts", "cluster", *(f for fs in REQUIRED.values() for f in fs)}
+    }
+    byte_problem = (
+        pdf["byte_problem"].to_numpy(dtype=object)
+        if "byte_problem" in pdf
+        else np.full(n, None, dtype=object)
+    )
     bad_bytes = pd.notna(byte_problem)
     checks: list[tuple[np.ndarray, object]] = [
         (bad_bytes, byte_problem),
@@ -39,8 +44,10 @@ def invalid_reasons(pdf: pd.DataFrame, now_ms: int, max_future_ms: int) -> np.nd
     if unknown.any():
         checks.append((unknown, np.array([f"unknown type: {k}" for k in kind], dtype=object)))
     cluster = pdf["cluster"].to_numpy(dtype=object)
-    checks += [(missing["ts"], "missing field: ts"),
-               (missing["cluster"] | (cluster == ""), "missing field: cluster")]
+    checks += [
+        (missing["ts"], "missing field: ts"),
+        (missing["cluster"] | (cluster == ""), "missing field: cluster"),
+    ]
     for event_type, names in REQUIRED.items():
         is_type = kind == event_type
         if not is_type.any():
@@ -59,9 +66,18 @@ def invalid_reasons(pdf: pd.DataFrame, now_ms: int, max_future_ms: int) -> np.nd
     future = _num(pdf, "ts") > now_ms + max_future_ms
     if future.any():
         ts = pdf["ts"].to_numpy()
-        checks.append((future, np.array(
-            [f"event time {t:.0f} is more than {max_future_ms} ms ahead of the wall clock"
-             for t in ts], dtype=object)))
+        checks.append(
+            (
+                future,
+                np.array(
+                    [
+                        f"event time {t:.0f} is more than {max_future_ms} ms ahead of the wall clock"
+                        for t in ts
+                    ],
+                    dtype=object,
+                ),
+            )
+        )
     reasons = np.full(n, None, dtype=object)
     for mask, reason in reversed(checks):
         if mask.any():

@@ -4,6 +4,7 @@ One variant is one or more `section.field=value` assignments (comma-separated), 
 same strict settings models as everything else: an unknown setting or a bad value is an error
 that names it. Variant 0 is always the actual settings.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,16 +20,18 @@ WHAT_IF_SECTIONS = ("rules", "alerts", "stream")
 # A metadata event may carry the partition's own value of these (a topic-level override); a
 # variant that sets one means "what if the cluster had been configured so", so the override in
 # the events is ignored for it.
-PER_PARTITION = {"rules.replica_lag_time_max_ms": "replica_lag_time_max_ms",
-                 "rules.min_insync_replicas": "min_insync_replicas"}
+PER_PARTITION = {
+    "rules.replica_lag_time_max_ms": "replica_lag_time_max_ms",
+    "rules.min_insync_replicas": "min_insync_replicas",
+}
 
 
 @dataclass(frozen=True)
 class Variant:
     variant_id: int
-    name: str                       # "actual" or the what-if text
+    name: str  # "actual" or the what-if text
     config: MonitorConfig
-    ignore_event_fields: tuple      # per-partition overrides this variant replaces
+    ignore_event_fields: tuple  # per-partition overrides this variant replaces
 
 
 def parse_assignments(text: str) -> list[tuple[str, str, str]]:
@@ -40,11 +43,15 @@ def parse_assignments(text: str) -> list[tuple[str, str, str]]:
         key, sep, value = part.partition("=")
         section, dot, field = key.strip().partition(".")
         if not sep or not dot or not field or not value.strip():
-            raise SettingsError(f"replmon: --what-if {text!r}: expected section.setting=value, "
-                                "e.g. rules.replica_lag_time_max_ms=10000")
+            raise SettingsError(
+                f"replmon: --what-if {text!r}: expected section.setting=value, "
+                "e.g. rules.replica_lag_time_max_ms=10000"
+            )
         if section not in WHAT_IF_SECTIONS:
-            raise SettingsError(f"replmon: --what-if {key.strip()}: only {', '.join(WHAT_IF_SECTIONS)} "
-                                "settings can differ between variants")
+            raise SettingsError(
+                f"replmon: --what-if {key.strip()}: only {', '.join(WHAT_IF_SECTIONS)} "
+                "settings can differ between variants"
+            )
         out.append((section, field.strip(), value.strip()))
     if not out:
         raise SettingsError(f"replmon: --what-if {text!r}: no setting given")
@@ -63,7 +70,9 @@ def apply_what_if(settings: Settings, text: str) -> Settings:
             changed[section] = type(model).model_validate({**model.model_dump(), **fields})
         except ValidationError as exc:
             lines = [f"  {section}.{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()]
-            raise SettingsError(f"replmon: --what-if {text!r}: invalid setting\n" + "\n".join(lines)) from None
+            raise SettingsError(
+                f"replmon: --what-if {text!r}: invalid setting\n" + "\n".join(lines)
+            ) from None
     return settings.model_copy(update=changed)
 
 

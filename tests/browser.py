@@ -1,4 +1,5 @@
 """Headless Chromium for tests: a screenshot of a local page (deploy/local/chromium.sh installs it)."""
+
 from __future__ import annotations
 
 import shutil
@@ -6,9 +7,17 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 
 
 def chromium() -> str:
@@ -16,16 +25,27 @@ def chromium() -> str:
         path = shutil.which(name)
         if path:
             return path
-    raise AssertionError("chromium is not installed: run `bash deploy/local/chromium.sh` "
-                         "(deploy/dev.sh test does)")
+    raise AssertionError(
+        "chromium is not installed: run `bash deploy/local/chromium.sh` (deploy/dev.sh test does)"
+    )
 
 
 def screenshot(page: Path, out: Path, width: int = 1280, height: int = 3000, timeout_s: float = 120) -> Path:
     with tempfile.TemporaryDirectory(prefix="replmon-chromium-") as profile:
         proc = subprocess.run(
-            [chromium(), *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
-             f"--screenshot={out}", page.resolve().as_uri()],
-            capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+            [
+                chromium(),
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                f"--screenshot={out}",
+                page.resolve().as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
     assert out.is_file(), f"chromium wrote no screenshot (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
     return out
 

@@ -1,4 +1,5 @@
 """The one SparkSession shared by the whole test run (starting one costs ~4 s)."""
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,9 @@ def spark():
     from replmon.streaming.session import build_session
     from replmon.streaming.settings import SparkConf
 
-    session = build_session(SparkConf(master="local[2]", shuffle_partitions=2,
-                                      driver_memory="3g", jars=_kafka_jars()),
-                            app_name="replmon-tests")
+    session = build_session(
+        SparkConf(master="local[2]", shuffle_partitions=2, driver_memory="3g", jars=_kafka_jars()),
+        app_name="replmon-tests",
+    )
     yield session
     session.stop()

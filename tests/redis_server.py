@@ -33,9 +33,24 @@ class RedisServer:
         self.port = free_port()
         self._dir = tempfile.TemporaryDirectory(prefix="replmon-redis-")
         self._proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--daemonize", "no", "--dir", self._dir.name, *extra_args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            [
+                REDIS_SERVER,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--dir",
+                self._dir.name,
+                *extra_args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
         self._wait_ready()
 

@@ -1,5 +1,6 @@
 """The severity policy is stated once in code (state/alerts.py) and documented in docs/alerts.md:
 the two must say the same, and every alert has a severity and texts."""
+
 import re
 from pathlib import Path
 

@@ -2,6 +2,7 @@
 file (deploy/compose, which includes deploy/grafana's) and the Spark-on-Kubernetes manifests
 (deploy/k8s), against the Kubernetes API schemas (kubernetes-validate), the files they mount,
 replmon's real command line and its real settings."""
+
 from __future__ import annotations
 
 import re
@@ -23,6 +24,7 @@ K8S_VERSION = "1.30"
 
 
 # --------------------------------------------------------------------------- compose
+
 
 def load_compose(path: Path) -> dict[str, tuple[dict, Path]]:
     """Services by name, each with the folder its relative paths are resolved against
@@ -50,7 +52,7 @@ def parse_replmon(command: list[str]):
     assert command[0] == "replmon", command
     if command[1] == "simulate":
         return simulate_parser().parse_args(command[2:])
-    return build_parser().parse_args(command[1:])      # exits (fails the test) on a wrong option
+    return build_parser().parse_args(command[1:])  # exits (fails the test) on a wrong option
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +92,7 @@ def test_mounted_files_exist_and_named_volumes_are_declared(services):
 
 def test_grafana_is_provisioned_with_the_redis_source_and_replmon_dashboards(services):
     svc, folder = services["grafana"]
-    mounts = dict(v.split(":")[:2][::-1] for v in svc["volumes"])      # target -> source
+    mounts = dict(v.split(":")[:2][::-1] for v in svc["volumes"])  # target -> source
     provisioning = folder / mounts["/etc/grafana/provisioning"]
     sources = [yaml.safe_load(f.read_text()) for f in (provisioning / "datasources").glob("*.yaml")]
     assert any(ds["type"] == "redis-datasource" for doc in sources for ds in doc["datasources"])
@@ -120,6 +122,7 @@ def test_replmon_reads_the_stacks_kafka_and_writes_its_redis(services):
 
 # ------------------------------------------------------------------------------ k8s
 
+
 @pytest.fixture(scope="module")
 def k8s_objects() -> list[dict]:
     return [d for d in yaml.safe_load_all(K8S.read_text()) if d]
@@ -131,16 +134,23 @@ def _one(objects, kind, name=None):
 
 
 def test_every_k8s_object_is_valid_against_the_api_schema(k8s_objects):
-    assert {o["kind"] for o in k8s_objects} >= {"Namespace", "ServiceAccount", "Role", "RoleBinding",
-                                                "PersistentVolumeClaim", "ConfigMap", "Service",
-                                                "Deployment"}
+    assert {o["kind"] for o in k8s_objects} >= {
+        "Namespace",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "PersistentVolumeClaim",
+        "ConfigMap",
+        "Service",
+        "Deployment",
+    }
     for obj in k8s_objects:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
 def test_a_wrong_field_is_caught_by_the_schema_check(k8s_objects):
     broken = yaml.safe_load(yaml.safe_dump(_one(k8s_objects, "Deployment")))
-    broken["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []     # misspelt
+    broken["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []  # misspelt
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
 
@@ -155,31 +165,44 @@ def test_the_driver_runs_the_real_cli_with_real_settings(k8s_objects, tmp_path):
     config_dir = Path(args.config).parent
     assert str(config_dir) == mounts["config"]
     (tmp_path / Path(args.config).name).write_text(config[Path(args.config).name])
-    settings = load_settings(str(tmp_path / Path(args.config).name))      # strict: a typo fails
+    settings = load_settings(str(tmp_path / Path(args.config).name))  # strict: a typo fails
     assert settings.spark.master.startswith("k8s://")
     assert settings.kafka.bootstrap_servers and settings.redis.url
     assert settings.spark.checkpoint_dir.startswith(mounts["checkpoint"] + "/")
     conf = settings.spark.conf
     assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == pod["serviceAccountName"]
     service = _one(k8s_objects, "Service", "replmon-driver")
-    assert conf["spark.driver.host"].startswith(f"{service['metadata']['name']}.{service['metadata']['namespace']}.")
+    assert conf["spark.driver.host"].startswith(
+        f"{service['metadata']['name']}.{service['metadata']['namespace']}."
+    )
     assert {str(p["port"]) for p in service["spec"]["ports"]} == {
-        conf["spark.driver.port"], conf["spark.driver.blockManager.port"]}
+        conf["spark.driver.port"],
+        conf["spark.driver.blockManager.port"],
+    }
     assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
     assert conf["spark.kubernetes.container.image"] == container["image"]
 
 
 def test_executors_mount_the_same_checkpoint_volume_as_the_driver(k8s_objects):
     config = _one(k8s_objects, "ConfigMap")["data"]
-    template_path = Path(load_settings_from_text(config["replmon.toml"]).spark.conf[
-        "spark.kubernetes.executor.podTemplateFile"])
+    template_path = Path(
+        load_settings_from_text(config["replmon.toml"]).spark.conf[
+            "spark.kubernetes.executor.podTemplateFile"
+        ]
+    )
     template = yaml.safe_load(config[template_path.name])
     kubernetes_validate.validate(template, K8S_VERSION, strict=True)
     pod = _one(k8s_objects, "Deployment")["spec"]["template"]["spec"]
-    claim = lambda spec: {v["name"]: v["persistentVolumeClaim"]["claimName"]  # noqa: E731
-                          for v in spec["volumes"] if "persistentVolumeClaim" in v}
-    mount = lambda spec: {m["name"]: m["mountPath"] for c in spec["containers"]  # noqa: E731
-                          for m in c.get("volumeMounts", [])}
+    claim = lambda spec: {
+        v["name"]: v["persistentVolumeClaim"]["claimName"]  # noqa: E731
+        for v in spec["volumes"]
+        if "persistentVolumeClaim" in v
+    }
+    mount = lambda spec: {
+        m["name"]: m["mountPath"]
+        for c in spec["containers"]  # noqa: E731
+        for m in c.get("volumeMounts", [])
+    }
     assert claim(template["spec"]) == claim(pod) == {"checkpoint": "replmon-checkpoint"}
     assert mount(template["spec"])["checkpoint"] == mount(pod)["checkpoint"]
     pvc = _one(k8s_objects, "PersistentVolumeClaim", "replmon-checkpoint")
@@ -188,6 +211,7 @@ def test_executors_mount_the_same_checkpoint_volume_as_the_driver(k8s_objects):
 
 def load_settings_from_text(text: str):
     import tempfile
+
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "replmon.toml"
         path.write_text(text)

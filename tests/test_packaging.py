@@ -4,6 +4,7 @@ The source folders (state/, streaming/, sinks/, dashboards/) install as `replmon
 folder missing from pyproject.toml, or a data file that is not package data, only shows once
 the code runs from a wheel, away from the source tree.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,11 @@ def test_every_package_folder_installs_under_the_replmon_namespace():
 
 
 def _clean_env(**extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("REPLMON_", "PYTHON", "VIRTUAL_ENV", "SPARK_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("REPLMON_", "PYTHON", "VIRTUAL_ENV", "SPARK_"))
+    }
     return {**env, **extra}
 
 
@@ -50,9 +54,12 @@ def installed(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     dist = tmp / "dist"
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-         "-w", str(dist), str(ROOT)],
-        capture_output=True, text=True, timeout=600, env=_clean_env())
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_clean_env(),
+    )
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = dist.glob("replmon-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -62,16 +69,27 @@ def installed(tmp_path_factory) -> Path:
     env_dir = tmp / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
-    install = subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheel)],
-                             capture_output=True, text=True, timeout=900, env=_clean_env())
+    install = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=_clean_env(),
+    )
     assert install.returncode == 0, install.stderr[-3000:]
     return env_dir
 
 
 def _replmon(env_dir: Path, *args: str, cwd: Path, timeout: float = 300):
-    return subprocess.run([str(env_dir / "bin" / "replmon"), *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout,
-                          env=_clean_env(TMPDIR=str(cwd)), stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(env_dir / "bin" / "replmon"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_clean_env(TMPDIR=str(cwd)),
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_wheel_help_and_imports_come_from_the_installed_package(installed, tmp_path):
@@ -79,10 +97,18 @@ def test_wheel_help_and_imports_come_from_the_installed_package(installed, tmp_p
     assert proc.returncode == 0, proc.stderr
     assert "conformance" in proc.stdout and "simulate" in proc.stdout
     where = subprocess.run(
-        [str(installed / "bin" / "python"), "-c",
-         "import replmon.state.partition as m, replmon.sinks.grafana as g;"
-         "print(m.__file__); print(len(g.load_dashboards()))"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=_clean_env())
+        [
+            str(installed / "bin" / "python"),
+            "-c",
+            "import replmon.state.partition as m, replmon.sinks.grafana as g;"
+            "print(m.__file__); print(len(g.load_dashboards()))",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_clean_env(),
+    )
     assert where.returncode == 0, where.stderr
     module_file, boards = where.stdout.split()
     assert str(installed) in module_file and str(ROOT) not in module_file
@@ -96,7 +122,7 @@ def test_wheel_runs_conformance(installed, tmp_path):
 
 
 def test_wheel_runs_the_embedded_default(installed, tmp_path):
-    refused = _replmon(installed, "run", cwd=tmp_path, timeout=120)   # not interactive, no input
+    refused = _replmon(installed, "run", cwd=tmp_path, timeout=120)  # not interactive, no input
     assert refused.returncode == 2 and "no input configured" in refused.stderr
     proc = _replmon(installed, "run", "--demo", cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,4 +1,5 @@
 """Settings are strict, validated before Spark starts, and never show secrets."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,10 +31,12 @@ def test_bad_value_fails_naming_the_setting(monkeypatch):
 
 def test_toml_file_is_read(tmp_path, monkeypatch):
     f = tmp_path / "replmon.toml"
-    f.write_text('[rules]\nreplica_lag_time_max_ms = 10000\nrule_set = "v0_8"\n'
-                 '[kafka]\nbootstrap_servers = "127.0.0.1:19092"\n'
-                 '[kafka.options]\n"sasl.jaas.config" = "secret-jaas"\n'
-                 '"security.protocol" = "SASL_SSL"\n"sasl.mechanism" = "PLAIN"\n')
+    f.write_text(
+        '[rules]\nreplica_lag_time_max_ms = 10000\nrule_set = "v0_8"\n'
+        '[kafka]\nbootstrap_servers = "127.0.0.1:19092"\n'
+        '[kafka.options]\n"sasl.jaas.config" = "secret-jaas"\n'
+        '"security.protocol" = "SASL_SSL"\n"sasl.mechanism" = "PLAIN"\n'
+    )
     monkeypatch.delenv("REPLMON_CONFIG", raising=False)
     s = load_settings(str(f))
     assert "REPLMON_CONFIG" not in __import__("os").environ
@@ -48,8 +51,13 @@ def test_missing_settings_file_is_a_clear_error():
 
 def test_kafka_options_reach_spark_prefixed_and_secret_values_only_there():
     from replmon.streaming.sources import kafka_options
-    s = Settings(kafka={"bootstrap_servers": "b:9092", "options": {
-        "security.protocol": "SASL_SSL", "kafka.sasl.jaas.config": "pw"}})
+
+    s = Settings(
+        kafka={
+            "bootstrap_servers": "b:9092",
+            "options": {"security.protocol": "SASL_SSL", "kafka.sasl.jaas.config": "pw"},
+        }
+    )
     opts = kafka_options(s.kafka)
     assert opts["kafka.security.protocol"] == "SASL_SSL"
     assert opts["kafka.sasl.jaas.config"] == "pw"

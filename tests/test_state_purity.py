@@ -1,4 +1,5 @@
 """state/ is the pure rules engine: no Spark, no client libraries, no I/O, no clock reads (STYLE.md)."""
+
 import ast
 import re
 from pathlib import Path
@@ -9,10 +10,25 @@ STATE = Path(__file__).parents[1] / "state"
 MODULES = sorted(STATE.rglob("*.py"))
 
 # Top-level packages state/ must never import.
-FORBIDDEN = {"pyspark", "pandas", "redis", "kafka", "grafana_client", "requests", "socket", "time", "urllib",
-             "http", "subprocess", "streaming", "sinks"}
-CLOCK_READS = re.compile(r"\b(time\.(time|time_ns|monotonic|monotonic_ns|perf_counter)\(|"
-                         r"datetime\.(now|utcnow|today)\(|date\.today\()")
+FORBIDDEN = {
+    "pyspark",
+    "pandas",
+    "redis",
+    "kafka",
+    "grafana_client",
+    "requests",
+    "socket",
+    "time",
+    "urllib",
+    "http",
+    "subprocess",
+    "streaming",
+    "sinks",
+}
+CLOCK_READS = re.compile(
+    r"\b(time\.(time|time_ns|monotonic|monotonic_ns|perf_counter)\(|"
+    r"datetime\.(now|utcnow|today)\(|date\.today\()"
+)
 
 
 def _imported_packages(tree: ast.AST) -> set[str]:
@@ -37,8 +53,11 @@ def test_no_forbidden_imports(module):
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: str(m.relative_to(STATE)))
 def test_no_clock_reads(module):
-    hits = [f"{module.name}:{n}: {line.strip()}" for n, line in enumerate(module.read_text().splitlines(), 1)
-            if CLOCK_READS.search(line)]
+    hits = [
+        f"{module.name}:{n}: {line.strip()}"
+        for n, line in enumerate(module.read_text().splitlines(), 1)
+        if CLOCK_READS.search(line)
+    ]
     assert not hits, "time must be an argument in state/:\n" + "\n".join(hits)
 
 

@@ -9,6 +9,7 @@ died (a broker crashed while starting), 3 kafka-python is not importable,
 4 the probe itself is broken.
 The last error seen is printed on failure so services.sh can show it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,8 +73,7 @@ def main() -> int:
         try:
             client = KafkaAdminClient(**config)
             brokers = [
-                b for b in client.describe_cluster().get("brokers", [])
-                if not b.get("is_fenced", False)
+                b for b in client.describe_cluster().get("brokers", []) if not b.get("is_fenced", False)
             ]
             client.list_topics()
             if len(brokers) >= args.brokers:

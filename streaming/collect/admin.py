@@ -7,6 +7,7 @@ stamped when it was asked would reach the reorder buffer after the watermark pas
 leader broker's `replica.lag.time.max.ms` and the topic's `min.insync.replicas`, so replmon
 judges with the cluster's own settings.
 """
+
 from __future__ import annotations
 
 import base64
@@ -22,22 +23,29 @@ def kafka_topic_id(topic_id) -> str:
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
-def metadata_events(cluster: str, topics: list[dict], now_ms: int, lag_ms_of_broker: dict,
-                    min_isr_of_topic: dict) -> dict:
+def metadata_events(
+    cluster: str, topics: list[dict], now_ms: int, lag_ms_of_broker: dict, min_isr_of_topic: dict
+) -> dict:
     """(topic, partition) -> metadata event, from a describe_topics answer."""
     out = {}
     for t in topics:
         if t.get("error_code", 0):
             continue
         for p in t.get("partitions") or []:
-            if p.get("error_code", 0) not in (0, 9):   # 9 REPLICA_NOT_AVAILABLE still describes it
+            if p.get("error_code", 0) not in (0, 9):  # 9 REPLICA_NOT_AVAILABLE still describes it
                 continue
             leader = int(p["leader_id"])
-            ev = {"type": "metadata", "ts": now_ms, "cluster": cluster, "topic": t["name"],
-                  "partition": int(p["partition_index"]), "leader": leader,
-                  "leader_epoch": max(int(p.get("leader_epoch", 0)), 0),
-                  "replicas": [int(r) for r in p["replica_nodes"]],
-                  "isr": sorted(int(r) for r in p["isr_nodes"])}
+            ev = {
+                "type": "metadata",
+                "ts": now_ms,
+                "cluster": cluster,
+                "topic": t["name"],
+                "partition": int(p["partition_index"]),
+                "leader": leader,
+                "leader_epoch": max(int(p.get("leader_epoch", 0)), 0),
+                "replicas": [int(r) for r in p["replica_nodes"]],
+                "isr": sorted(int(r) for r in p["isr_nodes"]),
+            }
             if lag_ms_of_broker.get(leader):
                 ev["replica_lag_time_max_ms"] = lag_ms_of_broker[leader]
             if min_isr_of_topic.get(t["name"]):
@@ -77,24 +85,27 @@ class AdminView:
 
     def _configs(self, brokers: list[int], topics: list[str]) -> None:
         from kafka.admin import ConfigResource, ConfigResourceType
+
         for b in brokers:
             if b in self._lag_ms:
                 continue
             try:
-                got = self.admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(b))],
-                                                  config_filter="all")
+                got = self.admin.describe_configs(
+                    [ConfigResource(ConfigResourceType.BROKER, str(b))], config_filter="all"
+                )
                 value = got["broker"][str(b)]["replica.lag.time.max.ms"]["value"]
                 self._lag_ms[b] = int(value)
-            except Exception as e:   # noqa: BLE001 - a missing setting only loses the override
+            except Exception as e:  # noqa: BLE001 - a missing setting only loses the override
                 log.warning("broker %s: cannot read replica.lag.time.max.ms (%s)", b, e)
         for t in topics:
             if t in self._min_isr:
                 continue
             try:
-                got = self.admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t)],
-                                                  config_filter="all")
+                got = self.admin.describe_configs(
+                    [ConfigResource(ConfigResourceType.TOPIC, t)], config_filter="all"
+                )
                 self._min_isr[t] = int(got["topic"][t]["min.insync.replicas"]["value"])
-            except Exception as e:   # noqa: BLE001
+            except Exception as e:  # noqa: BLE001
                 log.warning("topic %s: cannot read min.insync.replicas (%s)", t, e)
 
     def ask(self) -> tuple:
@@ -113,15 +124,18 @@ class AdminView:
                 self.names[kafka_topic_id(t["topic_id"])] = t["name"]
         self._configs(sorted(registered), [t["name"] for t in topics])
         events = []
-        known = set(self._brokers) | {r for t in topics for p in t.get("partitions") or []
-                                      for r in p["replica_nodes"]}
+        known = set(self._brokers) | {
+            r for t in topics for p in t.get("partitions") or [] for r in p["replica_nodes"]
+        }
         for b, state in sorted(broker_states(registered, known).items()):
             if self._brokers.get(b) != state:
                 self._brokers[b] = state
-                events.append({"type": "broker", "ts": now_ms, "cluster": self.cluster,
-                               "broker": b, "state": state})
-        for key, ev in sorted(metadata_events(self.cluster, topics, now_ms, self._lag_ms,
-                                              self._min_isr).items()):
+                events.append(
+                    {"type": "broker", "ts": now_ms, "cluster": self.cluster, "broker": b, "state": state}
+                )
+        for key, ev in sorted(
+            metadata_events(self.cluster, topics, now_ms, self._lag_ms, self._min_isr).items()
+        ):
             if not same_metadata(self._metadata.get(key), ev):
                 self._metadata[key] = ev
                 events.append(ev)

@@ -1,4 +1,5 @@
 """One broker's request log -> events: follower fetches it answered as leader, and appends."""
+
 from __future__ import annotations
 
 import logging
@@ -19,8 +20,9 @@ class BrokerLog:
     `counts` says what was skipped and why (nothing is dropped silently).
     """
 
-    def __init__(self, cluster: str, broker: int, names, wanted=lambda topic: True,
-                 tz: tzinfo = timezone.utc) -> None:
+    def __init__(
+        self, cluster: str, broker: int, names, wanted=lambda topic: True, tz: tzinfo = timezone.utc
+    ) -> None:
         self.cluster, self.broker, self.names, self.wanted, self.tz = cluster, broker, names, wanted, tz
         self.sessions = FetchSessions()
         self.bounds = infer.LeoBounds()
@@ -78,7 +80,10 @@ class BrokerLog:
             tp = (topic, f.partition)
             if caught_up and not f.error_code and f.diverging_epoch is None:
                 self.bounds.prove(tp, req.read_ms, f.fetch_offset)
-            out.append(infer.fetch_event(self.cluster, topic, req, follower, f, bool(caught_up),
-                                         self.bounds.at(tp, req.read_ms)))
+            out.append(
+                infer.fetch_event(
+                    self.cluster, topic, req, follower, f, bool(caught_up), self.bounds.at(tp, req.read_ms)
+                )
+            )
         self.counts["fetch events"] += len(out)
         return out

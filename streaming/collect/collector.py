@@ -7,6 +7,7 @@ held events, release watermark). A restart resumes from the checkpoint: nothing 
 read or published again; only a crash between an acknowledgement and the checkpoint write
 republishes that one step's events (see docs/real-cluster.md for what replmon does with them).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,17 +33,30 @@ def rotated_files(path: Path) -> list[Path]:
 
 
 class Collector:
-    def __init__(self, cluster: str, request_logs: dict[int, str], admin_view, publisher,
-                 state_dir: str | Path, hold_ms: int = 1500, heartbeat_ms: int = 1000,
-                 metadata_ms: int = 1000, max_held: int = 1_000_000, wanted=lambda t: True,
-                 tz=None, clock=time.time) -> None:
+    def __init__(
+        self,
+        cluster: str,
+        request_logs: dict[int, str],
+        admin_view,
+        publisher,
+        state_dir: str | Path,
+        hold_ms: int = 1500,
+        heartbeat_ms: int = 1000,
+        metadata_ms: int = 1000,
+        max_held: int = 1_000_000,
+        wanted=lambda t: True,
+        tz=None,
+        clock=time.time,
+    ) -> None:
         from datetime import timezone
+
         self.cluster, self.admin, self.publisher, self.clock = cluster, admin_view, publisher, clock
         self.state_dir = Path(state_dir)
         self.heartbeat_ms, self.metadata_ms = heartbeat_ms, metadata_ms
         self.tails = {b: FileTail(p) for b, p in request_logs.items()}
-        self.logs = {b: BrokerLog(cluster, b, admin_view.name_of, wanted, tz or timezone.utc)
-                     for b in request_logs}
+        self.logs = {
+            b: BrokerLog(cluster, b, admin_view.name_of, wanted, tz or timezone.utc) for b in request_logs
+        }
         self.buffer = ReorderBuffer(hold_ms, max_held)
         self._last_heartbeat = 0
         self.published = 0
@@ -57,11 +71,16 @@ class Collector:
         return self.state_dir / f"checkpoint-{self.cluster}.json"
 
     def save(self) -> None:
-        state = {"version": CHECKPOINT_VERSION, "cluster": self.cluster,
-                 "watermark_ms": self.buffer.watermark_ms, "held": self.buffer.held(),
-                 "brokers": {str(b): {"position": t.position(),
-                                      "sessions": self.logs[b].sessions.snapshot()}
-                             for b, t in self.tails.items()}}
+        state = {
+            "version": CHECKPOINT_VERSION,
+            "cluster": self.cluster,
+            "watermark_ms": self.buffer.watermark_ms,
+            "held": self.buffer.held(),
+            "brokers": {
+                str(b): {"position": t.position(), "sessions": self.logs[b].sessions.snapshot()}
+                for b, t in self.tails.items()
+            },
+        }
         self.state_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.checkpoint_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state))
@@ -74,8 +93,10 @@ class Collector:
         if self.checkpoint_path.is_file():
             state = json.loads(self.checkpoint_path.read_text())
             if state.get("version") != CHECKPOINT_VERSION:
-                raise SystemExit(f"replmon collect: {self.checkpoint_path} has checkpoint version "
-                                 f"{state.get('version')}, this replmon reads {CHECKPOINT_VERSION}")
+                raise SystemExit(
+                    f"replmon collect: {self.checkpoint_path} has checkpoint version "
+                    f"{state.get('version')}, this replmon reads {CHECKPOINT_VERSION}"
+                )
         if state:
             self.buffer.watermark_ms = state["watermark_ms"]
             for e in state["held"]:
@@ -85,8 +106,12 @@ class Collector:
                 tail.open_at(saved["position"] if saved else None)
                 if saved:
                     self.logs[b].sessions.restore(saved["sessions"])
-            log.info("resumed from %s: %d held events, watermark %d", self.checkpoint_path,
-                     len(self.buffer), self.buffer.watermark_ms)
+            log.info(
+                "resumed from %s: %d held events, watermark %d",
+                self.checkpoint_path,
+                len(self.buffer),
+                self.buffer.watermark_ms,
+            )
             return
         for b, tail in self.tails.items():
             warm = 0
@@ -99,8 +124,12 @@ class Collector:
                 for line in lines:
                     self.logs[b].events(line, emit=False)
                 warm += len(lines)
-            log.info("broker %s: warmed up on %d request-log lines (%d fetch sessions)", b, warm,
-                     len(self.logs[b].sessions.snapshot()))
+            log.info(
+                "broker %s: warmed up on %d request-log lines (%d fetch sessions)",
+                b,
+                warm,
+                len(self.logs[b].sessions.snapshot()),
+            )
 
     # ---------------------------------------------------------------- the loop
 
@@ -132,7 +161,7 @@ class Collector:
             answers = self.admin.ask()
             for ev in self.admin.changes(answers, int(self.clock() * 1000)):
                 self._admin_events.put(ev)
-        except Exception as e:   # noqa: BLE001 - the cluster may be partly down; keep tailing
+        except Exception as e:  # noqa: BLE001 - the cluster may be partly down; keep tailing
             log.warning("Admin API poll failed (%s); metadata events wait for the next one", e)
 
     def _admin_loop(self) -> None:

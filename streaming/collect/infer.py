@@ -15,6 +15,7 @@ does carry settles the comparison itself:
 
 One definition each: `is_caught_up_at_read` and `leader_leo_lower_bound`.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -23,12 +24,19 @@ from collections import defaultdict
 from replmon.streaming.collect.requestlog import Request
 from replmon.streaming.collect.sessions import PartitionFetch
 
-PARKED_MS = 1.0   # remoteTimeMs at or above this: the fetch waited in purgatory
+PARKED_MS = 1.0  # remoteTimeMs at or above this: the fetch waited in purgatory
 ERROR_NAMES = {  # Kafka's Errors enum, the codes a follower fetch or a produce can get
-    1: "OFFSET_OUT_OF_RANGE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 6: "NOT_LEADER_OR_FOLLOWER",
-    7: "REQUEST_TIMED_OUT", 19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-    56: "KAFKA_STORAGE_ERROR", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH",
-    100: "UNKNOWN_TOPIC_ID", 107: "INELIGIBLE_REPLICA",
+    1: "OFFSET_OUT_OF_RANGE",
+    3: "UNKNOWN_TOPIC_OR_PARTITION",
+    6: "NOT_LEADER_OR_FOLLOWER",
+    7: "REQUEST_TIMED_OUT",
+    19: "NOT_ENOUGH_REPLICAS",
+    20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+    56: "KAFKA_STORAGE_ERROR",
+    74: "FENCED_LEADER_EPOCH",
+    75: "UNKNOWN_LEADER_EPOCH",
+    100: "UNKNOWN_TOPIC_ID",
+    107: "INELIGIBLE_REPLICA",
 }
 
 
@@ -87,11 +95,19 @@ def leader_leo_lower_bound(f: PartitionFetch, proved: int) -> int:
     return max(f.fetch_offset + 1, f.high_watermark or 0, proved)
 
 
-def fetch_event(cluster: str, topic: str, req: Request, follower: int, f: PartitionFetch,
-                caught_up: bool, proved: int) -> dict:
-    ev = {"type": "fetch", "ts": req.read_ms, "cluster": cluster, "topic": topic,
-          "partition": f.partition, "replica": follower, "fetch_offset": f.fetch_offset,
-          "leader_leo": f.fetch_offset if caught_up else leader_leo_lower_bound(f, proved)}
+def fetch_event(
+    cluster: str, topic: str, req: Request, follower: int, f: PartitionFetch, caught_up: bool, proved: int
+) -> dict:
+    ev = {
+        "type": "fetch",
+        "ts": req.read_ms,
+        "cluster": cluster,
+        "topic": topic,
+        "partition": f.partition,
+        "replica": follower,
+        "fetch_offset": f.fetch_offset,
+        "leader_leo": f.fetch_offset if caught_up else leader_leo_lower_bound(f, proved),
+    }
     if f.error_code or f.diverging_epoch is not None:
         # Not an observation (RULES.md §11): the read failed, so it proves nothing about the LEO.
         ev["leader_leo"] = max(f.fetch_offset, proved)
@@ -125,5 +141,11 @@ def produced(req: Request) -> list[tuple[str | None, str | None, int, int]]:
 
 def append_event(cluster: str, topic: str, partition: int, req: Request, base_offset: int) -> dict:
     """The leader appended at base_offset: its LEO is at least base_offset + 1 after it."""
-    return {"type": "append", "ts": req.local_done_ms, "cluster": cluster, "topic": topic,
-            "partition": partition, "leader_leo": base_offset + 1}
+    return {
+        "type": "append",
+        "ts": req.local_done_ms,
+        "cluster": cluster,
+        "topic": topic,
+        "partition": partition,
+        "leader_leo": base_offset + 1,
+    }

@@ -1,4 +1,5 @@
 """The metrics topic: kafka-python, acks=all, idempotent, keyed cluster/topic/partition."""
+
 from __future__ import annotations
 
 import json
@@ -23,14 +24,21 @@ def encode(ev: dict) -> bytes:
 
 
 class Publisher:
-    def __init__(self, bootstrap: str, topic: str, options: dict | None = None,
-                 timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, options: dict | None = None, timeout_s: float = 60.0
+    ) -> None:
         from kafka import KafkaProducer
+
         self.topic, self.timeout_s = topic, timeout_s
         self.producer = KafkaProducer(
-            bootstrap_servers=bootstrap.split(","), acks="all", enable_idempotence=True,
-            linger_ms=5, max_block_ms=int(timeout_s * 1000),
-            delivery_timeout_ms=int(timeout_s * 1000) + 1000, **(options or {}))
+            bootstrap_servers=bootstrap.split(","),
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=5,
+            max_block_ms=int(timeout_s * 1000),
+            delivery_timeout_ms=int(timeout_s * 1000) + 1000,
+            **(options or {}),
+        )
         self.sent = 0
 
     def send(self, events: list[dict]) -> None:
@@ -38,15 +46,19 @@ class Publisher:
         if not events:
             return
         from kafka.errors import KafkaError
+
         try:
-            futures = [self.producer.send(self.topic, key=event_key(e).encode(), value=encode(e))
-                       for e in events]
+            futures = [
+                self.producer.send(self.topic, key=event_key(e).encode(), value=encode(e)) for e in events
+            ]
             self.producer.flush(timeout=self.timeout_s)
             for f in futures:
                 f.get(timeout=1)
         except KafkaError as e:
-            raise PublishError(f"the metrics topic {self.topic!r} did not take {len(events)} "
-                               f"events within {self.timeout_s:.0f}s: {e}") from e
+            raise PublishError(
+                f"the metrics topic {self.topic!r} did not take {len(events)} "
+                f"events within {self.timeout_s:.0f}s: {e}"
+            ) from e
         self.sent += len(events)
 
     def close(self) -> None:

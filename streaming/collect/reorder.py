@@ -4,6 +4,7 @@ A request is logged when its response has been sent, so lines are in completion 
 fetch parked 500 ms is logged after appends that arrived later. Events wait here until the
 release watermark (the collector's clock minus `hold_ms`) passes their time.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -15,15 +16,17 @@ class ReorderBuffer:
         self.hold_ms, self.max_events = hold_ms, max_events
         self._heap: list = []
         self._seq = itertools.count()
-        self.watermark_ms = 0   # every event released so far has ts <= this (or came late)
+        self.watermark_ms = 0  # every event released so far has ts <= this (or came late)
 
     def __len__(self) -> int:
         return len(self._heap)
 
     def add(self, event: dict) -> None:
         if len(self._heap) >= self.max_events:
-            raise OverflowError(f"{len(self._heap)} events wait for release (the bound is "
-                                f"{self.max_events}); the metrics topic is not taking them")
+            raise OverflowError(
+                f"{len(self._heap)} events wait for release (the bound is "
+                f"{self.max_events}); the metrics topic is not taking them"
+            )
         heapq.heappush(self._heap, (event["ts"], next(self._seq), event))
 
     def release(self, now_ms: int) -> list[dict]:

@@ -6,6 +6,7 @@ the date is epoch milliseconds with replmon's log4j2 fragment (deploy/kafka/), o
 the line is logged when the response has been sent, so the request arrived `totalTimeMs`
 before the log time and was taken off the request queue `requestQueueTimeMs` after arrival.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,9 @@ class BadLine(ValueError):
 
 @dataclass(frozen=True)
 class Request:
-    log_ms: int          # when the broker logged it (response sent)
-    api: str             # requestApiKeyName: FETCH, PRODUCE, ...
-    body: dict           # the whole JSON object
+    log_ms: int  # when the broker logged it (response sent)
+    api: str  # requestApiKeyName: FETCH, PRODUCE, ...
+    body: dict  # the whole JSON object
 
     @property
     def arrival_ms(self) -> float:
@@ -42,8 +43,11 @@ class Request:
     @property
     def local_done_ms(self) -> int:
         """End of the local (in-handler) work: for a PRODUCE, after the leader's append."""
-        return round(self.arrival_ms + float(self.body.get("requestQueueTimeMs", 0.0))
-                     + float(self.body.get("localTimeMs", 0.0)))
+        return round(
+            self.arrival_ms
+            + float(self.body.get("requestQueueTimeMs", 0.0))
+            + float(self.body.get("localTimeMs", 0.0))
+        )
 
     @property
     def parked_ms(self) -> float:

@@ -10,6 +10,7 @@ Epochs: sessionEpoch 0 opens a session with a full request (the response says it
 -1 is a full fetch without a session, > 0 is incremental on sessionId. A top-level error
 answers nothing and ends the session (the fetcher starts over with a full request).
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,9 @@ INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 @dataclass(frozen=True)
 class PartitionFetch:
     """One partition of one follower fetch, as the leader read it."""
+
     topic_id: str | None
-    topic: str | None            # older FETCH versions name the topic instead
+    topic: str | None  # older FETCH versions name the topic instead
     partition: int
     fetch_offset: int
     current_leader_epoch: int | None
@@ -35,7 +37,7 @@ class PartitionFetch:
     high_watermark: int | None
     records_bytes: int
     diverging_epoch: int | None
-    in_response: bool            # False: left out of an incremental response (no change, no records)
+    in_response: bool  # False: left out of an incremental response (no change, no records)
 
 
 @dataclass
@@ -49,7 +51,7 @@ class _Cached:
 @dataclass
 class _Session:
     session_id: int
-    partitions: dict = field(default_factory=dict)   # (topic key, partition) -> _Cached
+    partitions: dict = field(default_factory=dict)  # (topic key, partition) -> _Cached
 
 
 def _topic_key(t: dict) -> tuple[str | None, str | None]:
@@ -65,7 +67,8 @@ def _requested(request: dict) -> dict:
                 fetch_offset=int(p["fetchOffset"]),
                 current_leader_epoch=p.get("currentLeaderEpoch"),
                 log_start_offset=p.get("logStartOffset"),
-                partition_max_bytes=int(p.get("partitionMaxBytes", 0)))
+                partition_max_bytes=int(p.get("partitionMaxBytes", 0)),
+            )
     return out
 
 
@@ -100,7 +103,7 @@ class FetchSessions:
 
     def __init__(self) -> None:
         self._sessions: dict[tuple[int, str], _Session] = {}
-        self.unknown_sessions = 0   # incremental fetches on a session opened before we started
+        self.unknown_sessions = 0  # incremental fetches on a session opened before we started
 
     def observe(self, req: Request, follower: int, client: str) -> list[PartitionFetch]:
         request, response = req.body.get("request") or {}, req.body.get("response") or {}
@@ -132,29 +135,53 @@ class FetchSessions:
         out = []
         for (tkey, partition), c in partitions.items():
             r = answered.get((tkey, partition))
-            out.append(PartitionFetch(
-                topic_id=tkey[0], topic=tkey[1], partition=partition,
-                fetch_offset=c.fetch_offset, current_leader_epoch=c.current_leader_epoch,
-                log_start_offset=c.log_start_offset, partition_max_bytes=c.partition_max_bytes,
-                error_code=int(r.get("errorCode", 0)) if r else 0,
-                high_watermark=r.get("highWatermark") if r else None,
-                records_bytes=int(r.get("recordsSizeInBytes", 0) or 0) if r else 0,
-                diverging_epoch=_diverging(r) if r else None,
-                in_response=r is not None))
+            out.append(
+                PartitionFetch(
+                    topic_id=tkey[0],
+                    topic=tkey[1],
+                    partition=partition,
+                    fetch_offset=c.fetch_offset,
+                    current_leader_epoch=c.current_leader_epoch,
+                    log_start_offset=c.log_start_offset,
+                    partition_max_bytes=c.partition_max_bytes,
+                    error_code=int(r.get("errorCode", 0)) if r else 0,
+                    high_watermark=r.get("highWatermark") if r else None,
+                    records_bytes=int(r.get("recordsSizeInBytes", 0) or 0) if r else 0,
+                    diverging_epoch=_diverging(r) if r else None,
+                    in_response=r is not None,
+                )
+            )
         return out
 
     def snapshot(self) -> dict:
         """The session caches, for the collector's checkpoint (plain JSON)."""
-        return {f"{f}|{c}": {"session_id": s.session_id,
-                             "partitions": [[t[0], t[1], p, v.fetch_offset, v.current_leader_epoch,
-                                             v.log_start_offset, v.partition_max_bytes]
-                                            for (t, p), v in s.partitions.items()]}
-                for (f, c), s in self._sessions.items()}
+        return {
+            f"{f}|{c}": {
+                "session_id": s.session_id,
+                "partitions": [
+                    [
+                        t[0],
+                        t[1],
+                        p,
+                        v.fetch_offset,
+                        v.current_leader_epoch,
+                        v.log_start_offset,
+                        v.partition_max_bytes,
+                    ]
+                    for (t, p), v in s.partitions.items()
+                ],
+            }
+            for (f, c), s in self._sessions.items()
+        }
 
     def restore(self, snap: dict) -> None:
         self._sessions.clear()
         for k, s in snap.items():
             f, c = k.split("|", 1)
-            self._sessions[(int(f), c)] = _Session(s["session_id"], {
-                ((tid, name), p): _Cached(off, cle, lso, pmb)
-                for tid, name, p, off, cle, lso, pmb in s["partitions"]})
+            self._sessions[(int(f), c)] = _Session(
+                s["session_id"],
+                {
+                    ((tid, name), p): _Cached(off, cle, lso, pmb)
+                    for tid, name, p, off, cle, lso, pmb in s["partitions"]
+                },
+            )

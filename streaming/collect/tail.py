@@ -3,6 +3,7 @@
 The position is (inode, byte offset of the next unread line), so a restart finds its place
 in the current file or in the file it was renamed to. Only whole lines are returned.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,8 +35,12 @@ class FileTail:
                         return
                 except FileNotFoundError:
                     continue
-            log.warning("%s: the checkpointed file (inode %s) is gone; starting at the current "
-                        "file's start: lines written in between are lost", self.path, position["inode"])
+            log.warning(
+                "%s: the checkpointed file (inode %s) is gone; starting at the current "
+                "file's start: lines written in between are lost",
+                self.path,
+                position["inode"],
+            )
         if self.path.exists():
             self._open(self.path, self.path.stat().st_size if at_end else 0)
 
@@ -59,13 +64,13 @@ class FileTail:
             st = os.stat(self.path)
         except FileNotFoundError:
             return lines
-        if st.st_ino != self.inode:            # rolled: the old file is complete, go to the new
+        if st.st_ino != self.inode:  # rolled: the old file is complete, go to the new
             while more := self._read_whole_lines(final=True):
                 lines += more
             self.rotations += 1
             self._open(self.path, 0)
             lines += self._read_whole_lines()
-        elif st.st_size < self.offset:         # truncated in place (copytruncate)
+        elif st.st_size < self.offset:  # truncated in place (copytruncate)
             log.warning("%s was truncated; reading it from the start", self.path)
             self._open(self.path, 0)
             lines += self._read_whole_lines()
@@ -81,7 +86,7 @@ class FileTail:
             if not final:
                 return []
             end = len(data) - 1
-        chunk = data[:end + 1]
+        chunk = data[: end + 1]
         self.offset += len(chunk)
         return chunk.decode("utf-8", errors="replace").splitlines()
 

@@ -4,6 +4,7 @@
 partition has in its log (LEO, the epoch of its last record, its HW) and what its fetcher is doing.
 The leader's own view of its followers lives in the rules engine (`truth.PartitionTruth`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,8 +18,8 @@ class TopicSpec:
     name: str
     partitions: int
     replication_factor: int = 3
-    produce_rate: float = 500.0        # messages/s per partition
-    batch_interval_ms: int = 100       # one produce batch, hence one append event, per interval (±20 %)
+    produce_rate: float = 500.0  # messages/s per partition
+    batch_interval_ms: int = 100  # one produce batch, hence one append event, per interval (±20 %)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,31 +27,37 @@ class ClusterSpec:
     name: str
     topics: tuple[TopicSpec, ...]
     duration_ms: int
-    brokers: tuple[int, ...] = (1, 2, 3)       # brokers the topics are assigned over at the start
-    spare_brokers: tuple[int, ...] = ()        # registered but empty (targets of reassignments)
+    brokers: tuple[int, ...] = (1, 2, 3)  # brokers the topics are assigned over at the start
+    spare_brokers: tuple[int, ...] = ()  # registered but empty (targets of reassignments)
     faults: tuple[Fault, ...] = ()
-    replica_lag_time_max_ms: int = 10000       # L
+    replica_lag_time_max_ms: int = 10000  # L
     min_insync_replicas: int = 2
-    replica_fetch_wait_max_ms: int = 500       # how long a caught-up follower's fetch is parked
-    broker_session_timeout_ms: int = 9000      # a silent broker is fenced after this
-    fetch_max_records: int = 5000              # per partition per fetch (replica.fetch.max.bytes / record size)
-    follower_throughput: float = 50000.0       # messages/s a healthy follower appends
-    rtt_ms: tuple[int, int] = (1, 5)           # response + next request, uniform
-    metadata_delay_ms: tuple[int, int] = (20, 200)   # controller decision to the cluster reporting it
+    replica_fetch_wait_max_ms: int = 500  # how long a caught-up follower's fetch is parked
+    broker_session_timeout_ms: int = 9000  # a silent broker is fenced after this
+    fetch_max_records: int = 5000  # per partition per fetch (replica.fetch.max.bytes / record size)
+    follower_throughput: float = 50000.0  # messages/s a healthy follower appends
+    rtt_ms: tuple[int, int] = (1, 5)  # response + next request, uniform
+    metadata_delay_ms: tuple[int, int] = (20, 200)  # controller decision to the cluster reporting it
     heartbeat_interval_ms: int = 1000
-    producer_acks_all: bool = True             # appends fail (NotEnoughReplicas) while under min ISR
-    rule_set: str = "current"                  # out-of-sync rule of the leaders (state.legacy: e.g. "v0_8")
+    producer_acks_all: bool = True  # appends fail (NotEnoughReplicas) while under min ISR
+    rule_set: str = "current"  # out-of-sync rule of the leaders (state.legacy: e.g. "v0_8")
 
     def __post_init__(self) -> None:
         if self.replica_fetch_wait_max_ms > self.replica_lag_time_max_ms:
-            raise ValueError("replica_fetch_wait_max_ms must be <= replica_lag_time_max_ms (as KafkaConfig requires)")
+            raise ValueError(
+                "replica_fetch_wait_max_ms must be <= replica_lag_time_max_ms (as KafkaConfig requires)"
+            )
         for topic in self.topics:
             if topic.replication_factor > len(self.brokers):
-                raise ValueError(f"topic {topic.name}: replication factor {topic.replication_factor} "
-                                 f"exceeds the {len(self.brokers)} brokers")
+                raise ValueError(
+                    f"topic {topic.name}: replication factor {topic.replication_factor} "
+                    f"exceeds the {len(self.brokers)} brokers"
+                )
 
 
-def assignment(topic_index: int, partition: int, brokers: tuple[int, ...], replication_factor: int) -> tuple[int, ...]:
+def assignment(
+    topic_index: int, partition: int, brokers: tuple[int, ...], replication_factor: int
+) -> tuple[int, ...]:
     """Round-robin replica placement; the first replica is the preferred (and initial) leader."""
     first = (topic_index + partition) % len(brokers)
     return tuple(brokers[(first + i) % len(brokers)] for i in range(replication_factor))
@@ -59,10 +66,11 @@ def assignment(topic_index: int, partition: int, brokers: tuple[int, ...], repli
 @dataclass(slots=True)
 class Fetcher:
     """One follower's fetcher for one partition. `gen` invalidates scheduled steps when it restarts."""
+
     gen: int = 0
     running: bool = False
     paused: bool = False
-    throughput: float | None = None    # messages/s while throttled (slow or bootstrapping); None: healthy
+    throughput: float | None = None  # messages/s while throttled (slow or bootstrapping); None: healthy
 
 
 @dataclass(slots=True)
@@ -74,14 +82,16 @@ class PartitionSim:
     truth: PartitionTruth
     leader_epoch: int = 0
     adding: tuple[int, ...] = ()
-    leo: dict[int, int] = field(default_factory=dict)           # each replica's log end offset
-    last_epoch: dict[int, int] = field(default_factory=dict)    # epoch of each replica's last record (-1: none)
-    follower_hw: dict[int, int] = field(default_factory=dict)   # each replica's HW (min(response HW, own LEO))
-    epoch_cache: list[tuple[int, int]] = field(default_factory=list)   # current leader's (epoch, start offset)
+    leo: dict[int, int] = field(default_factory=dict)  # each replica's log end offset
+    last_epoch: dict[int, int] = field(default_factory=dict)  # epoch of each replica's last record (-1: none)
+    follower_hw: dict[int, int] = field(default_factory=dict)  # each replica's HW (min(response HW, own LEO))
+    epoch_cache: list[tuple[int, int]] = field(default_factory=list)  # current leader's (epoch, start offset)
     fetchers: dict[int, Fetcher] = field(default_factory=dict)
-    parked: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # replica -> (gen, fetch offset, request)
-    reassignment: tuple[int, int | None] | None = None                 # (adding, removing) while one runs
-    metadata_ms: int = 0               # time of the last metadata emission scheduled (keeps them in order)
+    parked: dict[int, tuple[int, int, int]] = field(
+        default_factory=dict
+    )  # replica -> (gen, fetch offset, request)
+    reassignment: tuple[int, int | None] | None = None  # (adding, removing) while one runs
+    metadata_ms: int = 0  # time of the last metadata emission scheduled (keeps them in order)
 
     @property
     def name(self) -> str:

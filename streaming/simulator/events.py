@@ -1,4 +1,5 @@
 """The input events of docs/events.md, built as plain dicts, and their Kafka key and JSON form."""
+
 from __future__ import annotations
 
 import json
@@ -7,39 +8,99 @@ from typing import Any
 Event = dict[str, Any]
 
 
-def fetch(ts: int, cluster: str, topic: str, partition: int, *, replica: int, fetch_offset: int,
-          leader_leo: int, leader_epoch: int, broker_epoch: int, leader_hw: int, log_start_offset: int = 0,
-          diverging_epoch: int | None = None) -> Event:
+def fetch(
+    ts: int,
+    cluster: str,
+    topic: str,
+    partition: int,
+    *,
+    replica: int,
+    fetch_offset: int,
+    leader_leo: int,
+    leader_epoch: int,
+    broker_epoch: int,
+    leader_hw: int,
+    log_start_offset: int = 0,
+    diverging_epoch: int | None = None,
+) -> Event:
     """One follower fetch as the leader first processed it (ts = arrival, leader_leo = LEO before the read)."""
-    event = {"type": "fetch", "ts": ts, "cluster": cluster, "topic": topic, "partition": partition,
-             "replica": replica, "fetch_offset": fetch_offset, "leader_leo": leader_leo,
-             "leader_epoch": leader_epoch, "broker_epoch": broker_epoch, "log_start_offset": log_start_offset,
-             "leader_hw": leader_hw}
+    event = {
+        "type": "fetch",
+        "ts": ts,
+        "cluster": cluster,
+        "topic": topic,
+        "partition": partition,
+        "replica": replica,
+        "fetch_offset": fetch_offset,
+        "leader_leo": leader_leo,
+        "leader_epoch": leader_epoch,
+        "broker_epoch": broker_epoch,
+        "log_start_offset": log_start_offset,
+        "leader_hw": leader_hw,
+    }
     if diverging_epoch is not None:
         event["diverging_epoch"] = diverging_epoch
     return event
 
 
 def append(ts: int, cluster: str, topic: str, partition: int, *, leader_leo: int) -> Event:
-    return {"type": "append", "ts": ts, "cluster": cluster, "topic": topic, "partition": partition,
-            "leader_leo": leader_leo}
+    return {
+        "type": "append",
+        "ts": ts,
+        "cluster": cluster,
+        "topic": topic,
+        "partition": partition,
+        "leader_leo": leader_leo,
+    }
 
 
-def metadata(ts: int, cluster: str, topic: str, partition: int, *, leader: int, leader_epoch: int,
-             replicas: tuple[int, ...], isr: tuple[int, ...], adding_replicas: tuple[int, ...],
-             leader_leo: int, hw: int, min_insync_replicas: int, replica_lag_time_max_ms: int) -> Event:
-    event = {"type": "metadata", "ts": ts, "cluster": cluster, "topic": topic, "partition": partition,
-             "leader": leader, "leader_epoch": leader_epoch, "replicas": list(replicas), "isr": list(isr)}
+def metadata(
+    ts: int,
+    cluster: str,
+    topic: str,
+    partition: int,
+    *,
+    leader: int,
+    leader_epoch: int,
+    replicas: tuple[int, ...],
+    isr: tuple[int, ...],
+    adding_replicas: tuple[int, ...],
+    leader_leo: int,
+    hw: int,
+    min_insync_replicas: int,
+    replica_lag_time_max_ms: int,
+) -> Event:
+    event = {
+        "type": "metadata",
+        "ts": ts,
+        "cluster": cluster,
+        "topic": topic,
+        "partition": partition,
+        "leader": leader,
+        "leader_epoch": leader_epoch,
+        "replicas": list(replicas),
+        "isr": list(isr),
+    }
     if adding_replicas:
         event["adding_replicas"] = list(adding_replicas)
-    event.update(leader_leo=leader_leo, hw=hw, min_insync_replicas=min_insync_replicas,
-                 replica_lag_time_max_ms=replica_lag_time_max_ms)
+    event.update(
+        leader_leo=leader_leo,
+        hw=hw,
+        min_insync_replicas=min_insync_replicas,
+        replica_lag_time_max_ms=replica_lag_time_max_ms,
+    )
     return event
 
 
 def broker(ts: int, cluster: str, *, broker_id: int, state: str, broker_epoch: int) -> Event:
-    return {"type": "broker", "ts": ts, "cluster": cluster, "broker": broker_id, "state": state,
-            "broker_epoch": broker_epoch}
+    return {
+        "type": "broker",
+        "ts": ts,
+        "cluster": cluster,
+        "broker": broker_id,
+        "state": state,
+        "broker_epoch": broker_epoch,
+    }
 
 
 def heartbeat(ts: int, cluster: str) -> Event:

@@ -16,6 +16,7 @@ What happens, in Kafka's terms:
   leader lacks get a diverging-epoch answer and truncate.
 * Every change of ISR, leader or assignment is reported as `metadata` after a propagation delay.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -29,9 +30,9 @@ from . import events as ev
 from .cluster import ClusterSpec, Fetcher, PartitionSim, assignment
 from .truth import ELECTION, FENCED, REASSIGNMENT, PartitionTruth
 
-DEFAULT_START_MS = 1_767_225_600_000      # 2026-01-01T00:00:00Z
+DEFAULT_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 FIRST_BROKER_EPOCH = 100
-UNFENCE_DELAY_MS = (500, 1500)            # a restarted broker catches up metadata, then is unfenced
+UNFENCE_DELAY_MS = (500, 1500)  # a restarted broker catches up metadata, then is unfenced
 
 
 class Simulation:
@@ -44,9 +45,12 @@ class Simulation:
         self.now = start_ms
         self.rng = random.Random(seed)
         self.cluster = spec.name
-        self.config = PartitionConfig(replica_lag_time_max_ms=spec.replica_lag_time_max_ms,
-                                      min_insync_replicas=spec.min_insync_replicas, alter_partition="immediate",
-                                      rule_set=spec.rule_set)
+        self.config = PartitionConfig(
+            replica_lag_time_max_ms=spec.replica_lag_time_max_ms,
+            min_insync_replicas=spec.min_insync_replicas,
+            alter_partition="immediate",
+            rule_set=spec.rule_set,
+        )
         self._queue: list[tuple[int, int, Callable[..., None], tuple]] = []
         self._seq = itertools.count()
         self._out: list[ev.Event] = []
@@ -60,8 +64,9 @@ class Simulation:
             for p in range(topic.partitions):
                 replicas = assignment(t, p, spec.brokers, topic.replication_factor)
                 truth = PartitionTruth(self.cluster, topic.name, p, self.config)
-                self.partitions[(topic.name, p)] = PartitionSim(topic=topic, partition=p, replicas=replicas,
-                                                                leader=replicas[0], truth=truth)
+                self.partitions[(topic.name, p)] = PartitionSim(
+                    topic=topic, partition=p, replicas=replicas, leader=replicas[0], truth=truth
+                )
 
     # ---- the clock --------------------------------------------------------------------------------
 
@@ -103,14 +108,23 @@ class Simulation:
             for r in ps.replicas:
                 ps.add_replica_log(r)
             ps.start_epoch(0)
-            ps.truth.elect(self.now, leader=ps.leader, leader_epoch=0, replicas=ps.replicas, isr=ps.replicas,
-                           leader_leo=0, hw=0, broker_epochs=self.broker_epoch, reason=None)
+            ps.truth.elect(
+                self.now,
+                leader=ps.leader,
+                leader_epoch=0,
+                replicas=ps.replicas,
+                isr=ps.replicas,
+                leader_leo=0,
+                hw=0,
+                broker_epochs=self.broker_epoch,
+                reason=None,
+            )
             ps.metadata_ms = self.now
             self._emit_metadata(ps, self._snapshot(ps))
             self._sync_fetchers(ps)
             self.at(self.now + self.rng.randrange(ps.topic.batch_interval_ms), self._produce, ps)
         half = self.spec.replica_lag_time_max_ms // 2
-        for b in self.spec.brokers + self.spec.spare_brokers:   # brokers started at some phase before us
+        for b in self.spec.brokers + self.spec.spare_brokers:  # brokers started at some phase before us
             self.at(self.now + self.rng.randrange(half), self._isr_expiration, b, self._tick_gen[b])
         self._heartbeat()
         for fault in self.spec.faults:
@@ -137,7 +151,7 @@ class Simulation:
         engine = ps.truth.engine
         if records <= 0 or not self._leader_alive(ps):
             return
-        if self.spec.producer_acks_all and engine.under_min_isr:    # NotEnoughReplicas: nothing appended
+        if self.spec.producer_acks_all and engine.under_min_isr:  # NotEnoughReplicas: nothing appended
             return
         leo = ps.leo[ps.leader] = ps.leo[ps.leader] + records
         ps.last_epoch[ps.leader] = ps.leader_epoch
@@ -146,7 +160,7 @@ class Simulation:
         if not wake:
             return
         parked, ps.parked = ps.parked, {}
-        for replica, (gen, offset, _) in parked.items():      # DelayedFetch completes: min.bytes reached
+        for replica, (gen, offset, _) in parked.items():  # DelayedFetch completes: min.bytes reached
             self._respond(ps, replica, gen, offset, leo)
 
     # ---- follower fetches -------------------------------------------------------------------------
@@ -156,8 +170,14 @@ class Simulation:
 
     def _should_fetch(self, ps: PartitionSim, replica: int) -> bool:
         f = ps.fetchers[replica]
-        return (replica in ps.replicas and replica != ps.leader and self._leader_alive(ps)
-                and self.alive[replica] and not self.fenced[replica] and not f.paused)
+        return (
+            replica in ps.replicas
+            and replica != ps.leader
+            and self._leader_alive(ps)
+            and self.alive[replica]
+            and not self.fenced[replica]
+            and not f.paused
+        )
 
     def _sync_fetchers(self, ps: PartitionSim, restart: bool = False) -> None:
         """Start or stop each follower's fetcher as the cluster now requires (restart: new leader)."""
@@ -179,28 +199,53 @@ class Simulation:
         offset, leader_leo = ps.leo[replica], ps.leo[ps.leader]
         epoch = ps.last_epoch[replica]
         end = ps.end_offset_for(epoch) if epoch >= 0 else offset
-        common = dict(replica=replica, fetch_offset=offset, leader_leo=leader_leo, leader_epoch=ps.leader_epoch,
-                      broker_epoch=self.broker_epoch[replica])
-        if end < offset:     # the follower has records of `epoch` the leader lacks: diverging epoch, truncate
-            ps.truth.fetch(self.now, replica, offset, broker_epoch=self.broker_epoch[replica], log_start_offset=0,
-                           diverging_epoch=epoch)
-            self._emit(ev.fetch(self.now, self.cluster, ps.name, ps.partition, **common,
-                                leader_hw=ps.truth.engine.hw, diverging_epoch=epoch))
+        common = dict(
+            replica=replica,
+            fetch_offset=offset,
+            leader_leo=leader_leo,
+            leader_epoch=ps.leader_epoch,
+            broker_epoch=self.broker_epoch[replica],
+        )
+        if end < offset:  # the follower has records of `epoch` the leader lacks: diverging epoch, truncate
+            ps.truth.fetch(
+                self.now,
+                replica,
+                offset,
+                broker_epoch=self.broker_epoch[replica],
+                log_start_offset=0,
+                diverging_epoch=epoch,
+            )
+            self._emit(
+                ev.fetch(
+                    self.now,
+                    self.cluster,
+                    ps.name,
+                    ps.partition,
+                    **common,
+                    leader_hw=ps.truth.engine.hw,
+                    diverging_epoch=epoch,
+                )
+            )
             ps.truncate(replica, end)
             self.at(self.now + self._rtt(), self._fetch, ps, replica, gen)
             return
         isr_before = ps.truth.engine.isr
-        outcome = ps.truth.fetch(self.now, replica, offset, broker_epoch=self.broker_epoch[replica],
-                                 log_start_offset=0)
-        self._emit(ev.fetch(self.now, self.cluster, ps.name, ps.partition, **common, leader_hw=outcome.response_hw))
+        outcome = ps.truth.fetch(
+            self.now, replica, offset, broker_epoch=self.broker_epoch[replica], log_start_offset=0
+        )
+        self._emit(
+            ev.fetch(self.now, self.cluster, ps.name, ps.partition, **common, leader_hw=outcome.response_hw)
+        )
         if ps.truth.engine.isr != isr_before:
             self._isr_changed(ps)
         if leader_leo > offset:
             self._respond(ps, replica, gen, offset, leader_leo)
-        else:                # parked (DelayedFetch) until an append or replica.fetch.wait.max.ms
+        else:  # parked (DelayedFetch) until an append or replica.fetch.wait.max.ms
             request = next(self._seq)
             ps.parked[replica] = (gen, offset, request)
-            self.at(self.now + self.spec.replica_fetch_wait_max_ms, self._fetch_wait_expired, ps, replica, request)
+            self.at(
+                self.now + self.spec.replica_fetch_wait_max_ms, self._fetch_wait_expired, ps, replica, request
+            )
 
     def _fetch_wait_expired(self, ps: PartitionSim, replica: int, request: int) -> None:
         parked = ps.parked.get(replica)
@@ -215,7 +260,7 @@ class Simulation:
             return
         if f.throughput is None:
             throughput, cap = self.spec.follower_throughput, self.spec.fetch_max_records
-        else:                                  # throttled: about 100 ms of its throughput per fetch
+        else:  # throttled: about 100 ms of its throughput per fetch
             throughput, cap = f.throughput, max(1, int(f.throughput / 10))
         records = min(upto - offset, cap)
         ps.receive(replica, records, ps.truth.engine.hw)
@@ -235,7 +280,9 @@ class Simulation:
     def _isr_changed(self, ps: PartitionSim) -> None:
         self._publish_metadata(ps, self.rng.randint(*self.spec.metadata_delay_ms))
         if ps.reassignment is not None and ps.reassignment[0] in ps.truth.engine.isr:
-            self.at(self.now + self.rng.randint(*self.spec.metadata_delay_ms), self._complete_reassignment, ps)
+            self.at(
+                self.now + self.rng.randint(*self.spec.metadata_delay_ms), self._complete_reassignment, ps
+            )
 
     def _snapshot(self, ps: PartitionSim) -> tuple:
         e = ps.truth.engine
@@ -250,11 +297,23 @@ class Simulation:
         leader, epoch, replicas, isr, adding = snapshot
         e = ps.truth.engine
         hw = e.hw if e.leader == leader else ps.follower_hw.get(leader, 0)
-        self._emit(ev.metadata(self.now, self.cluster, ps.name, ps.partition, leader=leader, leader_epoch=epoch,
-                               replicas=replicas, isr=isr, adding_replicas=adding,
-                               leader_leo=ps.leo.get(leader, 0), hw=hw,
-                               min_insync_replicas=self.config.min_insync_replicas,
-                               replica_lag_time_max_ms=self.config.replica_lag_time_max_ms))
+        self._emit(
+            ev.metadata(
+                self.now,
+                self.cluster,
+                ps.name,
+                ps.partition,
+                leader=leader,
+                leader_epoch=epoch,
+                replicas=replicas,
+                isr=isr,
+                adding_replicas=adding,
+                leader_leo=ps.leo.get(leader, 0),
+                hw=hw,
+                min_insync_replicas=self.config.min_insync_replicas,
+                replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+            )
+        )
 
     # ---- fault operations (faults.ClusterOps) -----------------------------------------------------
 
@@ -274,25 +333,39 @@ class Simulation:
     def reassign(self, topic: str, partition: int, add: int, remove: int | None, throughput: float) -> None:
         ps = self.partitions[(topic, partition)]
         if add in ps.replicas or remove == ps.leader or (remove is not None and remove not in ps.replicas):
-            raise ValueError(f"reassignment of {topic}-{partition}: cannot add {add} / remove {remove} "
-                             f"(replicas {list(ps.replicas)}, leader {ps.leader})")
-        self.at(self.now + self.rng.randint(*self.spec.metadata_delay_ms), self._start_reassignment, ps, add,
-                remove, throughput)
+            raise ValueError(
+                f"reassignment of {topic}-{partition}: cannot add {add} / remove {remove} "
+                f"(replicas {list(ps.replicas)}, leader {ps.leader})"
+            )
+        self.at(
+            self.now + self.rng.randint(*self.spec.metadata_delay_ms),
+            self._start_reassignment,
+            ps,
+            add,
+            remove,
+            throughput,
+        )
 
     def _start_reassignment(self, ps: PartitionSim, add: int, remove: int | None, throughput: float) -> None:
         ps.replicas += (add,)
         ps.adding = (add,)
         ps.reassignment = (add, remove)
         ps.add_replica_log(add)
-        ps.fetchers[add].throughput = throughput          # a replication quota throttles the catch-up
+        ps.fetchers[add].throughput = throughput  # a replication quota throttles the catch-up
         e = ps.truth.engine
-        ps.truth.controller_update(self.now, REASSIGNMENT, isr=e.isr, leader_epoch=e.leader_epoch,
-                                   replicas=ps.replicas, adding_replicas=ps.adding)
+        ps.truth.controller_update(
+            self.now,
+            REASSIGNMENT,
+            isr=e.isr,
+            leader_epoch=e.leader_epoch,
+            replicas=ps.replicas,
+            adding_replicas=ps.adding,
+        )
         self._publish_metadata(ps, 0)
         self._sync_fetchers(ps)
 
     def _complete_reassignment(self, ps: PartitionSim) -> None:
-        if ps.reassignment is None:            # already completed by an earlier expansion
+        if ps.reassignment is None:  # already completed by an earlier expansion
             return
         add, remove = ps.reassignment
         ps.reassignment = None
@@ -300,8 +373,14 @@ class Simulation:
         ps.adding = ()
         ps.fetchers[add].throughput = None
         e = ps.truth.engine
-        ps.truth.controller_update(self.now, REASSIGNMENT, isr=tuple(r for r in e.isr if r != remove),
-                                   leader_epoch=e.leader_epoch, replicas=ps.replicas, adding_replicas=())
+        ps.truth.controller_update(
+            self.now,
+            REASSIGNMENT,
+            isr=tuple(r for r in e.isr if r != remove),
+            leader_epoch=e.leader_epoch,
+            replicas=ps.replicas,
+            adding_replicas=(),
+        )
         self._publish_metadata(ps, 0)
         self._sync_fetchers(ps)
 
@@ -310,7 +389,9 @@ class Simulation:
         that no follower fetched (it is truncated when the broker comes back as a follower)."""
         for ps in self.partitions.values():
             if unreplicated_batch and broker == ps.leader:
-                self._append(ps, max(1, round(ps.topic.produce_rate * ps.topic.batch_interval_ms / 1000)), wake=False)
+                self._append(
+                    ps, max(1, round(ps.topic.produce_rate * ps.topic.batch_interval_ms / 1000)), wake=False
+                )
         self.alive[broker] = False
         self._tick_gen[broker] += 1
         for ps in self.partitions.values():
@@ -319,7 +400,9 @@ class Simulation:
                 ps.parked.clear()
             if broker in ps.replicas:
                 self._sync_fetchers(ps)
-        fence_at = self.now + self.spec.broker_session_timeout_ms + self.rng.randint(*self.spec.metadata_delay_ms)
+        fence_at = (
+            self.now + self.spec.broker_session_timeout_ms + self.rng.randint(*self.spec.metadata_delay_ms)
+        )
         self.at(fence_at, self._fence, broker, self.broker_epoch[broker])
 
     def _fence(self, broker: int, epoch: int) -> None:
@@ -335,8 +418,9 @@ class Simulation:
                 self._elect(ps)
             elif broker in ps.truth.engine.isr:
                 e = ps.truth.engine
-                ps.truth.controller_update(self.now, FENCED, isr=tuple(r for r in e.isr if r != broker),
-                                           leader_epoch=e.leader_epoch)
+                ps.truth.controller_update(
+                    self.now, FENCED, isr=tuple(r for r in e.isr if r != broker), leader_epoch=e.leader_epoch
+                )
                 self._publish_metadata(ps, 0)
 
     def _elect(self, ps: PartitionSim) -> None:
@@ -345,19 +429,30 @@ class Simulation:
         isr = tuple(r for r in ps.truth.engine.isr if r != old)
         candidates = [r for r in ps.replicas if r in isr and self.alive[r] and not self.fenced[r]]
         if not candidates:
-            raise NotImplementedError(f"{ps.name}-{ps.partition}: no live ISR member to elect (offline partition)")
+            raise NotImplementedError(
+                f"{ps.name}-{ps.partition}: no live ISR member to elect (offline partition)"
+            )
         ps.leader = candidates[0]
         ps.start_epoch(ps.leader_epoch + 1)
         leo = ps.leo[ps.leader]
-        ps.truth.elect(self.now, leader=ps.leader, leader_epoch=ps.leader_epoch, replicas=ps.replicas, isr=isr,
-                       leader_leo=leo, hw=min(ps.follower_hw[ps.leader], leo), broker_epochs=self.broker_epoch,
-                       fenced=[b for b in ps.replicas if self.fenced[b]], adding_replicas=ps.adding,
-                       reason=ELECTION)
+        ps.truth.elect(
+            self.now,
+            leader=ps.leader,
+            leader_epoch=ps.leader_epoch,
+            replicas=ps.replicas,
+            isr=isr,
+            leader_leo=leo,
+            hw=min(ps.follower_hw[ps.leader], leo),
+            broker_epochs=self.broker_epoch,
+            fenced=[b for b in ps.replicas if self.fenced[b]],
+            adding_replicas=ps.adding,
+            reason=ELECTION,
+        )
         self._publish_metadata(ps, 0)
         self._sync_fetchers(ps, restart=True)
 
     def restart_broker(self, broker: int) -> None:
-        if not self.fenced[broker]:            # the new registration fences the old incarnation first
+        if not self.fenced[broker]:  # the new registration fences the old incarnation first
             self._fence(broker, self.broker_epoch[broker])
         self.alive[broker] = True
         self.broker_epoch[broker] = max(self.broker_epoch.values()) + 2
@@ -375,7 +470,9 @@ class Simulation:
         self.at(self.now, self._isr_expiration, broker, self._tick_gen[broker])
 
 
-def simulate(spec: ClusterSpec, *, seed: int = 0, start_ms: int = DEFAULT_START_MS) -> tuple[list[ev.Event], list[dict]]:
+def simulate(
+    spec: ClusterSpec, *, seed: int = 0, start_ms: int = DEFAULT_START_MS
+) -> tuple[list[ev.Event], list[dict]]:
     """Run a simulation to the end: (events in ts order, truth records)."""
     sim = Simulation(spec, seed=seed, start_ms=start_ms)
     events = list(sim.run())

@@ -3,6 +3,7 @@
 `get(name)` returns the `ClusterSpec`; `scale.scale(partitions=N, seconds=S)` is the benchmark
 generator (steady state, no truth engine, hundreds of thousands of events per second).
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -20,8 +21,10 @@ def demo() -> ClusterSpec:
     """
     return ClusterSpec(
         name=CLUSTER,
-        topics=(TopicSpec(name="orders", partitions=4, produce_rate=500.0),
-                TopicSpec(name="payments", partitions=4, produce_rate=300.0)),
+        topics=(
+            TopicSpec(name="orders", partitions=4, produce_rate=500.0),
+            TopicSpec(name="payments", partitions=4, produce_rate=300.0),
+        ),
         duration_ms=180_000,
         brokers=(1, 2, 3),
         spare_brokers=(4,),
@@ -29,15 +32,24 @@ def demo() -> ClusterSpec:
             # orders-0 (leader 1): broker 2's fetcher stalls for 20 s > 1.5 L: out of sync, removed, rejoins.
             PausedFollower(topic="orders", partition=0, replica=2, start_ms=20_000, duration_ms=20_000),
             # orders-1 (leader 2): broker 3 appends 150 msg/s of the 500 produced for 45 s.
-            SlowFollower(topic="orders", partition=1, replica=3, start_ms=30_000, duration_ms=45_000,
-                         throughput=150.0),
+            SlowFollower(
+                topic="orders", partition=1, replica=3, start_ms=30_000, duration_ms=45_000, throughput=150.0
+            ),
             # payments-1 (leader 3): 40,000-message bursts in 0.5 s (10x 0.8's 4000 limit) every 15 s: no ISR churn.
-            BurstyProducer(topic="payments", partition=1, start_ms=10_000, duration_ms=80_000, every_ms=15_000,
-                           burst_messages=40_000, burst_ms=500),
+            BurstyProducer(
+                topic="payments",
+                partition=1,
+                start_ms=10_000,
+                duration_ms=80_000,
+                every_ms=15_000,
+                burst_messages=40_000,
+                burst_ms=500,
+            ),
             # payments-2 (leader 1, replicas 1,2,3): moved from broker 2 to the empty broker 4, which copies
             # ~18,000 messages at 2,000 msg/s, joins the ISR, then the reassignment completes.
-            BootstrapReplica(topic="payments", partition=2, replica=4, remove=2, start_ms=60_000,
-                             throughput=2_000.0),
+            BootstrapReplica(
+                topic="payments", partition=2, replica=4, remove=2, start_ms=60_000, throughput=2_000.0
+            ),
             # broker 3 dies at 100 s, is fenced ~9 s later (new leaders for what it led), restarts at 130 s.
             BrokerCrash(broker=3, start_ms=100_000, restart_after_ms=30_000),
         ),
@@ -52,8 +64,9 @@ def paused_and_slow() -> ClusterSpec:
         duration_ms=90_000,
         faults=(
             PausedFollower(topic="orders", partition=0, replica=2, start_ms=20_000, duration_ms=20_000),
-            SlowFollower(topic="orders", partition=1, replica=3, start_ms=25_000, duration_ms=35_000,
-                         throughput=150.0),
+            SlowFollower(
+                topic="orders", partition=1, replica=3, start_ms=25_000, duration_ms=35_000, throughput=150.0
+            ),
         ),
     )
 
@@ -68,8 +81,15 @@ def bursty() -> ClusterSpec:
         topics=(TopicSpec(name="clicks", partitions=2, produce_rate=200.0),),
         duration_ms=90_000,
         faults=tuple(
-            BurstyProducer(topic="clicks", partition=p, start_ms=5_000 + 2_500 * p, duration_ms=80_000,
-                           every_ms=7_000, burst_messages=100_000, burst_ms=1_000)
+            BurstyProducer(
+                topic="clicks",
+                partition=p,
+                start_ms=5_000 + 2_500 * p,
+                duration_ms=80_000,
+                every_ms=7_000,
+                burst_messages=100_000,
+                burst_ms=1_000,
+            )
             for p in range(2)
         ),
     )
@@ -79,8 +99,10 @@ def steady() -> ClusterSpec:
     """2 topics x 3 partitions, ~60 s, no faults: every follower stays caught up."""
     return ClusterSpec(
         name=CLUSTER,
-        topics=(TopicSpec(name="orders", partitions=3), TopicSpec(name="payments", partitions=3,
-                                                                  produce_rate=200.0)),
+        topics=(
+            TopicSpec(name="orders", partitions=3),
+            TopicSpec(name="payments", partitions=3, produce_rate=200.0),
+        ),
         duration_ms=60_000,
     )
 

@@ -15,6 +15,7 @@ leader, since each leader broker keeps its own `Partition`) and records:
 While a partition has no live leader (between a leader's crash and the election) nothing decides
 anything, so its truth is frozen.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -24,11 +25,11 @@ from replmon.state.partition import FetchOutcome, PartitionConfig, PartitionLead
 Record = dict[str, Any]
 
 # Why an ISR (or leader) changed.
-SHRINK = "shrink"               # the leader's isr-expiration removed out-of-sync followers
-EXPAND = "expand"               # a follower fetch reached the HW and the leader added it
-FENCED = "fenced"               # the controller removed a fenced broker (KRaft handleBrokerFenced)
-ELECTION = "election"           # the controller elected a new leader (higher leader epoch)
-REASSIGNMENT = "reassignment"   # the controller completed a reassignment
+SHRINK = "shrink"  # the leader's isr-expiration removed out-of-sync followers
+EXPAND = "expand"  # a follower fetch reached the HW and the leader added it
+FENCED = "fenced"  # the controller removed a fenced broker (KRaft handleBrokerFenced)
+ELECTION = "election"  # the controller elected a new leader (higher leader epoch)
+REASSIGNMENT = "reassignment"  # the controller completed a reassignment
 
 
 class PartitionTruth:
@@ -40,24 +41,46 @@ class PartitionTruth:
         self.engine: PartitionLeader | None = None
         self.frozen = False
         self.records: list[Record] = []
-        self._last_ms = 0                  # time of the last state change (episodes are exact between changes)
-        self._open: dict[int, int] = {}    # replica -> start of its open out-of-sync episode
+        self._last_ms = 0  # time of the last state change (episodes are exact between changes)
+        self._open: dict[int, int] = {}  # replica -> start of its open out-of-sync episode
         self._episodes: list[Record] = []
         self._hw_points: list[list[int]] = []
 
     # ---- what the model calls ---------------------------------------------------------------------
 
-    def elect(self, now_ms: int, *, leader: int, leader_epoch: int, replicas: Iterable[int], isr: Iterable[int],
-              leader_leo: int, hw: int, leader_epoch_start_offset: int | None = None,
-              broker_epochs: dict[int, int], fenced: Iterable[int] = (), adding_replicas: Iterable[int] = (),
-              reason: str | None = ELECTION) -> None:
+    def elect(
+        self,
+        now_ms: int,
+        *,
+        leader: int,
+        leader_epoch: int,
+        replicas: Iterable[int],
+        isr: Iterable[int],
+        leader_leo: int,
+        hw: int,
+        leader_epoch_start_offset: int | None = None,
+        broker_epochs: dict[int, int],
+        fenced: Iterable[int] = (),
+        adding_replicas: Iterable[int] = (),
+        reason: str | None = ELECTION,
+    ) -> None:
         """`makeLeader` on a broker that was not leader: a fresh engine (reason None: the initial state)."""
         self._advance(now_ms)
         old = self._snapshot()
         self.engine = PartitionLeader(
-            config=self.config, now_ms=now_ms, leader=leader, leader_epoch=leader_epoch, replicas=tuple(replicas),
-            isr=tuple(isr), leader_leo=leader_leo, hw=hw, leader_epoch_start_offset=leader_epoch_start_offset,
-            broker_epochs=dict(broker_epochs), fenced=tuple(fenced), adding_replicas=tuple(adding_replicas))
+            config=self.config,
+            now_ms=now_ms,
+            leader=leader,
+            leader_epoch=leader_epoch,
+            replicas=tuple(replicas),
+            isr=tuple(isr),
+            leader_leo=leader_leo,
+            hw=hw,
+            leader_epoch_start_offset=leader_epoch_start_offset,
+            broker_epochs=dict(broker_epochs),
+            fenced=tuple(fenced),
+            adding_replicas=tuple(adding_replicas),
+        )
         self.frozen = False
         self._after(now_ms, old, reason)
 
@@ -102,15 +125,23 @@ class PartitionTruth:
         self._advance(end_ms + 1)
         ids = {"cluster": self.cluster, "topic": self.topic, "partition": self.partition}
         for replica, start in self._open.items():
-            self._episodes.append({"kind": "out_of_sync", **ids, "replica": replica, "start_ms": start,
-                                   "end_ms": None})
+            self._episodes.append(
+                {"kind": "out_of_sync", **ids, "replica": replica, "start_ms": start, "end_ms": None}
+            )
         self._open.clear()
         self._episodes.sort(key=lambda e: (e["start_ms"], e["replica"]))
         engine = self.engine
-        final = {"kind": "partition", **ids, "ts": end_ms, "leader": engine.leader if engine else -1,
-                 "leader_epoch": engine.leader_epoch if engine else -1,
-                 "replicas": list(engine.replicas) if engine else [], "isr": list(engine.isr) if engine else [],
-                 "hw": engine.hw if engine else 0, "leader_leo": engine.leader_leo if engine else 0}
+        final = {
+            "kind": "partition",
+            **ids,
+            "ts": end_ms,
+            "leader": engine.leader if engine else -1,
+            "leader_epoch": engine.leader_epoch if engine else -1,
+            "replicas": list(engine.replicas) if engine else [],
+            "isr": list(engine.isr) if engine else [],
+            "hw": engine.hw if engine else 0,
+            "leader_leo": engine.leader_leo if engine else 0,
+        }
         return [*self.records, *self._episodes, {"kind": "hw", **ids, "points": self._hw_points}, final]
 
     # ---- bookkeeping ------------------------------------------------------------------------------
@@ -126,10 +157,21 @@ class PartitionTruth:
         new = self._snapshot()
         changed = new != old and reason is not None
         if changed:
-            self.records.append({
-                "kind": "isr_change", "cluster": self.cluster, "topic": self.topic, "partition": self.partition,
-                "ts": now_ms, "old": list(old[2]), "new": list(new[2]), "reason": reason,
-                "leader": e.leader, "leader_epoch": e.leader_epoch, "old_leader": old[0]})
+            self.records.append(
+                {
+                    "kind": "isr_change",
+                    "cluster": self.cluster,
+                    "topic": self.topic,
+                    "partition": self.partition,
+                    "ts": now_ms,
+                    "old": list(old[2]),
+                    "new": list(new[2]),
+                    "reason": reason,
+                    "leader": e.leader,
+                    "leader_epoch": e.leader_epoch,
+                    "old_leader": old[0],
+                }
+            )
         for replica in list(self._open):
             if replica not in e.followers or e.is_caught_up(replica, now_ms):
                 self._close(replica, now_ms)
@@ -151,6 +193,14 @@ class PartitionTruth:
                 self._open[replica] = start
 
     def _close(self, replica: int, now_ms: int) -> None:
-        self._episodes.append({"kind": "out_of_sync", "cluster": self.cluster, "topic": self.topic,
-                               "partition": self.partition, "replica": replica,
-                               "start_ms": self._open.pop(replica), "end_ms": now_ms})
+        self._episodes.append(
+            {
+                "kind": "out_of_sync",
+                "cluster": self.cluster,
+                "topic": self.topic,
+                "partition": self.partition,
+                "replica": replica,
+                "start_ms": self._open.pop(replica),
+                "end_ms": now_ms,
+            }
+        )

@@ -2,6 +2,7 @@
 
 Events are dicts (from the model) or ready JSON lines (from `scale`); both are accepted.
 """
+
 from __future__ import annotations
 
 import json
@@ -91,8 +92,10 @@ def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="replmon-simulate")
     try:
-        admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": replication_factor}},
-                            wait_for_metadata=True)
+        admin.create_topics(
+            {topic: {"num_partitions": partitions, "replication_factor": replication_factor}},
+            wait_for_metadata=True,
+        )
         log.info("created topic %s (%d partitions, RF %d)", topic, partitions, replication_factor)
         return True
     except TopicAlreadyExistsError:

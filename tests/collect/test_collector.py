@@ -1,5 +1,6 @@
 """The collect loop's checkpoint: a restart publishes nothing twice and loses nothing, held
 events survive it, and the fetch sessions are rebuilt on a fresh start (warm-up)."""
+
 from __future__ import annotations
 
 from replmon.streaming.collect.collector import Collector
@@ -39,8 +40,9 @@ class Clock:
 
 
 def collector(tmp_path, log, rec, clock):
-    return Collector("c", {1: str(log)}, NoAdmin(), rec, tmp_path / "state", hold_ms=1000,
-                     heartbeat_ms=10**9, clock=clock)
+    return Collector(
+        "c", {1: str(log)}, NoAdmin(), rec, tmp_path / "state", hold_ms=1000, heartbeat_ms=10**9, clock=clock
+    )
 
 
 def write(log, *lines):
@@ -50,8 +52,11 @@ def write(log, *lines):
 
 
 def keyed(events):
-    return [(e["type"], e["ts"], e.get("fetch_offset", e.get("leader_leo"))) for e in events
-            if e["type"] != "heartbeat"]
+    return [
+        (e["type"], e["ts"], e.get("fetch_offset", e.get("leader_leo")))
+        for e in events
+        if e["type"] != "heartbeat"
+    ]
 
 
 def test_restart_resumes_without_republishing(tmp_path):
@@ -60,15 +65,19 @@ def test_restart_resumes_without_republishing(tmp_path):
     write(log, fetch_line(T, 2, epoch=0, session_id=0, response_session=7, requested=[(0, 10)], responded=[]))
     rec, clock = Recorder(), Clock(T + 100)
     c = collector(tmp_path, log, rec, clock)
-    c.start()                                   # warm-up: learns session 7, publishes nothing
-    write(log, produce_line(T + 200, 0, 9, total=10, queue=0, local=0),       # append at T+190, LEO >= 10
-          fetch_line(T + 800, 2, epoch=1, total=501, queue=0, remote=500))   # parked, read at T+299
-    clock.ms = T + 1250                         # watermark T+250: only the append is released
+    c.start()  # warm-up: learns session 7, publishes nothing
+    write(
+        log,
+        produce_line(T + 200, 0, 9, total=10, queue=0, local=0),  # append at T+190, LEO >= 10
+        fetch_line(T + 800, 2, epoch=1, total=501, queue=0, remote=500),
+    )  # parked, read at T+299
+    clock.ms = T + 1250  # watermark T+250: only the append is released
     c.step()
     assert keyed(rec.sent) == [("append", T + 190, 10)]
     # The process dies here; a new one starts from the checkpoint.
-    write(log, fetch_line(T + 1400, 2, epoch=2, requested=[(0, 12)], responded=[(0, 100, 11)],
-                          total=2, queue=0))    # records at once: behind, read at T+1398
+    write(
+        log, fetch_line(T + 1400, 2, epoch=2, requested=[(0, 12)], responded=[(0, 100, 11)], total=2, queue=0)
+    )  # records at once: behind, read at T+1398
     rec2, clock2 = Recorder(), Clock(T + 3000)
     c2 = collector(tmp_path, log, rec2, clock2)
     c2.start()
@@ -84,8 +93,9 @@ def test_heartbeat_carries_the_release_watermark(tmp_path):
     log = tmp_path / "kafka-request.log"
     log.write_text("")
     rec = Recorder()
-    c = Collector("c", {1: str(log)}, NoAdmin(), rec, tmp_path / "s", hold_ms=1500,
-                  heartbeat_ms=1000, clock=Clock(T))
+    c = Collector(
+        "c", {1: str(log)}, NoAdmin(), rec, tmp_path / "s", hold_ms=1500, heartbeat_ms=1000, clock=Clock(T)
+    )
     c.start()
     c.step()
     assert rec.sent == [{"type": "heartbeat", "ts": T - 1500, "cluster": "c"}]
@@ -112,13 +122,21 @@ def test_admin_events_are_stamped_when_the_answer_came(tmp_path):
     log = tmp_path / "kafka-request.log"
     log.write_text("")
     rec, clock = Recorder(), Clock(T)
-    c = Collector("c", {1: str(log)}, SlowAdmin(clock), rec, tmp_path / "s", hold_ms=1500,
-                  heartbeat_ms=10**9, clock=clock)
+    c = Collector(
+        "c",
+        {1: str(log)},
+        SlowAdmin(clock),
+        rec,
+        tmp_path / "s",
+        hold_ms=1500,
+        heartbeat_ms=10**9,
+        clock=clock,
+    )
     c.start()
     c.poll_admin()
     c.step()
     released = [e for e in rec.sent if e["type"] != "heartbeat"]
-    assert released == []                       # held: its time is T + 5000, the watermark T + 3500
+    assert released == []  # held: its time is T + 5000, the watermark T + 3500
     clock.ms += 1500
     c.step()
     released = [e for e in rec.sent if e["type"] != "heartbeat"]

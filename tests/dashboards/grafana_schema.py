@@ -40,9 +40,13 @@ def lost_keys(original: Any, back: Any, where: str) -> list[str]:
 
 def schema_problems(board: dict) -> list[str]:
     """Empty if Grafana's model knows every field and panel type of `board`."""
-    problems = [f"panel {p.get('title')!r}: {p.get('type')!r} is not a Grafana panel type"
-                for p in board.get("panels", []) if panelcfg_config(p.get("type", "")) is None]
+    problems = [
+        f"panel {p.get('title')!r}: {p.get('type')!r} is not a Grafana panel type"
+        for p in board.get("panels", [])
+        if panelcfg_config(p.get("type", "")) is None
+    ]
     back = json.loads(json.dumps(Dashboard.from_json(board), cls=JSONEncoder))
-    problems += [f"{path}: not a field of Grafana's dashboard model"
-                 for path in lost_keys(board, back, "dashboard")]
+    problems += [
+        f"{path}: not a field of Grafana's dashboard model" for path in lost_keys(board, back, "dashboard")
+    ]
     return problems

@@ -16,8 +16,14 @@ from tests.sinks import records as r
 
 BOARDS = build.build_all()
 # Variable values as Grafana splices them into keys: index-set members, already escaped.
-VARIABLES = {"cluster": part("c1"), "topic": part("orders"), "partition": part(0), "replica": part(3),
-             "broker": part(3), "hosted": partition_member("orders", 0)}
+VARIABLES = {
+    "cluster": part("c1"),
+    "topic": part("orders"),
+    "partition": part(0),
+    "replica": part(3),
+    "broker": part(3),
+    "hosted": partition_member("orders", 0),
+}
 
 
 def substitute(template: str) -> str:
@@ -78,8 +84,11 @@ def test_dashboard_shape(name):
         assert panel["type"] in {"timeseries", "table", "stat"}
         grid = panel["gridPos"]
         assert grid["w"] > 0 and grid["h"] > 0 and grid["x"] + grid["w"] <= 24
-        area = {(x, y) for x in range(grid["x"], grid["x"] + grid["w"])
-                for y in range(grid["y"], grid["y"] + grid["h"])}
+        area = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
         assert not cells & area, f"panel {panel['title']!r} overlaps another"
         cells |= area
 
@@ -91,8 +100,15 @@ def test_every_query_uses_the_redis_datasource():
             assert target["datasource"] == {"type": "redis-datasource", "uid": panels.DATASOURCE_UID}
             assert target["refId"] and target["type"] in {"command", "cli"}
             if target["type"] == "command":
-                assert target["command"] in {"xrange", "xrevrange", "hgetall", "hlen", "scard",
-                                             "smembers", "get"}
+                assert target["command"] in {
+                    "xrange",
+                    "xrevrange",
+                    "hgetall",
+                    "hlen",
+                    "scard",
+                    "smembers",
+                    "get",
+                }
     for board in BOARDS.values():
         for variable in board["templating"]["list"]:
             assert variable["datasource"] == panels.DATASOURCE
@@ -102,8 +118,14 @@ def test_every_query_uses_the_redis_datasource():
 def test_variables_used_by_a_board_are_defined_on_it():
     for name, board in BOARDS.items():
         defined = {v["name"] for v in board["templating"]["list"]}
-        used = set(re.findall(r"\$(\w+)", json.dumps(board["panels"]) + json.dumps(board["templating"])
-                              + json.dumps(board["annotations"])))
+        used = set(
+            re.findall(
+                r"\$(\w+)",
+                json.dumps(board["panels"])
+                + json.dumps(board["templating"])
+                + json.dumps(board["annotations"]),
+            )
+        )
         assert used - {"time", "streamId"} <= defined, name
 
 
@@ -116,8 +138,9 @@ def test_every_queried_key_is_a_key_of_the_layout():
 def test_every_queried_key_is_written_by_the_sink(redis_client):
     sink = RedisSink(redis_client)
     batch = r.full_batch()
-    sink.write_batch(1, batch["alerts"], batch["partition_status"], batch["replica_status"],
-                     batch["quarantine"])
+    sink.write_batch(
+        1, batch["alerts"], batch["partition_status"], batch["replica_status"], batch["quarantine"]
+    )
     for where, template in queried_keys():
         key = substitute(template)
         assert redis_client.exists(key), f"{where} reads {key}, which the sink did not write"
@@ -126,8 +149,9 @@ def test_every_queried_key_is_written_by_the_sink(redis_client):
 def test_series_panels_read_fields_the_sink_writes(redis_client):
     sink = RedisSink(redis_client)
     batch = r.full_batch()
-    sink.write_batch(1, batch["alerts"], batch["partition_status"], batch["replica_status"],
-                     batch["quarantine"])
+    sink.write_batch(
+        1, batch["alerts"], batch["partition_status"], batch["replica_status"], batch["quarantine"]
+    )
     for where, panel in all_panels():
         for transformation in panel.get("transformations", []):
             if transformation["id"] != "filterFieldsByName":
@@ -140,8 +164,11 @@ def test_series_panels_read_fields_the_sink_writes(redis_client):
 
 def test_build_cli_writes_every_board(tmp_path, capsys):
     assert build.main(["--out", str(tmp_path)]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["replmon-broker.json", "replmon-overview.json",
-                                                          "replmon-replica.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "replmon-broker.json",
+        "replmon-overview.json",
+        "replmon-replica.json",
+    ]
     assert build.main(["--print", "--prefix", "staging"]) == 0
     assert '"smembers staging:clusters"' in capsys.readouterr().out
 
@@ -151,6 +178,7 @@ def test_build_cli_writes_every_board(tmp_path, capsys):
 def schema_problems():
     pytest.importorskip("grafana_foundation_sdk", reason="in the test extra: run bash deploy/dev.sh setup")
     from tests.dashboards.grafana_schema import schema_problems
+
     return schema_problems
 
 
@@ -165,21 +193,42 @@ def _spoiled(change) -> dict:
     return board
 
 
-@pytest.mark.parametrize("change, expected, why", [
-    (lambda b: b["panels"][0].update(type="timeseriez"), "'timeseriez' is not a Grafana panel type",
-     "a misspelt panel type would render as 'Panel plugin not found'"),
-    (lambda b: b["panels"][0].update(gridPosition=b["panels"][0]["gridPos"]), "panels[0].gridPosition",
-     "a wrong field name on a panel"),
-    (lambda b: b["panels"][0]["options"]["legend"].update(position="bottom"), "options.legend.position",
-     "an option the time series panel does not have (it is 'placement')"),
-    (lambda b: b["panels"][0]["fieldConfig"]["defaults"]["custom"].update(lineInterpolate="linear"),
-     "custom.lineInterpolate", "a misspelt field config of the time series panel"),
-    (lambda b: b["templating"]["list"][0].update(defintion="x"), "templating.list[0].defintion",
-     "a misspelt variable field"),
-    (lambda b: b["annotations"]["list"][0].update(iconColour="red"), "annotations.list[0].iconColour",
-     "a misspelt annotation query field"),
-    (lambda b: b.update(schemaVer=39), "dashboard.schemaVer", "a misspelt top-level field"),
-])
+@pytest.mark.parametrize(
+    "change, expected, why",
+    [
+        (
+            lambda b: b["panels"][0].update(type="timeseriez"),
+            "'timeseriez' is not a Grafana panel type",
+            "a misspelt panel type would render as 'Panel plugin not found'",
+        ),
+        (
+            lambda b: b["panels"][0].update(gridPosition=b["panels"][0]["gridPos"]),
+            "panels[0].gridPosition",
+            "a wrong field name on a panel",
+        ),
+        (
+            lambda b: b["panels"][0]["options"]["legend"].update(position="bottom"),
+            "options.legend.position",
+            "an option the time series panel does not have (it is 'placement')",
+        ),
+        (
+            lambda b: b["panels"][0]["fieldConfig"]["defaults"]["custom"].update(lineInterpolate="linear"),
+            "custom.lineInterpolate",
+            "a misspelt field config of the time series panel",
+        ),
+        (
+            lambda b: b["templating"]["list"][0].update(defintion="x"),
+            "templating.list[0].defintion",
+            "a misspelt variable field",
+        ),
+        (
+            lambda b: b["annotations"]["list"][0].update(iconColour="red"),
+            "annotations.list[0].iconColour",
+            "a misspelt annotation query field",
+        ),
+        (lambda b: b.update(schemaVer=39), "dashboard.schemaVer", "a misspelt top-level field"),
+    ],
+)
 def test_the_schema_check_fails_on_what_grafana_would_not_know(change, expected, why, schema_problems):
     problems = schema_problems(_spoiled(change))
     assert any(expected in p for p in problems), (why, problems)
@@ -187,11 +236,19 @@ def test_the_schema_check_fails_on_what_grafana_would_not_know(change, expected,
 
 # --- annotations and links --------------------------------------------------------------------
 def test_annotation_queries_match_the_tags_the_annotation_consumer_writes():
-    alert = {k: "" if v is None else str(v) for k, v in r.alert(cluster="c1", topic="orders", partition=0,
-                                                                  replica=3).items()}
+    alert = {
+        k: "" if v is None else str(v)
+        for k, v in r.alert(cluster="c1", topic="orders", partition=0, replica=3).items()
+    }
     written = set(tags_of(alert))
-    broker_alert = {**alert, "name": "BrokerUnavailable", "topic": "", "partition": "", "replica": "",
-                    "broker": "3"}
+    broker_alert = {
+        **alert,
+        "name": "BrokerUnavailable",
+        "topic": "",
+        "partition": "",
+        "replica": "",
+        "broker": "3",
+    }
     for name, board in BOARDS.items():
         queries = board["annotations"]["list"]
         assert queries, f"{name} shows no annotations"
@@ -221,11 +278,18 @@ def test_alert_rows_link_to_the_partition_view_with_its_variables():
 
 def test_overview_counts_and_alert_table_are_live():
     overview = BOARDS["replmon-overview.json"]
-    live = [p["title"] for p in overview["panels"] if p["type"] in ("stat", "table")
-            and all(t.get("streaming") for t in p["targets"])]
-    assert {"Firing alerts", "Under-replicated partitions", "Under min ISR", "Out-of-sync followers"} <= set(live)
+    live = [
+        p["title"]
+        for p in overview["panels"]
+        if p["type"] in ("stat", "table") and all(t.get("streaming") for t in p["targets"])
+    ]
+    assert {"Firing alerts", "Under-replicated partitions", "Under min ISR", "Out-of-sync followers"} <= set(
+        live
+    )
     for panel in overview["panels"]:
         for target in panel["targets"]:
             if target.get("streaming"):
                 assert target["streamingInterval"] <= 5_000 and target["streamingDataType"] in (
-                    "DataFrame", "TimeSeries")
+                    "DataFrame",
+                    "TimeSeries",
+                )

@@ -3,6 +3,7 @@ a test likes (no Spark): each batch is checked by the contract checks' Python re
 (streaming/validate.py; the query runs the same checks on the JVM) and goes through the real
 adapter (`events_from_frames`: quarantine, then event-time order) into the buckets, then the
 end-of-batch `advance`."""
+
 from __future__ import annotations
 
 import zlib
@@ -29,7 +30,7 @@ def _frame(events: list[dict], seqs: list[int]) -> pd.DataFrame:
     for name in INT_FIELDS:  # as Arrow hands them to pandas: float with NaN where null
         frame[name] = pd.to_numeric(frame[name]).astype("float64")
     frame["reason"] = invalid_reasons(frame, NOW_MS, 3_600_000)
-    frame["extra"] = [pack_extra(e) for e in events]   # as parse.monitor_input packs them
+    frame["extra"] = [pack_extra(e) for e in events]  # as parse.monitor_input packs them
     return frame
 
 

@@ -2,6 +2,7 @@
 up to the allowed lateness ahead of the partitions' events (as they are when they sit on
 another partition of the metrics topic). Engine only; tests/faults/test_kafka_faults.py does
 the same through the real Kafka source."""
+
 from __future__ import annotations
 
 import pytest
@@ -45,10 +46,13 @@ def transitions(alerts: list[dict]) -> list[tuple]:
     return sorted((a["alert_id"], a["status"], a["ts"], a["reason"]) for a in alerts)
 
 
-@pytest.mark.parametrize("batch_ms,ahead_ms,why", [
-    (1_000, 9_999, "cluster-wide events just under the 10 s lateness ahead, small batches"),
-    (30_000, 6_000, "few large batches with skew"),
-])
+@pytest.mark.parametrize(
+    "batch_ms,ahead_ms,why",
+    [
+        (1_000, 9_999, "cluster-wide events just under the 10 s lateness ahead, small batches"),
+        (30_000, 6_000, "few large batches with skew"),
+    ],
+)
 def test_same_alerts_however_cut(demo_events, whole, batch_ms, ahead_ms, why):
     cut, quarantined = run_batches(skewed_batches(demo_events, batch_ms, ahead_ms), CFG)
     assert quarantined == [], why
@@ -72,10 +76,10 @@ def test_duplicated_events_lose_or_repeat_no_alert_transition(demo_events, whole
     changes nothing. (A resent metadata event of the current leader epoch is not recognised
     as one: the contract carries no partition epoch.)"""
     batches = skewed_batches(demo_events, 2_000, 5_000)
-    resent = [[*batch, *(e for e in (batches[i - 1] if i else [])[::5]
-                         if e["type"] in ("fetch", "append"))]
-              for i, batch in enumerate(batches)]
+    resent = [
+        [*batch, *(e for e in (batches[i - 1] if i else [])[::5] if e["type"] in ("fetch", "append"))]
+        for i, batch in enumerate(batches)
+    ]
     cut, quarantined = run_batches(resent, CFG)
-    assert quarantined and all(q["reason"].startswith(("late", "stale fetch"))
-                               for q in quarantined)
+    assert quarantined and all(q["reason"].startswith(("late", "stale fetch")) for q in quarantined)
     assert transitions(cut) == whole

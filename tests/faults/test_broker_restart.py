@@ -4,6 +4,7 @@ Redis, and started again; the run goes on, and Redis ends with exactly the alert
 an uninterrupted run over the same events read from a file.
 
 A subprocess, as a deployment runs it (its own JVM)."""
+
 from __future__ import annotations
 
 import json
@@ -38,12 +39,13 @@ def stop_broker(local_services) -> None:
             return False
         except ProcessLookupError:
             return True
+
     wait_for(gone, 60, f"Kafka broker pid {pid} to stop")
 
 
 def test_a_broker_restart_loses_and_duplicates_no_transition(
-        tmp_path, local_services, kafka_bootstrap, demo_reference, redis_server, redis_client,
-        spark_kafka_jars):
+    tmp_path, local_services, kafka_bootstrap, demo_reference, redis_server, redis_client, spark_kafka_jars
+):
     redis_url, expected = redis_server.url, demo_reference.transitions
     topic = f"replmon.restart-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, topic, partitions=4)
@@ -55,28 +57,51 @@ def test_a_broker_restart_loses_and_duplicates_no_transition(
     log_path = tmp_path / "replmon.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "replmon.streaming.cli", "run", "--kafka-bootstrap",
-             kafka_bootstrap, "--output", str(tmp_path / "out"), "--quiet", "--verbose",
-             "--redis-url", redis_url],
-            cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=run_env(REPLMON_REDIS__PREFIX="restart", REPLMON_KAFKA__SUBSCRIBE=topic,
-                        REPLMON_KAFKA__STARTING_OFFSETS="earliest",
-                        REPLMON_KAFKA__MAX_OFFSETS_PER_TRIGGER="4000",
-                        REPLMON_SPARK__JARS=json.dumps(spark_kafka_jars)),
-            start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "replmon.streaming.cli",
+                "run",
+                "--kafka-bootstrap",
+                kafka_bootstrap,
+                "--output",
+                str(tmp_path / "out"),
+                "--quiet",
+                "--verbose",
+                "--redis-url",
+                redis_url,
+            ],
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=run_env(
+                REPLMON_REDIS__PREFIX="restart",
+                REPLMON_KAFKA__SUBSCRIBE=topic,
+                REPLMON_KAFKA__STARTING_OFFSETS="earliest",
+                REPLMON_KAFKA__MAX_OFFSETS_PER_TRIGGER="4000",
+                REPLMON_SPARK__JARS=json.dumps(spark_kafka_jars),
+            ),
+            start_new_session=True,
+        )
     try:
-        wait_for(lambda: redis_client.scard(keys.clusters()) > 0 or proc.poll() is not None, 240,
-                 "the first batch in Redis")
+        wait_for(
+            lambda: redis_client.scard(keys.clusters()) > 0 or proc.poll() is not None,
+            240,
+            "the first batch in Redis",
+        )
         assert proc.poll() is None, log_path.read_text()[-3000:]
         stop_broker(local_services)
         time.sleep(5)
         up = run_services(*services_up_args())
         assert up.returncode == 0, up.stderr[-2000:]
 
-        wait_for(lambda: transitions_in_redis(redis_client, keys) == expected
-                 or proc.poll() is not None, 240,
-                 "every transition in Redis after the restart")
-        time.sleep(3)    # a few more triggers: nothing may be written twice by them either
+        wait_for(
+            lambda: transitions_in_redis(redis_client, keys) == expected or proc.poll() is not None,
+            240,
+            "every transition in Redis after the restart",
+        )
+        time.sleep(3)  # a few more triggers: nothing may be written twice by them either
         assert proc.poll() is None, log_path.read_text()[-3000:]
         assert transitions_in_redis(redis_client, keys) == expected
         # The run did see the broker go away (else this test proved nothing).

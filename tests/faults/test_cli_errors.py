@@ -1,5 +1,6 @@
 """`replmon run` as a user runs it (a subprocess): a bad setting or an unreachable service ends
 in one line naming it, exit non-zero, no traceback and no flood of log lines."""
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,15 @@ from tests.redis_server import free_port
 def replmon_run(tmp_path, *args, **env_extra) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REPLMON_")}
     env.update(env_extra)
-    return subprocess.run([sys.executable, "-m", "replmon.streaming.cli", "run", *args],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "replmon.streaming.cli", "run", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_an_unknown_variable_is_named_with_the_setting_meant(tmp_path):
@@ -32,10 +39,14 @@ def test_an_unknown_variable_is_named_with_the_setting_meant(tmp_path):
 @pytest.mark.spark
 @pytest.mark.services
 def test_an_unreachable_kafka_is_one_line_within_the_startup_timeout(tmp_path, spark_kafka_jars):
-    proc = replmon_run(tmp_path, "--kafka-bootstrap", f"127.0.0.1:{free_port()}",
-                       REPLMON_KAFKA__STARTUP_TIMEOUT_MS="3000",
-                       REPLMON_SPARK__JARS=json.dumps(spark_kafka_jars),
-                       REPLMON_SPARK__DRIVER_MEMORY="1g")
+    proc = replmon_run(
+        tmp_path,
+        "--kafka-bootstrap",
+        f"127.0.0.1:{free_port()}",
+        REPLMON_KAFKA__STARTUP_TIMEOUT_MS="3000",
+        REPLMON_SPARK__JARS=json.dumps(spark_kafka_jars),
+        REPLMON_SPARK__DRIVER_MEMORY="1g",
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("replmon:")]
     assert len(errors) == 1 and "did not answer a metadata request within 3 s" in errors[0]

@@ -10,6 +10,7 @@ session (its own JVM), over the simulated `demo` cluster read one file per micro
 A Redis restart during a run is tests/streaming/test_outage.py; a Kafka broker restart is
 tests/faults/test_kafka_faults.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,10 +33,26 @@ pytestmark = pytest.mark.spark
 def start(tmp_path: Path, events: Path, out: Path, *args: str, **env: str) -> subprocess.Popen:
     """`replmon run` in a session of its own, so that a signal can go to its whole group."""
     return subprocess.Popen(
-        [sys.executable, "-m", "replmon.streaming.cli", "run", "--input", str(events),
-         "--output", str(out), "--quiet", *args],
-        cwd=tmp_path, env=run_env(REPLMON_SPARK__MAX_FILES_PER_TRIGGER="1", **env),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "replmon.streaming.cli",
+            "run",
+            "--input",
+            str(events),
+            "--output",
+            str(out),
+            "--quiet",
+            *args,
+        ],
+        cwd=tmp_path,
+        env=run_env(REPLMON_SPARK__MAX_FILES_PER_TRIGGER="1", **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def batch_in_flight(checkpoint: Path, first: int = 0) -> int | None:
@@ -58,8 +75,11 @@ def test_ctrl_c_in_the_middle_of_a_batch_exits_0_quietly(tmp_path, demo_referenc
     out = tmp_path / "out"
     proc = start(tmp_path, demo_reference.folder, out)
     try:
-        batch = wait_for(lambda: batch_in_flight(out / "_checkpoint") is not None
-                         or proc.poll() is not None, 180, "the first micro-batch to start")
+        batch = wait_for(
+            lambda: batch_in_flight(out / "_checkpoint") is not None or proc.poll() is not None,
+            180,
+            "the first micro-batch to start",
+        )
         assert proc.poll() is None and batch, proc.stderr.read()[-3000:]
         kill_group(proc, signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
@@ -68,8 +88,9 @@ def test_ctrl_c_in_the_middle_of_a_batch_exits_0_quietly(tmp_path, demo_referenc
         proc.wait(timeout=30)
     lines = stderr.splitlines()
     assert proc.returncode == 0, stderr[-3000:]
-    assert not [line for line in lines if "Traceback" in line or "ERROR" in line
-                or "Exception" in line], stderr[-3000:]
+    assert not [line for line in lines if "Traceback" in line or "ERROR" in line or "Exception" in line], (
+        stderr[-3000:]
+    )
     # The JVM's own "WARNING: Using incubator modules" line may be there; nothing like a flood.
     assert len(lines) <= 5, stderr[-3000:]
     assert f"outputs in {out}" in stdout
@@ -80,16 +101,20 @@ def alert_pairs(rows: list[dict]) -> Counter:
 
 
 @pytest.mark.services
-def test_kill_9_mid_batch_then_restart_gives_every_transition_once(tmp_path, demo_reference,
-                                                                   redis_server, redis_client):
+def test_kill_9_mid_batch_then_restart_gives_every_transition_once(
+    tmp_path, demo_reference, redis_server, redis_client
+):
     events, expected = demo_reference.folder, demo_reference.transitions
     out, keys = tmp_path / "out", Keys("replmon")
     proc = start(tmp_path, events, out, "--redis-url", redis_server.url)
     try:
         # Killed while a batch after the first is running: some transitions are in Redis, the
         # batch's own may be half written.
-        wait_for(lambda: batch_in_flight(out / "_checkpoint", first=1) is not None
-                 or proc.poll() is not None, 180, "a second micro-batch to start")
+        wait_for(
+            lambda: batch_in_flight(out / "_checkpoint", first=1) is not None or proc.poll() is not None,
+            180,
+            "a second micro-batch to start",
+        )
         assert proc.poll() is None, proc.stderr.read()[-3000:]
         kill_group(proc, signal.SIGKILL)
         proc.wait(timeout=30)
@@ -100,14 +125,31 @@ def test_kill_9_mid_batch_then_restart_gives_every_transition_once(tmp_path, dem
 
     # The restart replays the killed batch as planned, then the rest in one batch.
     restarted = subprocess.run(
-        [sys.executable, "-m", "replmon.streaming.cli", "run", "--input", str(events),
-         "--output", str(out), "--quiet", "--once", "--redis-url", redis_server.url],
-        cwd=tmp_path, env=run_env(REPLMON_SPARK__MAX_FILES_PER_TRIGGER=str(FILES)),
-        capture_output=True, text=True, timeout=180,
-        stdin=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "replmon.streaming.cli",
+            "run",
+            "--input",
+            str(events),
+            "--output",
+            str(out),
+            "--quiet",
+            "--once",
+            "--redis-url",
+            redis_server.url,
+        ],
+        cwd=tmp_path,
+        env=run_env(REPLMON_SPARK__MAX_FILES_PER_TRIGGER=str(FILES)),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
     assert restarted.returncode == 0, restarted.stderr[-3000:]
     assert transitions_in_redis(redis_client, keys) == expected
     assert alert_pairs(read_outputs(out)["alerts"]) == expected
     firing = {k.decode() for k in redis_client.hkeys(keys.alerts_firing())}
     assert firing == {aid for aid, s, _ in expected if s == "firing"} - {
-        aid for aid, s, _ in expected if s == "resolved"}
+        aid for aid, s, _ in expected if s == "resolved"
+    }

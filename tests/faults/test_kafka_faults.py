@@ -2,6 +2,7 @@
 a few hundred records per micro-batch gives the same alerts as the same events read from a file
 in one batch, poison records in the topic are all quarantined and counted, and Redis holds each
 alert transition exactly once."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,7 @@ from replmon.streaming.redis_out import build_redis_sink
 from replmon.streaming.settings import Settings
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.model import simulate
-from replmon.streaming.simulator.writers import (create_topic, kafka_producer, publish,
-                                                 write_events)
+from replmon.streaming.simulator.writers import create_topic, kafka_producer, publish, write_events
 from replmon.streaming.sources import kafka_source
 from tests.streaming.helpers import read_outputs, run_once
 
@@ -43,7 +43,8 @@ def transitions(alerts: list[dict]) -> list[tuple]:
 
 
 def test_small_batches_from_a_partitioned_topic_give_the_one_batch_alerts(
-        spark, kafka_bootstrap, redis_url, tmp_path):
+    spark, kafka_bootstrap, redis_url, tmp_path
+):
     events, _ = simulate(scenarios.get("demo"), seed=0)
     topic = f"replmon.faults-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, topic, partitions=4)
@@ -56,21 +57,38 @@ def test_small_batches_from_a_partitioned_topic_give_the_one_batch_alerts(
 
     # The reference: the same events from a file, all in one micro-batch.
     write_events(tmp_path / "file", events)
-    reference = run_once(spark, tmp_path / "file" / "events", tmp_path / "file-out",
-                         rules={"replica_lag_time_max_ms": 10_000}, stream={"buckets": 4})
+    reference = run_once(
+        spark,
+        tmp_path / "file" / "events",
+        tmp_path / "file-out",
+        rules={"replica_lag_time_max_ms": 10_000},
+        stream={"buckets": 4},
+    )
     assert len(reference["alerts"]) > 10 and reference["quarantine"] == []
 
     prefix = f"faults{uuid.uuid4().hex[:8]}"
-    settings = Settings(kafka={"bootstrap_servers": kafka_bootstrap, "subscribe": topic,
-                               "starting_offsets": "earliest", "max_offsets_per_trigger": 1000},
-                        redis={"url": redis_url, "prefix": prefix},
-                        spark={"checkpoint_dir": str(tmp_path / "ckpt")},
-                        rules={"replica_lag_time_max_ms": 10_000},
-                        stream={"buckets": 4, "max_record_bytes": MAX_RECORD_BYTES},
-                        output_dir=str(tmp_path / "kafka-out"))
+    settings = Settings(
+        kafka={
+            "bootstrap_servers": kafka_bootstrap,
+            "subscribe": topic,
+            "starting_offsets": "earliest",
+            "max_offsets_per_trigger": 1000,
+        },
+        redis={"url": redis_url, "prefix": prefix},
+        spark={"checkpoint_dir": str(tmp_path / "ckpt")},
+        rules={"replica_lag_time_max_ms": 10_000},
+        stream={"buckets": 4, "max_record_bytes": MAX_RECORD_BYTES},
+        output_dir=str(tmp_path / "kafka-out"),
+    )
     router = OutputRouter(settings.output_dir, build_redis_sink(settings.redis))
-    query = start_query(spark, kafka_source(spark, settings.kafka), settings, router, once=True,
-                        name=f"faults_{uuid.uuid4().hex[:8]}")
+    query = start_query(
+        spark,
+        kafka_source(spark, settings.kafka),
+        settings,
+        router,
+        once=True,
+        name=f"faults_{uuid.uuid4().hex[:8]}",
+    )
     try:
         query.awaitTermination(600)
         assert not query.isActive, "the availableNow run ends"
@@ -89,8 +107,10 @@ def test_small_batches_from_a_partitioned_topic_give_the_one_batch_alerts(
     client = redis.Redis.from_url(redis_url)
     keys = Keys(prefix)
     assert int(client.get(keys.quarantine_count())) == len(POISON)
-    in_redis = [{k.decode(): v.decode() for k, v in fields.items()}
-                for _, fields in client.xrange(keys.alerts_stream())]
+    in_redis = [
+        {k.decode(): v.decode() for k, v in fields.items()}
+        for _, fields in client.xrange(keys.alerts_stream())
+    ]
     pairs = [(a["alert_id"], a["status"]) for a in in_redis]
     assert len(pairs) == len(set(pairs)), "no transition twice"
     assert sorted(pairs) == sorted((a["alert_id"], a["status"]) for a in got["alerts"])

@@ -1,5 +1,6 @@
 """Startup checks (streaming/preflight.py): one line naming the service and the setting, before
 the query starts; and the least-privilege ACL of docs/redis.md works on a non-zero database."""
+
 from __future__ import annotations
 
 import re
@@ -24,8 +25,7 @@ def documented_acl() -> list[str]:
 
 
 def sink_for(url: str):
-    return build_redis_sink(RedisOut(url=url, username="replmon-writer",
-                                     password=SecretStr("s3cret-pw")))
+    return build_redis_sink(RedisOut(url=url, username="replmon-writer", password=SecretStr("s3cret-pw")))
 
 
 def test_the_documented_acl_passes_the_check_and_writes_on_database_3(redis_server, redis_client):
@@ -51,8 +51,7 @@ def test_without_select_the_check_says_which_acl_to_give(redis_server, redis_cli
 def test_a_wrong_password_and_a_stopped_redis_are_one_line_each(redis_server, redis_client):
     redis_client.execute_command("ACL", "SETUSER", "replmon-writer", "reset", *documented_acl())
     url = f"redis://127.0.0.1:{redis_server.port}/0"
-    wrong = build_redis_sink(RedisOut(url=url, username="replmon-writer",
-                                      password=SecretStr("not-it")))
+    wrong = build_redis_sink(RedisOut(url=url, username="replmon-writer", password=SecretStr("not-it")))
     with pytest.raises(PreflightError, match="refused the login.*redis.password") as err:
         check_redis(wrong.client, "replmon", url)
     assert "not-it" not in str(err.value) and "\n" not in str(err.value)

@@ -56,7 +56,11 @@ def run_services(*args: str, timeout: float = UP_TIMEOUT_S) -> subprocess.Comple
     env = dict(os.environ, REPLMON_PYTHON=sys.executable)
     return subprocess.run(
         ["bash", str(SERVICES_SH), *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
 
@@ -79,22 +83,20 @@ def local_services() -> dict:
         proc = run_services(*services_up_args())
     except subprocess.TimeoutExpired as e:
         pytest.fail(
-            f"deploy/local/services.sh up did not finish within {UP_TIMEOUT_S:.0f}s\n"
-            f"{e.stderr or ''}",
+            f"deploy/local/services.sh up did not finish within {UP_TIMEOUT_S:.0f}s\n{e.stderr or ''}",
             pytrace=False,
         )
     if proc.returncode != 0:
         pytest.fail(
-            f"deploy/local/services.sh up failed (exit {proc.returncode}):\n"
-            f"{proc.stderr}{proc.stdout}",
+            f"deploy/local/services.sh up failed (exit {proc.returncode}):\n{proc.stderr}{proc.stdout}",
             pytrace=False,
         )
     if not ENV_FILE.is_file():
-        pytest.fail(f"services.sh up succeeded but wrote no {ENV_FILE}:\n{proc.stderr}",
-                    pytrace=False)
+        pytest.fail(f"services.sh up succeeded but wrote no {ENV_FILE}:\n{proc.stderr}", pytrace=False)
     env = parse_env_file(ENV_FILE)
-    missing = [k for k in ("REPLMON_KAFKA_BOOTSTRAP", "REPLMON_REDIS_URL", "REPLMON_SPARK_JARS")
-               if not env.get(k)]
+    missing = [
+        k for k in ("REPLMON_KAFKA_BOOTSTRAP", "REPLMON_REDIS_URL", "REPLMON_SPARK_JARS") if not env.get(k)
+    ]
     if missing:
         pytest.fail(f"{ENV_FILE} lacks {missing}:\n{ENV_FILE.read_text()}", pytrace=False)
     return {

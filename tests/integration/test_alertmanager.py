@@ -2,6 +2,7 @@
 query's bridge would receive them) through the OutputRouter into a real Redis and a real
 Prometheus Alertmanager (Debian's package, started by deploy/local/alertmanager.sh), with a
 silence added by `replmon silence` on the way."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,15 @@ SCRIPT = ROOT / "deploy" / "local" / "alertmanager.sh"
 @pytest.fixture(scope="module")
 def alertmanager_url():
     env = dict(os.environ, REPLMON_PYTHON=sys.executable)
-    up = subprocess.run(["bash", str(SCRIPT), "up"], cwd=ROOT, env=env, capture_output=True, text=True,
-                        timeout=600, stdin=subprocess.DEVNULL)
+    up = subprocess.run(
+        ["bash", str(SCRIPT), "up"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
     assert up.returncode == 0, up.stderr
     line = next(x for x in up.stdout.splitlines() if x.startswith("REPLMON_ALERTMANAGER__URL="))
     return line.split("=", 1)[1]
@@ -58,8 +66,7 @@ class Batch:
     """What foreachBatch hands the router: a frame of (kind, payload)."""
 
     def __init__(self, alerts):
-        self.table = pa.table({"kind": ["alerts"] * len(alerts),
-                               "payload": [json.dumps(a) for a in alerts]})
+        self.table = pa.table({"kind": ["alerts"] * len(alerts), "payload": [json.dumps(a) for a in alerts]})
 
     def toArrow(self):
         return self.table
@@ -75,8 +82,10 @@ def demo_batches(cluster: str):
 
 
 def notified(redis_client, prefix):
-    return [dict((k.decode(), v.decode()) for k, v in fields.items())
-            for _, fields in redis_client.xrange(f"{prefix}:alerts:notify")]
+    return [
+        dict((k.decode(), v.decode()) for k, v in fields.items())
+        for _, fields in redis_client.xrange(f"{prefix}:alerts:notify")
+    ]
 
 
 def router(redis_client, prefix, url):
@@ -91,8 +100,9 @@ def test_broker_crash_pages_once_then_resolves(redis_client, alertmanager_url):
     route, am = router(redis_client, prefix, alertmanager_url)
     route(Batch(during), 0)
     firing = wait_for(lambda: am_alerts(alertmanager_url, cluster))
-    assert [(a["labels"]["alertname"], a["labels"]["broker"], a["labels"]["severity"]) for a in firing] == \
-        [("BrokerUnavailable", "3", "critical")], "one root-cause page on the on-call channel"
+    assert [(a["labels"]["alertname"], a["labels"]["broker"], a["labels"]["severity"]) for a in firing] == [
+        ("BrokerUnavailable", "3", "critical")
+    ], "one root-cause page on the on-call channel"
     assert "8 partitions under-replicated" in firing[0]["annotations"]["summary"]
     stream = notified(redis_client, prefix)
     crash = [e for e in stream if e["status"] == "firing" and int(e["ts"]) >= T0 + 100_000]
@@ -104,19 +114,42 @@ def test_broker_crash_pages_once_then_resolves(redis_client, alertmanager_url):
     assert am.firing() == []
 
 
-def test_broker_maintenance_silence_end_to_end(redis_client, redis_server, alertmanager_url,  # noqa: F811
-                                               monkeypatch, capsys):
+def test_broker_maintenance_silence_end_to_end(
+    redis_client,
+    redis_server,
+    alertmanager_url,  # noqa: F811
+    monkeypatch,
+    capsys,
+):
     cluster, prefix = "it-am-silence", "itam2"
     monkeypatch.setenv("REPLMON_REDIS__PREFIX", prefix)
-    assert cli.main(["silence", "--redis-url", f"redis://127.0.0.1:{redis_server.port}/0", "add",
-                     "--broker", "3", "--cluster", cluster, "--for", "30m",
-                     "--comment", "disk swap"]) == 0
+    assert (
+        cli.main(
+            [
+                "silence",
+                "--redis-url",
+                f"redis://127.0.0.1:{redis_server.port}/0",
+                "add",
+                "--broker",
+                "3",
+                "--cluster",
+                cluster,
+                "--for",
+                "30m",
+                "--comment",
+                "disk swap",
+            ]
+        )
+        == 0
+    )
     silence_id = capsys.readouterr().out.split()[0]
     during, _ = demo_batches(cluster)
     route, _ = router(redis_client, prefix, alertmanager_url)
     route(Batch(during), 0)
-    records = [dict((k.decode(), v.decode()) for k, v in f.items())
-               for _, f in redis_client.xrange(f"{prefix}:alerts")]
+    records = [
+        dict((k.decode(), v.decode()) for k, v in f.items())
+        for _, f in redis_client.xrange(f"{prefix}:alerts")
+    ]
     root = next(r for r in records if r["name"] == "BrokerUnavailable")
     assert json.loads(root["silenced_by"]) == [silence_id] and root["notify"] == "false"
     assert not any(e["name"] == "BrokerUnavailable" for e in notified(redis_client, prefix))
@@ -128,16 +161,34 @@ def test_broker_maintenance_silence_end_to_end(redis_client, redis_server, alert
 def test_firing_alerts_are_resent_before_alertmanager_forgets_them(alertmanager_url):
     cluster = "it-am-resend"
     am = AlertmanagerSink(AlertmanagerSettings(url=alertmanager_url, resend_interval_s=0.2))
-    alert = {"alert_id": "r1", "name": "UnderMinIsr", "status": "firing", "severity": "critical",
-             "cluster": cluster, "topic": "t", "partition": 0, "replica": None, "broker": None,
-             "subject": f"{cluster}/t-0", "started_ms": int(time.time() * 1000), "ts": 0,
-             "reason": "r", "cause": "min_isr", "caused_by": None, "notify": True}
+    alert = {
+        "alert_id": "r1",
+        "name": "UnderMinIsr",
+        "status": "firing",
+        "severity": "critical",
+        "cluster": cluster,
+        "topic": "t",
+        "partition": 0,
+        "replica": None,
+        "broker": None,
+        "subject": f"{cluster}/t-0",
+        "started_ms": int(time.time() * 1000),
+        "ts": 0,
+        "reason": "r",
+        "cause": "min_isr",
+        "caused_by": None,
+        "notify": True,
+    }
     am.send([alert])
     first = wait_for(lambda: am_alerts(alertmanager_url, cluster))
     am.start()
     try:
-        later = wait_for(lambda: [a for a in am_alerts(alertmanager_url, cluster)
-                                  if a["updatedAt"] > first[0]["updatedAt"]], timeout_s=5)
+        later = wait_for(
+            lambda: [
+                a for a in am_alerts(alertmanager_url, cluster) if a["updatedAt"] > first[0]["updatedAt"]
+            ],
+            timeout_s=5,
+        )
     finally:
         am.close()
     assert later, "the background resend refreshed the alert"

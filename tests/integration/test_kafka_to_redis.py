@@ -10,6 +10,7 @@ records land in the quarantine stream and the query keeps running.
 
 Needs `deploy/local/services.sh up` (the `local_services` fixture runs it).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,12 +33,13 @@ from tests.streaming.helpers import await_end, process_all_available
 pytestmark = [pytest.mark.services, pytest.mark.spark]
 
 T0 = DEFAULT_START_MS
-L = 10_000                  # replica.lag.time.max.ms of every simulator scenario
-METADATA_DELAY_MS = 200     # the simulator reports an ISR change 20-200 ms after it happens
+L = 10_000  # replica.lag.time.max.ms of every simulator scenario
+METADATA_DELAY_MS = 200  # the simulator reports an ISR change 20-200 ms after it happens
 KINDS = ("alerts", "partition_status", "replica_status", "quarantine")
 
 
 # --- plumbing ------------------------------------------------------------------------------
+
 
 class RecordingSink:
     """The real RedisSink; also keeps what each write_batch call received and reported."""
@@ -47,8 +49,7 @@ class RecordingSink:
         self.calls: list[tuple[int, dict[str, list[dict]], object]] = []
 
     def write_batch(self, batch_id, alerts, partition_status, replica_status, quarantine):
-        report = self.sink.write_batch(batch_id, alerts, partition_status, replica_status,
-                                       quarantine)
+        report = self.sink.write_batch(batch_id, alerts, partition_status, replica_status, quarantine)
         records = dict(zip(KINDS, (alerts, partition_status, replica_status, quarantine)))
         self.calls.append((batch_id, records, report))
         return report
@@ -66,7 +67,7 @@ class Channel:
         self.client, self.channel = client, channel
         self.pubsub = client.pubsub(ignore_subscribe_messages=True)
         self.pubsub.subscribe(channel)
-        self.pubsub.get_message(timeout=5)            # the subscribe confirmation
+        self.pubsub.get_message(timeout=5)  # the subscribe confirmation
 
     def drain(self) -> list[dict]:
         marker = f"marker-{uuid.uuid4().hex}"
@@ -84,23 +85,31 @@ class Channel:
         self.pubsub.close()
 
 
-def kafka_settings(bootstrap: str, topic: str, redis_url: str, prefix: str, checkpoint: Path,
-                   **kafka) -> Settings:
-    return Settings(kafka={"bootstrap_servers": bootstrap, "subscribe": topic,
-                           "starting_offsets": "earliest", **kafka},
-                    redis={"url": redis_url, "prefix": prefix},
-                    spark={"checkpoint_dir": str(checkpoint)},
-                    rules={"replica_lag_time_max_ms": L},
-                    stream={"buckets": 4},
-                    write_files=False)
+def kafka_settings(
+    bootstrap: str, topic: str, redis_url: str, prefix: str, checkpoint: Path, **kafka
+) -> Settings:
+    return Settings(
+        kafka={"bootstrap_servers": bootstrap, "subscribe": topic, "starting_offsets": "earliest", **kafka},
+        redis={"url": redis_url, "prefix": prefix},
+        spark={"checkpoint_dir": str(checkpoint)},
+        rules={"replica_lag_time_max_ms": L},
+        stream={"buckets": 4},
+        write_files=False,
+    )
 
 
 def run_available_now(spark, settings: Settings) -> RecordingSink:
     """One availableNow run of the real query from Kafka into Redis."""
     sink = RecordingSink(build_redis_sink(settings.redis))
     router = OutputRouter(None, sink)
-    query = start_query(spark, kafka_source(spark, settings.kafka), settings, router, once=True,
-                        name=f"it_k2r_{uuid.uuid4().hex[:8]}")
+    query = start_query(
+        spark,
+        kafka_source(spark, settings.kafka),
+        settings,
+        router,
+        once=True,
+        name=f"it_k2r_{uuid.uuid4().hex[:8]}",
+    )
     try:
         await_end(query)
         assert query.exception() is None, query.exception()
@@ -112,16 +121,20 @@ def run_available_now(spark, settings: Settings) -> RecordingSink:
 def redis_lengths(client, keys: Keys) -> dict:
     """The sizes that a replay must not change."""
     series = {k.decode(): client.xlen(k) for k in client.scan_iter(match=f"{keys.prefix}:series:*")}
-    return {"alerts": client.xlen(keys.alerts_stream()),
-            "quarantine": client.xlen(keys.quarantine_stream()),
-            "quarantine_count": int(client.get(keys.quarantine_count()) or 0),
-            "firing": client.hlen(keys.alerts_firing()),
-            "series": series}
+    return {
+        "alerts": client.xlen(keys.alerts_stream()),
+        "quarantine": client.xlen(keys.quarantine_stream()),
+        "quarantine_count": int(client.get(keys.quarantine_count()) or 0),
+        "firing": client.hlen(keys.alerts_firing()),
+        "series": series,
+    }
 
 
 def stream_alerts(client, keys: Keys) -> list[dict]:
-    return [{k.decode(): v.decode() for k, v in fields.items()}
-            for _, fields in client.xrange(keys.alerts_stream())]
+    return [
+        {k.decode(): v.decode() for k, v in fields.items()}
+        for _, fields in client.xrange(keys.alerts_stream())
+    ]
 
 
 def hash_of(client, key: str) -> dict[str, str]:
@@ -154,6 +167,7 @@ def redis_client(redis_url):
 
 # --- the scenario, published once, and the first run ---------------------------------------
 
+
 @dataclass
 class FirstRun:
     topic: str
@@ -177,18 +191,33 @@ def first_run(spark, kafka_bootstrap, redis_url, redis_client, tmp_path_factory)
     tag = uuid.uuid4().hex[:10]
     topic, prefix = f"it-k2r-{tag}", f"itk2r{tag}"
     tmp = tmp_path_factory.mktemp("k2r")
-    rc = simulate(["--scenario", "paused_and_slow", "--to", "kafka", "--bootstrap", kafka_bootstrap,
-                   "--topic", topic, "--create-topic", "--partitions", "3", "--out", str(tmp / "sim")])
+    rc = simulate(
+        [
+            "--scenario",
+            "paused_and_slow",
+            "--to",
+            "kafka",
+            "--bootstrap",
+            kafka_bootstrap,
+            "--topic",
+            topic,
+            "--create-topic",
+            "--partitions",
+            "3",
+            "--out",
+            str(tmp / "sim"),
+        ]
+    )
     assert rc == 0
     truth = [json.loads(line) for line in (tmp / "sim" / "truth.jsonl").read_text().splitlines()]
     keys = Keys(prefix)
     channel = Channel(redis_client, keys.alerts_channel())
-    settings = kafka_settings(kafka_bootstrap, topic, redis_url, prefix, tmp / "checkpoint",
-                              max_offsets_per_trigger=2000)
+    settings = kafka_settings(
+        kafka_bootstrap, topic, redis_url, prefix, tmp / "checkpoint", max_offsets_per_trigger=2000
+    )
     try:
         sink = run_available_now(spark, settings)
-        yield FirstRun(topic, keys, truth, tmp / "checkpoint", settings, sink, channel.drain(),
-                       tmp, channel)
+        yield FirstRun(topic, keys, truth, tmp / "checkpoint", settings, sink, channel.drain(), tmp, channel)
     finally:
         channel.close()
         delete_prefix(redis_client, prefix)
@@ -211,13 +240,35 @@ def test_each_alert_transition_is_in_the_stream_once(first_run, redis_client):
     assert sorted(published) == sorted(pairs)
     # Stream fields: the core fields first, in a fixed order, then the root-cause fields of
     # docs/outputs.md (issue 10) that the record carries; nothing undocumented.
-    core = ["alert_id", "name", "status", "severity", "cluster", "topic",
-            "partition", "replica", "subject", "started_ms", "ts", "reason"]
-    documented_extras = {"broker", "cause", "caused_by", "notify", "root_cause", "silenced_by",
-                         "counts", "leader", "fetcher_id", "partitions"}
+    core = [
+        "alert_id",
+        "name",
+        "status",
+        "severity",
+        "cluster",
+        "topic",
+        "partition",
+        "replica",
+        "subject",
+        "started_ms",
+        "ts",
+        "reason",
+    ]
+    documented_extras = {
+        "broker",
+        "cause",
+        "caused_by",
+        "notify",
+        "root_cause",
+        "silenced_by",
+        "counts",
+        "leader",
+        "fetcher_id",
+        "partitions",
+    }
     for entry in entries:
-        assert list(entry)[:len(core)] == core
-        extras = list(entry)[len(core):]
+        assert list(entry)[: len(core)] == core
+        extras = list(entry)[len(core) :]
         assert set(extras) <= documented_extras, extras
         assert {"cause", "caused_by", "notify", "root_cause"} <= set(extras), extras
 
@@ -227,7 +278,7 @@ CONDITIONS = {
     "UnderReplicated": ("partition", "under_replicated"),
     "UnderMinIsr": ("partition", "under_min_isr"),
     "AtMinIsr": ("partition", "at_min_isr"),
-    "ReplicaOutOfSync": ("replica", "in_isr"),      # open while the follower is out of the ISR
+    "ReplicaOutOfSync": ("replica", "in_isr"),  # open while the follower is out of the ISR
 }
 
 
@@ -240,12 +291,15 @@ def test_every_firing_resolves_unless_its_condition_still_holds(first_run, redis
         assert alert["name"] in CONDITIONS, f"no final-state check for open alert {alert}"
         scope, flag = CONDITIONS[alert["name"]]
         if scope == "partition":
-            status = hash_of(redis_client, keys.partition(alert["cluster"], alert["topic"],
-                                                          alert["partition"]))
+            status = hash_of(
+                redis_client, keys.partition(alert["cluster"], alert["topic"], alert["partition"])
+            )
             assert status[flag] == "true", (alert, status)
         else:
-            status = hash_of(redis_client, keys.replica(alert["cluster"], alert["topic"],
-                                                        alert["partition"], alert["replica"]))
+            status = hash_of(
+                redis_client,
+                keys.replica(alert["cluster"], alert["topic"], alert["partition"], alert["replica"]),
+            )
             assert status[flag] == "false", (alert, status)
     # The firing hash is exactly the open alerts.
     firing = {k.decode() for k in redis_client.hkeys(keys.alerts_firing())}
@@ -257,11 +311,15 @@ def test_every_firing_resolves_unless_its_condition_still_holds(first_run, redis
 
 def test_out_of_sync_alerts_are_the_truths_episodes(first_run, redis_client):
     entries = stream_alerts(redis_client, first_run.keys)
-    by_status = {s: {(e["topic"], int(e["partition"]), int(e["replica"])): e for e in entries
-                     if e["name"] == "ReplicaOutOfSync" and e["status"] == s}
-                 for s in ("firing", "resolved")}
-    episodes = {(t["topic"], t["partition"], t["replica"]): t
-                for t in first_run.truth_of("out_of_sync")}
+    by_status = {
+        s: {
+            (e["topic"], int(e["partition"]), int(e["replica"])): e
+            for e in entries
+            if e["name"] == "ReplicaOutOfSync" and e["status"] == s
+        }
+        for s in ("firing", "resolved")
+    }
+    episodes = {(t["topic"], t["partition"], t["replica"]): t for t in first_run.truth_of("out_of_sync")}
     assert len(episodes) == len(first_run.truth_of("out_of_sync")) == 2
     assert set(by_status["firing"]) == set(episodes)
     expands = first_run.truth_of("isr_change")
@@ -269,18 +327,31 @@ def test_out_of_sync_alerts_are_the_truths_episodes(first_run, redis_client):
         firing = by_status["firing"][subject]
         # The first ms the follower fails isCaughtUp (RULES.md §2.1: now - lcu > L).
         assert int(firing["ts"]) == int(firing["started_ms"]) == episode["start_ms"], (
-            subject, int(firing["ts"]) - T0, episode["start_ms"] - T0)
+            subject,
+            int(firing["ts"]) - T0,
+            episode["start_ms"] - T0,
+        )
         # The alert stays open while the follower is out of the ISR, so it resolves when the
         # follower rejoins (the truth's expand), which is at or after the truth's end_ms (the
         # first caught-up fetch; joining also needs the fetch offset to reach the HW, §4.1).
         topic, partition, replica = subject
-        rejoin = min(c["ts"] for c in expands if c["reason"] == "expand" and c["topic"] == topic
-                     and c["partition"] == partition and replica in c["new"]
-                     and c["ts"] >= episode["start_ms"])
+        rejoin = min(
+            c["ts"]
+            for c in expands
+            if c["reason"] == "expand"
+            and c["topic"] == topic
+            and c["partition"] == partition
+            and replica in c["new"]
+            and c["ts"] >= episode["start_ms"]
+        )
         resolved = by_status["resolved"][subject]
         assert resolved["alert_id"] == firing["alert_id"]
         assert int(resolved["ts"]) == rejoin >= episode["end_ms"], (
-            subject, int(resolved["ts"]) - T0, rejoin - T0, episode["end_ms"] - T0)
+            subject,
+            int(resolved["ts"]) - T0,
+            rejoin - T0,
+            episode["end_ms"] - T0,
+        )
 
 
 def test_under_replicated_fires_within_the_isr_expiration_window(first_run, redis_client):
@@ -289,10 +360,16 @@ def test_under_replicated_fires_within_the_isr_expiration_window(first_run, redi
     monitor runs the task on its own phase, or takes the shrink from the metadata report if
     that comes first, so its shrink time and the truth's can differ, within that window."""
     entries = stream_alerts(redis_client, first_run.keys)
-    fired = {(e["topic"], int(e["partition"])): int(e["ts"]) for e in entries
-             if e["name"] == "UnderReplicated" and e["status"] == "firing"}
-    shrinks = {(c["topic"], c["partition"]): c["ts"] for c in first_run.truth_of("isr_change")
-               if c["reason"] == "shrink"}
+    fired = {
+        (e["topic"], int(e["partition"])): int(e["ts"])
+        for e in entries
+        if e["name"] == "UnderReplicated" and e["status"] == "firing"
+    }
+    shrinks = {
+        (c["topic"], c["partition"]): c["ts"]
+        for c in first_run.truth_of("isr_change")
+        if c["reason"] == "shrink"
+    }
     assert set(fired) == set(shrinks)
     for episode in first_run.truth_of("out_of_sync"):
         key = (episode["topic"], episode["partition"])
@@ -325,14 +402,15 @@ def test_status_hashes_hold_the_final_state(first_run, redis_client):
     assert redis_client.scard(keys.under_replicated(cluster)) == 0
     # The paused follower (orders-0, broker 2) is back in the ISR at the end.
     (paused,) = [t for t in first_run.truth_of("fault") if t["fault"] == "paused_follower"]
-    r = hash_of(redis_client, keys.replica(cluster, paused["topic"], paused["partition"],
-                                           paused["replica"]))
+    r = hash_of(redis_client, keys.replica(cluster, paused["topic"], paused["partition"], paused["replica"]))
     assert r["in_isr"] == "true"
-    assert redis_client.sismember(keys.replicas(cluster, paused["topic"], paused["partition"]),
-                                  str(paused["replica"]))
+    assert redis_client.sismember(
+        keys.replicas(cluster, paused["topic"], paused["partition"]), str(paused["replica"])
+    )
 
 
 # --- replays --------------------------------------------------------------------------------
+
 
 def assert_nothing_written(report) -> None:
     assert report.alerts_written == 0 and report.quarantine_written == 0, report
@@ -354,8 +432,7 @@ def test_batches_handed_to_the_router_again_write_nothing(first_run, redis_clien
     assert first_run.channel.drain() == []
 
 
-def test_spark_replays_the_last_batch_from_the_checkpoint_and_writes_nothing(
-        first_run, redis_client, spark):
+def test_spark_replays_the_last_batch_from_the_checkpoint_and_writes_nothing(first_run, redis_client, spark):
     """A crash after the sink wrote batch N but before Spark committed it: delete commits/N
     (and what came after it), run again on the same checkpoint, and Spark runs batch N again
     over the same offsets and the same state."""
@@ -383,12 +460,14 @@ def test_spark_replays_the_last_batch_from_the_checkpoint_and_writes_nothing(
 
 
 def test_a_new_checkpoint_gives_the_same_alert_ids_and_appends_nothing(
-        first_run, redis_client, spark, kafka_bootstrap, redis_url):
+    first_run, redis_client, spark, kafka_bootstrap, redis_url
+):
     """The whole topic again from the earliest offset, in one batch this time (the default
     maxOffsetsPerTrigger): the same alert episodes with the same ids, so the guards skip them."""
     before = redis_lengths(redis_client, first_run.keys)
-    settings = kafka_settings(kafka_bootstrap, first_run.topic, redis_url, first_run.keys.prefix,
-                              first_run.tmp / "checkpoint-2")
+    settings = kafka_settings(
+        kafka_bootstrap, first_run.topic, redis_url, first_run.keys.prefix, first_run.tmp / "checkpoint-2"
+    )
     again = run_available_now(spark, settings)
     assert sorted(again.transitions()) == sorted(first_run.sink.transitions())
     for _, _, report in again.calls:
@@ -400,6 +479,7 @@ def test_a_new_checkpoint_gives_the_same_alert_ids_and_appends_nothing(
 
 
 # --- bad records -----------------------------------------------------------------------------
+
 
 def produce(bootstrap: str, topic: str, records: list[tuple[str, str]]) -> None:
     from kafka import KafkaProducer
@@ -414,7 +494,8 @@ def produce(bootstrap: str, topic: str, records: list[tuple[str, str]]) -> None:
 
 
 def test_bad_records_land_in_quarantine_and_the_query_keeps_running(
-        spark, kafka_bootstrap, redis_url, redis_client, tmp_path):
+    spark, kafka_bootstrap, redis_url, redis_client, tmp_path
+):
     """A running query (not availableNow): bad records go to the quarantine stream with their
     reason, and a good record produced after them is still processed."""
     from replmon.streaming.simulator.writers import create_topic
@@ -423,22 +504,54 @@ def test_bad_records_land_in_quarantine_and_the_query_keeps_running(
     topic, prefix = f"it-k2r-bad-{tag}", f"itk2rbad{tag}"
     keys = Keys(prefix)
     create_topic(kafka_bootstrap, topic, 1)
-    meta = {"type": "metadata", "ts": T0, "cluster": "c1", "topic": "orders", "partition": 0,
-            "leader": 1, "leader_epoch": 0, "replicas": [1, 2, 3], "isr": [1, 2, 3],
-            "leader_leo": 0, "hw": 0}
-    unassigned = {"type": "fetch", "ts": T0 + 10, "cluster": "c1", "topic": "orders",
-                  "partition": 0, "replica": 9, "fetch_offset": 0, "leader_leo": 0}
-    produce(kafka_bootstrap, topic, [("c1/orders/0", json.dumps(meta)),
-                                     ("c1", "this is not json"),
-                                     ("c1/orders/0", json.dumps(unassigned))])
+    meta = {
+        "type": "metadata",
+        "ts": T0,
+        "cluster": "c1",
+        "topic": "orders",
+        "partition": 0,
+        "leader": 1,
+        "leader_epoch": 0,
+        "replicas": [1, 2, 3],
+        "isr": [1, 2, 3],
+        "leader_leo": 0,
+        "hw": 0,
+    }
+    unassigned = {
+        "type": "fetch",
+        "ts": T0 + 10,
+        "cluster": "c1",
+        "topic": "orders",
+        "partition": 0,
+        "replica": 9,
+        "fetch_offset": 0,
+        "leader_leo": 0,
+    }
+    produce(
+        kafka_bootstrap,
+        topic,
+        [
+            ("c1/orders/0", json.dumps(meta)),
+            ("c1", "this is not json"),
+            ("c1/orders/0", json.dumps(unassigned)),
+        ],
+    )
     settings = kafka_settings(kafka_bootstrap, topic, redis_url, prefix, tmp_path / "checkpoint")
     sink = RecordingSink(build_redis_sink(settings.redis))
-    query = start_query(spark, kafka_source(spark, settings.kafka), settings,
-                        OutputRouter(None, sink), once=False, name=f"it_k2r_bad_{tag}")
+    query = start_query(
+        spark,
+        kafka_source(spark, settings.kafka),
+        settings,
+        OutputRouter(None, sink),
+        once=False,
+        name=f"it_k2r_bad_{tag}",
+    )
     try:
         process_all_available(query)
-        quarantined = [{k.decode(): v.decode() for k, v in fields.items()}
-                       for _, fields in redis_client.xrange(keys.quarantine_stream())]
+        quarantined = [
+            {k.decode(): v.decode() for k, v in fields.items()}
+            for _, fields in redis_client.xrange(keys.quarantine_stream())
+        ]
         reasons = {q["raw"]: (q["stage"], q["reason"]) for q in quarantined}
         assert reasons["this is not json"] == ("parse", "not a JSON object")
         # a valid event reaches the engine without its raw text: the engine's quarantine shows
@@ -448,8 +561,14 @@ def test_bad_records_land_in_quarantine_and_the_query_keeps_running(
         assert int(redis_client.get(keys.quarantine_count())) == 2
 
         # Still running: a good record after the bad ones is processed too.
-        append = {"type": "append", "ts": T0 + 5000, "cluster": "c1", "topic": "orders",
-                  "partition": 0, "leader_leo": 500}
+        append = {
+            "type": "append",
+            "ts": T0 + 5000,
+            "cluster": "c1",
+            "topic": "orders",
+            "partition": 0,
+            "leader_leo": 500,
+        }
         produce(kafka_bootstrap, topic, [("c1/orders/0", json.dumps(append))])
         process_all_available(query)
         assert query.isActive and query.exception() is None
@@ -463,8 +582,10 @@ def test_bad_records_land_in_quarantine_and_the_query_keeps_running(
 
 # --- the command ----------------------------------------------------------------------------
 
+
 def test_replmon_run_reads_kafka_and_writes_redis_from_settings_alone(
-        first_run, redis_client, kafka_bootstrap, redis_url, tmp_path, monkeypatch):
+    first_run, redis_client, kafka_bootstrap, redis_url, tmp_path, monkeypatch
+):
     """`replmon run --once` with the addresses as flags and the rest as REPLMON_* variables;
     the same alert transitions as the first run land under the new prefix."""
     from replmon.streaming import cli
@@ -475,12 +596,22 @@ def test_replmon_run_reads_kafka_and_writes_redis_from_settings_alone(
     monkeypatch.setenv("REPLMON_SPARK__CHECKPOINT_DIR", str(tmp_path / "checkpoint"))
     monkeypatch.setenv("REPLMON_RULES__REPLICA_LAG_TIME_MAX_MS", str(L))
     try:
-        rc = cli.main(["run", "--once", "--quiet", "--output", str(tmp_path / "out"),
-                       "--kafka-bootstrap", kafka_bootstrap, "--redis-url", redis_url])
+        rc = cli.main(
+            [
+                "run",
+                "--once",
+                "--quiet",
+                "--output",
+                str(tmp_path / "out"),
+                "--kafka-bootstrap",
+                kafka_bootstrap,
+                "--redis-url",
+                redis_url,
+            ]
+        )
         assert rc == 0
         entries = stream_alerts(redis_client, Keys(prefix))
-        assert sorted((e["alert_id"], e["status"]) for e in entries) == \
-            sorted(first_run.sink.transitions())
+        assert sorted((e["alert_id"], e["status"]) for e in entries) == sorted(first_run.sink.transitions())
     finally:
         delete_prefix(redis_client, prefix)
 
@@ -489,13 +620,13 @@ def test_replmon_run_reads_kafka_and_writes_redis_from_settings_alone(
 # event of any cluster were dropped before replmon saw them. The watermark delay is now its own
 # setting (stream.watermark_delay_ms, a day by default); replmon keeps time per cluster.
 def test_a_cluster_behind_another_is_monitored_or_quarantined(
-        spark, kafka_bootstrap, redis_url, redis_client, tmp_path):
+    spark, kafka_bootstrap, redis_url, redis_client, tmp_path
+):
     tag = uuid.uuid4().hex[:10]
     topic, prefix = f"it-k2r-late-{tag}", f"itk2rlate{tag}"
     keys = Keys(prefix)
     settings = kafka_settings(kafka_bootstrap, topic, redis_url, prefix, tmp_path / "checkpoint")
-    sim = ["--scenario", "paused_and_slow", "--to", "kafka", "--bootstrap", kafka_bootstrap,
-           "--topic", topic]
+    sim = ["--scenario", "paused_and_slow", "--to", "kafka", "--bootstrap", kafka_bootstrap, "--topic", topic]
     try:
         assert simulate([*sim, "--create-topic"]) == 0
         run_available_now(spark, settings)

@@ -23,8 +23,9 @@ JARS_MARKER = ROOT / "deploy" / "local" / "jars" / ".complete"
 def _admin(bootstrap: str):
     from kafka.admin import KafkaAdminClient
 
-    return KafkaAdminClient(bootstrap_servers=bootstrap, client_id="replmon-it-admin",
-                            request_timeout_ms=15000)
+    return KafkaAdminClient(
+        bootstrap_servers=bootstrap, client_id="replmon-it-admin", request_timeout_ms=15000
+    )
 
 
 def _wait_for_topic(admin, topic: str, partitions: int, timeout_s: float = 20.0) -> None:
@@ -50,13 +51,15 @@ def test_kafka_topic_produce_acks_all_and_consume_back(kafka_bootstrap):
     partitions = 3
     admin = _admin(kafka_bootstrap)
     try:
-        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-                            timeout_ms=15000)
+        admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1)], timeout_ms=15000
+        )
         _wait_for_topic(admin, topic, partitions)
 
         sent = [(f"k{i}".encode(), f"value-{i}".encode()) for i in range(30)]
-        producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", retries=5,
-                                 request_timeout_ms=15000)
+        producer = KafkaProducer(
+            bootstrap_servers=kafka_bootstrap, acks="all", retries=5, request_timeout_ms=15000
+        )
         try:
             futures = [producer.send(topic, key=k, value=v) for k, v in sent]
             producer.flush(timeout=30)
@@ -66,9 +69,13 @@ def test_kafka_topic_produce_acks_all_and_consume_back(kafka_bootstrap):
         assert all(m.topic == topic and m.offset >= 0 for m in metas)
         assert {m.partition for m in metas} <= set(range(partitions))
 
-        consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None,
-                                 enable_auto_commit=False, auto_offset_reset="earliest",
-                                 consumer_timeout_ms=2000)
+        consumer = KafkaConsumer(
+            bootstrap_servers=kafka_bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=2000,
+        )
         try:
             tps = [TopicPartition(topic, p) for p in range(partitions)]
             consumer.assign(tps)
@@ -112,10 +119,16 @@ def test_spark_kafka_jars_are_there_and_do_not_clash_with_pyspark(spark_kafka_ja
     names = _jar_names(spark_kafka_jars)
     for j in spark_kafka_jars:
         assert os.path.isabs(j) and os.path.isfile(j), j
-    for artifact in ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13",
-                     "kafka-clients", "commons-pool2"):
+    for artifact in (
+        "spark-sql-kafka-0-10_2.13",
+        "spark-token-provider-kafka-0-10_2.13",
+        "kafka-clients",
+        "commons-pool2",
+    ):
         assert any(re.fullmatch(rf"{re.escape(artifact)}-\d[\w.+-]*\.jar", n) for n in names), (
-            artifact, names)
+            artifact,
+            names,
+        )
 
     # Nothing that pyspark already ships: a second copy would clash on the class path.
     pyspark_jars = Path(pyspark.__file__).parent / "jars"
@@ -125,7 +138,7 @@ def test_spark_kafka_jars_are_there_and_do_not_clash_with_pyspark(spark_kafka_ja
 
     # Same Spark major version as pyspark in any case.
     (sql_kafka,) = [n for n in names if n.startswith("spark-sql-kafka-0-10_2.13-")]
-    version = sql_kafka[len("spark-sql-kafka-0-10_2.13-"):-len(".jar")]
+    version = sql_kafka[len("spark-sql-kafka-0-10_2.13-") : -len(".jar")]
     assert version.split(".")[0] == pyspark.__version__.split(".")[0], (version, pyspark.__version__)
 
 
@@ -141,14 +154,14 @@ def test_spark_kafka_connector_is_the_installed_pyspark_version(spark_kafka_jars
             pytest.xfail(
                 f"spark-sql-kafka {pyspark.__version__} is not on Maven Central; using the "
                 f"fallback spark-sql-kafka {marker.get('spark_sql_kafka')} + token provider "
-                f"{marker.get('spark_token_provider')} (see docs/services.md)")
+                f"{marker.get('spark_token_provider')} (see docs/services.md)"
+            )
     assert wanted in names, names
 
 
 def _kafka_pids() -> list[int]:
     n = int((RUN_DIR / "kafka" / "brokers").read_text().strip())
-    return [int((RUN_DIR / "kafka" / f"node-{i}" / "kafka.pid").read_text().strip())
-            for i in range(1, n + 1)]
+    return [int((RUN_DIR / "kafka" / f"node-{i}" / "kafka.pid").read_text().strip()) for i in range(1, n + 1)]
 
 
 def test_second_up_is_quick_and_keeps_the_same_broker(local_services):

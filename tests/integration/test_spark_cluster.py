@@ -7,6 +7,7 @@ worker (and its executor) killed after the first micro-batch. Spark reschedules 
 the other worker and reloads their state from the shared checkpoint; the alerts are the local
 run's, by id, and each transition is in Redis exactly once.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,9 +36,15 @@ FILES = 3
 
 
 def cluster(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(CLUSTER_SH), *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                          env=dict(os.environ, REPLMON_PYTHON=sys.executable))
+    return subprocess.run(
+        ["bash", str(CLUSTER_SH), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ, REPLMON_PYTHON=sys.executable),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +53,20 @@ def spark_master() -> str:
     if up.returncode != 0:
         pytest.fail(f"spark-cluster.sh up failed:\n{up.stderr}{up.stdout}", pytrace=False)
     yield parse_env_file(SPARK_RUN / "env")["REPLMON_SPARK_MASTER"]
-    cluster("down", timeout=120)     # three JVMs: not left running for the rest of the suite
+    cluster("down", timeout=120)  # three JVMs: not left running for the rest of the suite
 
 
 def run_replmon(tmp_path: Path, name: str, *args: str, env: dict) -> tuple[subprocess.Popen, Path]:
     log_path = tmp_path / f"{name}.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "replmon.streaming.cli", "run", "--verbose",
-                                 "--quiet", *args], cwd=tmp_path, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "replmon.streaming.cli", "run", "--verbose", "--quiet", *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     return proc, log_path
 
 
@@ -64,8 +76,9 @@ def finish(proc: subprocess.Popen, log_path: Path, timeout: float = 420) -> None
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=30)
-        raise AssertionError(f"replmon run did not finish in {timeout} s:\n"
-                             f"{log_path.read_text()[-4000:]}") from None
+        raise AssertionError(
+            f"replmon run did not finish in {timeout} s:\n{log_path.read_text()[-4000:]}"
+        ) from None
     assert rc == 0, log_path.read_text()[-4000:]
 
 
@@ -75,10 +88,20 @@ def transitions(alerts: list[dict]) -> Counter:
 
 def local_run(spark, events: Path, out: Path) -> list[dict]:
     """The same input, micro-batches and buckets in local mode, on the shared test session."""
-    settings = Settings(input_path=str(events), output_dir=str(out), stream={"buckets": 4},
-                        spark={"max_files_per_trigger": 1, "checkpoint_dir": str(out / "_ckpt")})
-    query = start_query(spark, file_source(spark, str(events), 1), settings, OutputRouter(str(out)),
-                        once=True, name=f"it_local_{uuid.uuid4().hex[:8]}")
+    settings = Settings(
+        input_path=str(events),
+        output_dir=str(out),
+        stream={"buckets": 4},
+        spark={"max_files_per_trigger": 1, "checkpoint_dir": str(out / "_ckpt")},
+    )
+    query = start_query(
+        spark,
+        file_source(spark, str(events), 1),
+        settings,
+        OutputRouter(str(out)),
+        once=True,
+        name=f"it_local_{uuid.uuid4().hex[:8]}",
+    )
     try:
         await_end(query)
     finally:
@@ -87,30 +110,52 @@ def local_run(spark, events: Path, out: Path) -> list[dict]:
 
 
 def test_the_cluster_gives_the_local_alerts_and_survives_losing_a_worker(
-        spark, spark_master, redis_url, tmp_path):
+    spark, spark_master, redis_url, tmp_path
+):
     assert simulate_cli.main(["--scenario", "paused_and_slow", "--out", str(tmp_path / "sim")]) == 0
     events = tmp_path / "events"
     split_into_files(tmp_path / "sim" / "events" / "part-00000.jsonl", events, FILES)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REPLMON_", "SPARK_", "PYSPARK_"))}
-    env.update(REPLMON_STREAM__BUCKETS="4", REPLMON_SPARK__MAX_FILES_PER_TRIGGER="1",
-               REPLMON_SPARK__DRIVER_MEMORY="1g")
+    env.update(
+        REPLMON_STREAM__BUCKETS="4",
+        REPLMON_SPARK__MAX_FILES_PER_TRIGGER="1",
+        REPLMON_SPARK__DRIVER_MEMORY="1g",
+    )
 
     expected = transitions(local_run(spark, events, tmp_path / "out-local"))
     assert expected and max(expected.values()) == 1
 
     prefix = f"it-cluster-{uuid.uuid4().hex[:8]}"
-    cluster_env = dict(env, REPLMON_SPARK__STATE_STORE="rocksdb",
-                       REPLMON_SPARK__EXECUTOR_MEMORY="512m", REPLMON_REDIS__PREFIX=prefix)
+    cluster_env = dict(
+        env,
+        REPLMON_SPARK__STATE_STORE="rocksdb",
+        REPLMON_SPARK__EXECUTOR_MEMORY="512m",
+        REPLMON_REDIS__PREFIX=prefix,
+    )
     out = tmp_path / "out-cluster"
-    proc, log_path = run_replmon(tmp_path, "cluster", "--input", str(events), "--once",
-                                 "--output", str(out), "--master", spark_master,
-                                 "--redis-url", redis_url, env=cluster_env)
+    proc, log_path = run_replmon(
+        tmp_path,
+        "cluster",
+        "--input",
+        str(events),
+        "--once",
+        "--output",
+        str(out),
+        "--master",
+        spark_master,
+        "--redis-url",
+        redis_url,
+        env=cluster_env,
+    )
     client = redis.Redis.from_url(redis_url)
     keys = Keys(prefix)
     try:
         # A machine is lost after the first micro-batch: its executor's tasks and state move.
-        wait_for(lambda: "batch 0:" in log_path.read_text() or proc.poll() is not None, 300,
-                 "the first micro-batch on the cluster")
+        wait_for(
+            lambda: "batch 0:" in log_path.read_text() or proc.poll() is not None,
+            300,
+            "the first micro-batch on the cluster",
+        )
         assert proc.poll() is None, log_path.read_text()[-4000:]
         killed = cluster("kill-worker", "1", timeout=60)
         assert killed.returncode == 0, killed.stderr
@@ -119,8 +164,9 @@ def test_the_cluster_gives_the_local_alerts_and_survives_losing_a_worker(
         assert f"batch {FILES - 1}:" in log_text, "batches ran after the worker was lost"
 
         assert transitions(read_outputs(out)["alerts"]) == expected
-        in_redis = Counter((f[b"alert_id"].decode(), f[b"status"].decode())
-                           for _, f in client.xrange(keys.alerts_stream()))
+        in_redis = Counter(
+            (f[b"alert_id"].decode(), f[b"status"].decode()) for _, f in client.xrange(keys.alerts_stream())
+        )
         assert in_redis == expected, "every transition exactly once"
         # replmon's code reached the executors as the zip the driver shipped.
         shipped = list(SPARK_RUN.glob("worker-*/app-*/*/replmon-code-*.zip"))
@@ -133,4 +179,4 @@ def test_the_cluster_gives_the_local_alerts_and_survives_losing_a_worker(
             proc.wait(timeout=30)
         for key in client.scan_iter(f"{prefix}:*"):
             client.delete(key)
-        cluster("up")    # the lost worker back, for whatever runs next
+        cluster("up")  # the lost worker back, for whatever runs next

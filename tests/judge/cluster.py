@@ -1,5 +1,6 @@
 """The judge's real 3-broker cluster: its own run dir and ports next to the 1-broker services,
 the brokers' own verdicts read from their server.log, and faults (SIGSTOP, SIGKILL)."""
+
 from __future__ import annotations
 
 import os
@@ -15,20 +16,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES_SH = ROOT / "deploy" / "local" / "services.sh"
 RUN_DIR = ROOT / "deploy" / "local" / ".run-judge"
-PORT_SHIFT = 500    # the judge's ports: the worktree's offset + this
+PORT_SHIFT = 500  # the judge's ports: the worktree's offset + this
 _SHRINK = re.compile(
     r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO \[Partition (?P<topic>[\w.-]+)-(?P<partition>\d+) "
     r"broker=(?P<leader>\d+)\] Shrinking ISR from (?P<old>[\d,]+) to (?P<new>[\d,]+)\..*Out of sync replicas: "
-    r"(?P<replicas>.*)\. \(kafka\.cluster\.Partition\)")
+    r"(?P<replicas>.*)\. \(kafka\.cluster\.Partition\)"
+)
 # Every KRaft controller logs the committed fence when it replays it (fenced=1: fence, -1: unfence).
-_FENCE = re.compile(r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO .*Replayed "
-                    r"BrokerRegistrationChangeRecord .*brokerId=(?P<broker>\d+), brokerEpoch=\d+, fenced=1,")
+_FENCE = re.compile(
+    r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO .*Replayed "
+    r"BrokerRegistrationChangeRecord .*brokerId=(?P<broker>\d+), brokerEpoch=\d+, fenced=1,"
+)
 _OUT = re.compile(r"brokerId: (\d+), endOffset: (-?\d+), lastCaughtUpTimeMs: (\d+)")
 
 
 @dataclass(frozen=True)
 class Shrink:
     """One `Shrinking ISR` line of a leader: the broker's own verdict."""
+
     log_ms: int
     topic: str
     partition: int
@@ -49,20 +54,32 @@ def parse_shrinks(text: str) -> list[Shrink]:
         if not m:
             continue
         for broker, _end, lcu in _OUT.findall(m["replicas"]):
-            out.append(Shrink(log_ms(m["when"]), m["topic"], int(m["partition"]), int(m["leader"]),
-                              int(broker), int(lcu)))
+            out.append(
+                Shrink(
+                    log_ms(m["when"]),
+                    m["topic"],
+                    int(m["partition"]),
+                    int(m["leader"]),
+                    int(broker),
+                    int(lcu),
+                )
+            )
     return out
 
 
 class JudgeCluster:
-    def __init__(self, lag_ms: int, session_timeout_ms: int | None,
-                 node_props: dict[int, str] | None = None):
+    def __init__(self, lag_ms: int, session_timeout_ms: int | None, node_props: dict[int, str] | None = None):
         """session_timeout_ms None: Kafka's default broker.session.timeout.ms (9 s)."""
         offset = int(os.environ.get("REPLMON_PORT_OFFSET", "0")) + PORT_SHIFT
         self.lag_ms = lag_ms
-        self.env = dict(os.environ, REPLMON_PYTHON=sys.executable, REPLMON_SERVICES_RUN=str(RUN_DIR),
-                        REPLMON_PORT_OFFSET=str(offset), REPLMON_REQUEST_LOG="1",
-                        REPLMON_REPLICA_LAG_TIME_MAX_MS=str(lag_ms))
+        self.env = dict(
+            os.environ,
+            REPLMON_PYTHON=sys.executable,
+            REPLMON_SERVICES_RUN=str(RUN_DIR),
+            REPLMON_PORT_OFFSET=str(offset),
+            REPLMON_REQUEST_LOG="1",
+            REPLMON_REPLICA_LAG_TIME_MAX_MS=str(lag_ms),
+        )
         self.env.pop("REPLMON_BROKER_SESSION_TIMEOUT_MS", None)
         if session_timeout_ms is not None:
             self.env["REPLMON_BROKER_SESSION_TIMEOUT_MS"] = str(session_timeout_ms)
@@ -71,8 +88,15 @@ class JudgeCluster:
         self.bootstrap = ",".join(f"127.0.0.1:{19092 + offset + i}" for i in range(3))
 
     def services(self, *args: str, timeout: float = 600) -> None:
-        proc = subprocess.run(["bash", str(SERVICES_SH), *args], cwd=ROOT, env=self.env,
-                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            ["bash", str(SERVICES_SH), *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"services.sh {' '.join(args)} failed:\n{proc.stderr}{proc.stdout}")
 
@@ -109,8 +133,11 @@ class JudgeCluster:
         for b in (1, 2, 3):
             f = self.node_dir(b) / "logs" / "server.log"
             if f.is_file():
-                out += [s for s in parse_shrinks(f.read_text(errors="replace"))
-                        if s.topic == topic and s.log_ms >= since_ms]
+                out += [
+                    s
+                    for s in parse_shrinks(f.read_text(errors="replace"))
+                    if s.topic == topic and s.log_ms >= since_ms
+                ]
         return out
 
     def fences(self, since_ms: int) -> list[tuple[int, int]]:
@@ -126,7 +153,7 @@ class JudgeCluster:
                     if m and log_ms(m["when"]) >= since_ms:
                         out.add((log_ms(m["when"]), int(m["broker"])))
         first: dict[int, int] = {}
-        for t, b in sorted(out):    # the same record, replayed by each controller: keep the first
+        for t, b in sorted(out):  # the same record, replayed by each controller: keep the first
             if all(abs(t - u) > 2000 for u, c in first.items() if c == b):
                 first[t] = b
         return sorted(first.items())

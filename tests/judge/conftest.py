@@ -7,6 +7,7 @@ heavy: never two at once), with the module's `LAG_MS` (replica.lag.time.max.ms) 
 `SESSION_TIMEOUT_MS` (broker.session.timeout.ms; None: Kafka's default, 9 s): both are startup
 settings, so the cases that need other values live in their own module.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -16,7 +17,7 @@ from tests.judge.cluster import JudgeCluster
 from tests.judge.pipeline import Pipeline, describe, wait_full_isr
 from tests.judge.cluster import wait_for
 
-LAG_MS = 6000            # replica.lag.time.max.ms on the judged brokers
+LAG_MS = 6000  # replica.lag.time.max.ms on the judged brokers
 LONG_SESSION_MS = 60000  # broker.session.timeout.ms: above every pause, so no fencing first
 TOPIC = "orders"
 PARTITIONS = 3
@@ -24,8 +25,10 @@ PARTITIONS = 3
 
 @pytest.fixture(scope="module")
 def judge_cluster(request):
-    cluster = JudgeCluster(getattr(request.module, "LAG_MS", LAG_MS),
-                           getattr(request.module, "SESSION_TIMEOUT_MS", LONG_SESSION_MS))
+    cluster = JudgeCluster(
+        getattr(request.module, "LAG_MS", LAG_MS),
+        getattr(request.module, "SESSION_TIMEOUT_MS", LONG_SESSION_MS),
+    )
     cluster.fresh()
     try:
         yield cluster
@@ -37,12 +40,15 @@ def judge_cluster(request):
 @pytest.fixture(scope="module")
 def judge_admin(judge_cluster):
     from kafka.admin import KafkaAdminClient, NewTopic
+
     # A request to a stopped broker waits for this timeout (kafka-python's default is 30 s).
-    admin = KafkaAdminClient(bootstrap_servers=judge_cluster.bootstrap.split(","),
-                             request_timeout_ms=5000)
+    admin = KafkaAdminClient(bootstrap_servers=judge_cluster.bootstrap.split(","), request_timeout_ms=5000)
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])
-    wait_for("the topic's partitions to have leaders", lambda: all(
-        v["leader"] >= 0 for v in describe(admin, TOPIC).values()), 60)
+    wait_for(
+        "the topic's partitions to have leaders",
+        lambda: all(v["leader"] >= 0 for v in describe(admin, TOPIC).values()),
+        60,
+    )
     yield admin
     admin.close()
 
@@ -54,9 +60,12 @@ def pipeline(judge_cluster, judge_admin, local_services, tmp_path_factory):  # n
     p.start_run()
     try:
         full = wait_full_isr(judge_admin, TOPIC, 60)
-        wait_for("replmon to report every partition of the judged topic with its ISR",
-                 lambda: p.check_alive() or all(p.isr(TOPIC, i) == full[i]["isr"]
-                                                for i in range(PARTITIONS)), 240, 1.0)
+        wait_for(
+            "replmon to report every partition of the judged topic with its ISR",
+            lambda: p.check_alive() or all(p.isr(TOPIC, i) == full[i]["isr"] for i in range(PARTITIONS)),
+            240,
+            1.0,
+        )
         yield p
     finally:
         p.stop()

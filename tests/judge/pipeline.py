@@ -1,6 +1,7 @@
 """The pipeline under judgement, as an operator runs it: `replmon collect` on the judge
 cluster's request logs -> a metrics topic (on the 1-broker services cluster, so that faults
 on the judged brokers do not stop the telemetry) -> `replmon run` -> Redis."""
+
 from __future__ import annotations
 
 import json
@@ -26,37 +27,68 @@ class Pipeline:
         self.prefix = f"judge{tag}"
         self.procs: dict[str, subprocess.Popen] = {}
         import redis
+
         self.redis = redis.Redis.from_url(services["redis_url"], decode_responses=True)
 
     def _spawn(self, name: str, args: list[str], env: dict) -> None:
         log = open(self.workdir / f"{name}.log", "ab")
-        self.procs[name] = subprocess.Popen([sys.executable, "-m", "replmon.streaming.cli", *args],
-                                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "replmon.streaming.cli", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def start_collect(self) -> None:
-        args = ["collect", "--cluster", CLUSTER, "--bootstrap", self.judge.bootstrap,
-                "--metrics-bootstrap", self.services["kafka_bootstrap"],
-                "--metrics-topic", self.metrics_topic, "--create-topic", "3",
-                "--state-dir", str(self.workdir / "collect-state")]
+        args = [
+            "collect",
+            "--cluster",
+            CLUSTER,
+            "--bootstrap",
+            self.judge.bootstrap,
+            "--metrics-bootstrap",
+            self.services["kafka_bootstrap"],
+            "--metrics-topic",
+            self.metrics_topic,
+            "--create-topic",
+            "3",
+            "--state-dir",
+            str(self.workdir / "collect-state"),
+        ]
         for b in (1, 2, 3):
             args += ["--request-log", f"{b}={self.judge.request_log(b)}"]
         self._spawn("collect", args, dict(os.environ))
 
     def start_run(self) -> None:
-        env = dict(os.environ,
-                   REPLMON_KAFKA__SUBSCRIBE=self.metrics_topic,
-                   REPLMON_KAFKA__STARTING_OFFSETS="earliest",
-                   REPLMON_REDIS__PREFIX=self.prefix,
-                   REPLMON_OUTPUT_DIR=str(self.workdir / "out"),
-                   REPLMON_SPARK__DRIVER_MEMORY="1g",
-                   REPLMON_SPARK__SHUFFLE_PARTITIONS="1",
-                   REPLMON_STREAM__BUCKETS="4",
-                   REPLMON_RULES__REPLICA_LAG_TIME_MAX_MS=str(self.judge.lag_ms),
-                   REPLMON_RULES__MIN_INSYNC_REPLICAS="2",
-                   REPLMON_SPARK__JARS=json.dumps(self.services["spark_jars"]))
-        self._spawn("run", ["run", "--kafka-bootstrap", self.services["kafka_bootstrap"],
-                            "--redis-url", self.services["redis_url"], "--quiet", "--verbose"], env)
+        env = dict(
+            os.environ,
+            REPLMON_KAFKA__SUBSCRIBE=self.metrics_topic,
+            REPLMON_KAFKA__STARTING_OFFSETS="earliest",
+            REPLMON_REDIS__PREFIX=self.prefix,
+            REPLMON_OUTPUT_DIR=str(self.workdir / "out"),
+            REPLMON_SPARK__DRIVER_MEMORY="1g",
+            REPLMON_SPARK__SHUFFLE_PARTITIONS="1",
+            REPLMON_STREAM__BUCKETS="4",
+            REPLMON_RULES__REPLICA_LAG_TIME_MAX_MS=str(self.judge.lag_ms),
+            REPLMON_RULES__MIN_INSYNC_REPLICAS="2",
+            REPLMON_SPARK__JARS=json.dumps(self.services["spark_jars"]),
+        )
+        self._spawn(
+            "run",
+            [
+                "run",
+                "--kafka-bootstrap",
+                self.services["kafka_bootstrap"],
+                "--redis-url",
+                self.services["redis_url"],
+                "--quiet",
+                "--verbose",
+            ],
+            env,
+        )
 
     def check_alive(self) -> None:
         for name, p in self.procs.items():
@@ -102,14 +134,28 @@ class Producer:
     """A steady acks=1 producer on every partition (the leader LEOs grow; produce to a paused
     leader just times out), in a thread, until stopped."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, per_second: int = 300,
-                 acks=1, size: int = 200, burst: tuple[int, float] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        per_second: int = 300,
+        acks=1,
+        size: int = 200,
+        burst: tuple[int, float] | None = None,
+    ) -> None:
         from kafka import KafkaProducer
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks=acks,
-                                      linger_ms=5, request_timeout_ms=5000, max_block_ms=2000,
-                                      retries=0)
+
+        self.producer = KafkaProducer(
+            bootstrap_servers=bootstrap.split(","),
+            acks=acks,
+            linger_ms=5,
+            request_timeout_ms=5000,
+            max_block_ms=2000,
+            retries=0,
+        )
         self.topic, self.partitions, self.per_second, self.size = topic, partitions, per_second, size
-        self.burst = burst      # (records, every_s): bursts instead of a steady rate
+        self.burst = burst  # (records, every_s): bursts instead of a steady rate
         self.errors = 0
         self.sent = 0
         self._stop = threading.Event()
@@ -119,7 +165,7 @@ class Producer:
         try:
             self.producer.send(self.topic, b"x" * self.size, partition=partition).add_errback(self._err)
             self.sent += 1
-        except Exception:   # noqa: BLE001 - a blocked partition; the fault is the point
+        except Exception:  # noqa: BLE001 - a blocked partition; the fault is the point
             self.errors += 1
 
     def _err(self, _exc) -> None:
@@ -148,15 +194,21 @@ class Producer:
         self._thread.join(timeout=10)
         try:
             self.producer.close(timeout=5)
-        except Exception:   # noqa: BLE001
+        except Exception:  # noqa: BLE001
             pass
 
 
 def describe(admin, topic: str) -> dict[int, dict]:
     (t,) = admin.describe_topics([topic])
-    return {p["partition_index"]: {"leader": p["leader_id"], "leader_epoch": p["leader_epoch"],
-                                   "isr": sorted(p["isr_nodes"]),
-                                   "replicas": p["replica_nodes"]} for p in t["partitions"]}
+    return {
+        p["partition_index"]: {
+            "leader": p["leader_id"],
+            "leader_epoch": p["leader_epoch"],
+            "isr": sorted(p["isr_nodes"]),
+            "replicas": p["replica_nodes"],
+        }
+        for p in t["partitions"]
+    }
 
 
 def controller(admin) -> int:
@@ -164,9 +216,15 @@ def controller(admin) -> int:
 
 
 def wait_full_isr(admin, topic: str, timeout_s: float) -> dict:
-    return wait_for(f"every ISR of {topic} to be full again",
-                    lambda: (d := describe(admin, topic)) and all(
-                        len(v["isr"]) == len(v["replicas"]) for v in d.values()) and d, timeout_s)
+    return wait_for(
+        f"every ISR of {topic} to be full again",
+        lambda: (
+            (d := describe(admin, topic))
+            and all(len(v["isr"]) == len(v["replicas"]) for v in d.values())
+            and d
+        ),
+        timeout_s,
+    )
 
 
 class JavaProducer:
@@ -175,22 +233,47 @@ class JavaProducer:
     requests in flight per broker, so a leader takes batches faster than a follower that is
     given one batch per fetch can copy them, whatever the machine's load."""
 
-    def __init__(self, bootstrap: str, topic: str, per_second: int, seconds: float, size: int,
-                 log: Path) -> None:
-        props = [f"bootstrap.servers={bootstrap}", "acks=1", "batch.size=1", "linger.ms=0",
-                 "max.in.flight.requests.per.connection=5"]
-        self.args = ["java", "-Xmx256m", "-cp", str(ROOT / "deploy" / "local" / "kafka-libs") + "/*",
-                     "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
-                     "--num-records", str(int(per_second * seconds)), "--record-size", str(size),
-                     "--throughput", str(per_second), "--reporting-interval", "5000",
-                     "--command-property", *props]
+    def __init__(
+        self, bootstrap: str, topic: str, per_second: int, seconds: float, size: int, log: Path
+    ) -> None:
+        props = [
+            f"bootstrap.servers={bootstrap}",
+            "acks=1",
+            "batch.size=1",
+            "linger.ms=0",
+            "max.in.flight.requests.per.connection=5",
+        ]
+        self.args = [
+            "java",
+            "-Xmx256m",
+            "-cp",
+            str(ROOT / "deploy" / "local" / "kafka-libs") + "/*",
+            "org.apache.kafka.tools.ProducerPerformance",
+            "--topic",
+            topic,
+            "--num-records",
+            str(int(per_second * seconds)),
+            "--record-size",
+            str(size),
+            "--throughput",
+            str(per_second),
+            "--reporting-interval",
+            "5000",
+            "--command-property",
+            *props,
+        ]
         self.log = log
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "JavaProducer":
-        self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=open(self.log, "ab"),
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.args,
+            cwd=ROOT,
+            stdout=open(self.log, "ab"),
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         return self
 
     def stop(self) -> str:

@@ -9,6 +9,7 @@ timed out` at the fence; the collector's Admin poll (every 1 s, 5 s request time
 stamped when the answer came: streaming/collect/admin.py) turns it into a `broker` event
 (fenced) and `metadata` events at one event time, which replmon applies broker first.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,8 @@ from tests.judge.verdicts import firing, firing_now, leaders_as_described, repor
 
 pytestmark = [pytest.mark.services, pytest.mark.spark, pytest.mark.judge]
 
-LAG_MS = 20000              # replica.lag.time.max.ms: above the fencing delay, so the fence comes first
-SESSION_TIMEOUT_MS = None   # broker.session.timeout.ms: Kafka's default, 9 s
+LAG_MS = 20000  # replica.lag.time.max.ms: above the fencing delay, so the fence comes first
+SESSION_TIMEOUT_MS = None  # broker.session.timeout.ms: Kafka's default, 9 s
 KAFKA_SESSION_MS = 9000
 # How late the collector may see what the controller decided: a poll every 1 s whose request
 # may go to the stopped broker and wait out the 5 s request timeout, once per Admin call.
@@ -37,7 +38,7 @@ def _fenced_and_moved(admin, victim: int):
     """describe_topics once the victim leads nothing and is in no ISR; else None."""
     try:
         d = describe(admin, TOPIC)
-    except Exception:   # noqa: BLE001 - the Admin API asked the stopped broker: ask again
+    except Exception:  # noqa: BLE001 - the Admin API asked the stopped broker: ask again
         return None
     return d if all(v["leader"] not in (victim, -1) and victim not in v["isr"] for v in d.values()) else None
 
@@ -45,14 +46,21 @@ def _fenced_and_moved(admin, victim: int):
 def _victim(before: dict, active_controller: int) -> int:
     """A broker that leads a partition and follows another, and is not the active controller
     (a stopped active controller is a controller election, another fault)."""
-    return next(b for b in (3, 2, 1) if b != active_controller
-                and any(v["leader"] == b for v in before.values())
-                and any(v["leader"] != b for v in before.values()))
+    return next(
+        b
+        for b in (3, 2, 1)
+        if b != active_controller
+        and any(v["leader"] == b for v in before.values())
+        and any(v["leader"] != b for v in before.values())
+    )
 
 
 def _broker_root(pipeline, victim: int, since_ms: int):
-    return [a for a in firing(pipeline.alerts(), "BrokerUnavailable", None)
-            if a.get("broker") == victim and a["started_ms"] >= since_ms]
+    return [
+        a
+        for a in firing(pipeline.alerts(), "BrokerUnavailable", None)
+        if a.get("broker") == victim and a["started_ms"] >= since_ms
+    ]
 
 
 def test_paused_broker_fenced_by_the_controller_before_any_lag_rule(judge_cluster, judge_admin, pipeline):
@@ -68,12 +76,16 @@ def test_paused_broker_fenced_by_the_controller_before_any_lag_rule(judge_cluste
     pause_ms = 3 * LAG_MS // 2
     producer = Producer(judge_cluster.bootstrap, TOPIC, len(before)).start()
     try:
-        time.sleep(2)       # appends flowing, followers caught up, before the fault
+        time.sleep(2)  # appends flowing, followers caught up, before the fault
         paused_ms = int(time.time() * 1000)
         os.kill(judge_cluster.pid(victim), signal.SIGSTOP)
         try:
-            moved = wait_for(f"the controller to fence broker {victim} and move its leaders",
-                             lambda: _fenced_and_moved(judge_admin, victim), pause_ms / 1000, 1.0)
+            moved = wait_for(
+                f"the controller to fence broker {victim} and move its leaders",
+                lambda: _fenced_and_moved(judge_admin, victim),
+                pause_ms / 1000,
+                1.0,
+            )
             time.sleep(max(0.0, (paused_ms + pause_ms) / 1000 - time.time()))
         finally:
             os.kill(judge_cluster.pid(victim), signal.SIGCONT)
@@ -86,37 +98,66 @@ def test_paused_broker_fenced_by_the_controller_before_any_lag_rule(judge_cluste
     assert fences, f"the controller never logged fencing broker {victim}"
     fenced_ms = fences[0]
     shrinks = judge_cluster.shrinks(TOPIC, paused_ms)
-    assert [s for s in shrinks if s.replica == victim and s.leader != victim] == [], \
+    assert [s for s in shrinks if s.replica == victim and s.leader != victim] == [], (
         f"a running leader shrank broker {victim} for lag: the fence did not come first ({shrinks})"
-    stale = [s for s in shrinks if s.leader == victim]   # its own, with a stale epoch, on resume
+    )
+    stale = [s for s in shrinks if s.leader == victim]  # its own, with a stale epoch, on resume
     # replmon: the fence as the root cause, seen after the controller decided it.
-    roots = wait_for(f"replmon's BrokerUnavailable for broker {victim}",
-                     lambda: _broker_root(pipeline, victim, paused_ms) or None, 60, 1.0)
+    roots = wait_for(
+        f"replmon's BrokerUnavailable for broker {victim}",
+        lambda: _broker_root(pipeline, victim, paused_ms) or None,
+        60,
+        1.0,
+    )
     root = roots[0]
-    window = [a for a in firing(pipeline.alerts(), "ReplicaOutOfSync", TOPIC)
-              if paused_ms <= a["started_ms"] <= resumed_ms + LAG_MS]
-    final = wait_for("replmon's leaders, epochs and ISRs to be describe_topics' after the return",
-                     lambda: leaders_as_described(pipeline, judge_admin, TOPIC), 90, 1.0)
-    still = wait_for("replmon's replication alerts to resolve", lambda: not firing_now(
-        pipeline, REPLICATION, TOPIC) or None, 60, 1.0) and []
-    report(f"pause of broker {victim} for {resumed_ms - paused_ms} ms, default session timeout "
-           f"(L = {LAG_MS} ms)", [
-        f"controller fenced it at +{fenced_ms - paused_ms} ms; replmon's BrokerUnavailable "
-        f"({root.get('cause')}) at +{root['started_ms'] - paused_ms} ms in event time "
-        f"({root['started_ms'] - fenced_ms} ms after the controller); a lag rule could act at "
-        f"+{LAG_MS} ms at the earliest",
-        f"leaders moved {[(p, before[p]['leader'], moved[p]['leader']) for p in led]} "
-        f"(partition, from, to); (leader, epoch) at the end "
-        f"{ {p: (v['leader'], v['leader_epoch']) for p, v in final.items()} }",
-        f"running leaders' shrinks of {victim}: 0; its own stale shrinks on resume: {len(stale)}",
-        "replmon ReplicaOutOfSync in the window: " + (", ".join(
-            f"{a['topic']}-{a['partition']}/{a['replica']} cause {a.get('cause')}" for a in window) or "none"),
-        f"still firing after the return: {still}; BrokerUnavailable episodes {len(roots)}"])
+    window = [
+        a
+        for a in firing(pipeline.alerts(), "ReplicaOutOfSync", TOPIC)
+        if paused_ms <= a["started_ms"] <= resumed_ms + LAG_MS
+    ]
+    final = wait_for(
+        "replmon's leaders, epochs and ISRs to be describe_topics' after the return",
+        lambda: leaders_as_described(pipeline, judge_admin, TOPIC),
+        90,
+        1.0,
+    )
+    still = (
+        wait_for(
+            "replmon's replication alerts to resolve",
+            lambda: not firing_now(pipeline, REPLICATION, TOPIC) or None,
+            60,
+            1.0,
+        )
+        and []
+    )
+    report(
+        f"pause of broker {victim} for {resumed_ms - paused_ms} ms, default session timeout "
+        f"(L = {LAG_MS} ms)",
+        [
+            f"controller fenced it at +{fenced_ms - paused_ms} ms; replmon's BrokerUnavailable "
+            f"({root.get('cause')}) at +{root['started_ms'] - paused_ms} ms in event time "
+            f"({root['started_ms'] - fenced_ms} ms after the controller); a lag rule could act at "
+            f"+{LAG_MS} ms at the earliest",
+            f"leaders moved {[(p, before[p]['leader'], moved[p]['leader']) for p in led]} "
+            f"(partition, from, to); (leader, epoch) at the end "
+            f"{ {p: (v['leader'], v['leader_epoch']) for p, v in final.items()} }",
+            f"running leaders' shrinks of {victim}: 0; its own stale shrinks on resume: {len(stale)}",
+            "replmon ReplicaOutOfSync in the window: "
+            + (
+                ", ".join(
+                    f"{a['topic']}-{a['partition']}/{a['replica']} cause {a.get('cause')}" for a in window
+                )
+                or "none"
+            ),
+            f"still firing after the return: {still}; BrokerUnavailable episodes {len(roots)}",
+        ],
+    )
     assert root.get("cause") == "broker_fenced", root
     assert root["started_ms"] >= fenced_ms, (root, fenced_ms)
     assert root["started_ms"] - fenced_ms <= ADMIN_SEEN_WITHIN_MS, (root, fenced_ms)
-    assert root["started_ms"] < paused_ms + LAG_MS, \
+    assert root["started_ms"] < paused_ms + LAG_MS, (
         f"replmon saw the fence after L: the case does not show what it should ({root})"
+    )
     assert [a for a in window if a.get("cause") == "lag"] == [], window
     for a in window:
         if a["replica"] == victim:
@@ -136,35 +177,56 @@ def test_killed_leader_fenced_leaders_move_and_return(judge_cluster, judge_admin
         time.sleep(2)
         killed_ms = int(time.time() * 1000)
         os.kill(judge_cluster.pid(victim), signal.SIGKILL)
-        moved = wait_for(f"the controller to fence broker {victim} and move its leaders",
-                         lambda: _fenced_and_moved(judge_admin, victim), 3 * KAFKA_SESSION_MS / 1000, 1.0)
+        moved = wait_for(
+            f"the controller to fence broker {victim} and move its leaders",
+            lambda: _fenced_and_moved(judge_admin, victim),
+            3 * KAFKA_SESSION_MS / 1000,
+            1.0,
+        )
         moved_ms = int(time.time() * 1000)
         # The killed broker stays down until the restart below: nothing changes `moved`
         # (and an Admin request may wait on the dead broker's address).
-        at_move = wait_for("replmon's leaders, epochs and ISRs to be describe_topics' after the move",
-                           lambda: leaders_as_described(pipeline, judge_admin, TOPIC, moved), 60, 1.0)
-        judge_cluster.services("up", "--brokers", "3")      # starts the one that is not running
+        at_move = wait_for(
+            "replmon's leaders, epochs and ISRs to be describe_topics' after the move",
+            lambda: leaders_as_described(pipeline, judge_admin, TOPIC, moved),
+            60,
+            1.0,
+        )
+        judge_cluster.services("up", "--brokers", "3")  # starts the one that is not running
         restarted_ms = int(time.time() * 1000)
         wait_full_isr(judge_admin, TOPIC, 120)
     finally:
         producer.stop()
-    final = wait_for("replmon's leaders, epochs and ISRs to be describe_topics' after the restart",
-                     lambda: leaders_as_described(pipeline, judge_admin, TOPIC), 90, 1.0)
-    wait_for("replmon's replication alerts to resolve", lambda: not firing_now(
-        pipeline, REPLICATION, TOPIC) or None, 60, 1.0)
+    final = wait_for(
+        "replmon's leaders, epochs and ISRs to be describe_topics' after the restart",
+        lambda: leaders_as_described(pipeline, judge_admin, TOPIC),
+        90,
+        1.0,
+    )
+    wait_for(
+        "replmon's replication alerts to resolve",
+        lambda: not firing_now(pipeline, REPLICATION, TOPIC) or None,
+        60,
+        1.0,
+    )
     fences = [t for t, b in judge_cluster.fences(killed_ms) if b == victim]
     roots = _broker_root(pipeline, victim, killed_ms)
     seen = [a for a in pipeline.alerts() if a["ts"] >= killed_ms and a.get("cluster")]
-    report(f"SIGKILL of leader {victim}, default session timeout, restarted once its leaders moved", [
-        f"controller fenced it at +{fences[0] - killed_ms if fences else None} ms; leaders moved by "
-        f"+{moved_ms - killed_ms} ms (wall): {[(p, before[p]['leader'], moved[p]['leader']) for p in led]}",
-        f"replmon's BrokerUnavailable {[(a.get('cause'), a['started_ms'] - killed_ms) for a in roots]} "
-        f"(cause, event time after the kill); restarted at +{restarted_ms - killed_ms} ms",
-        f"(leader, epoch) after the move { {p: (v['leader'], v['leader_epoch']) for p, v in at_move.items()} }, "
-        f"at the end { {p: (v['leader'], v['leader_epoch']) for p, v in final.items()} }; "
-        f"alert transitions since the kill {len(seen)}"])
+    report(
+        f"SIGKILL of leader {victim}, default session timeout, restarted once its leaders moved",
+        [
+            f"controller fenced it at +{fences[0] - killed_ms if fences else None} ms; leaders moved by "
+            f"+{moved_ms - killed_ms} ms (wall): {[(p, before[p]['leader'], moved[p]['leader']) for p in led]}",
+            f"replmon's BrokerUnavailable {[(a.get('cause'), a['started_ms'] - killed_ms) for a in roots]} "
+            f"(cause, event time after the kill); restarted at +{restarted_ms - killed_ms} ms",
+            f"(leader, epoch) after the move { {p: (v['leader'], v['leader_epoch']) for p, v in at_move.items()} }, "
+            f"at the end { {p: (v['leader'], v['leader_epoch']) for p, v in final.items()} }; "
+            f"alert transitions since the kill {len(seen)}",
+        ],
+    )
     assert all(moved[p]["leader"] != victim for p in led) and led
     assert fences, f"the controller never logged fencing broker {victim}"
     assert [a.get("cause") for a in roots] == ["broker_fenced"], roots
-    assert any(a["name"] == "ReplicaOutOfSync" and a.get("replica") == victim for a in seen), \
+    assert any(a["name"] == "ReplicaOutOfSync" and a.get("replica") == victim for a in seen), (
         "replmon never saw the killed broker leave the ISRs"
+    )

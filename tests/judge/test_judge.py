@@ -7,6 +7,7 @@ ReplicaOutOfSync fires at lcu + L + 1 (its firing time is that event time), the 
 isr-expiration runs every L/2, so the broker shrinks in (lcu + L, lcu + 1.5 L] plus the
 AlterPartition round trip. Figures are printed (run pytest with -s to see them).
 """
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,7 @@ from tests.judge.verdicts import firing, report
 
 pytestmark = [pytest.mark.services, pytest.mark.spark, pytest.mark.judge]
 
-LCU_TOLERANCE_MS = 1000   # the issue's bound on replmon's last caught-up time vs the broker's
+LCU_TOLERANCE_MS = 1000  # the issue's bound on replmon's last caught-up time vs the broker's
 # replmon's read time is the log time - totalTimeMs + requestQueueTimeMs: a few ms off the
 # broker's fetchTimeMs; its firing may be that much after a shrink that came at once.
 FIRING_TOLERANCE_MS = 50
@@ -37,12 +38,13 @@ def test_paused_follower_long_session_timeout(judge_cluster, judge_admin, pipeli
     active_controller = controller(judge_admin)
     # Pause a broker that follows at least one partition and is not the active controller
     # (a paused controller would delay the AlterPartition answers, not the verdicts).
-    victim = next(b for b in (3, 2, 1) if b != active_controller
-                  and any(v["leader"] != b for v in before.values()))
+    victim = next(
+        b for b in (3, 2, 1) if b != active_controller and any(v["leader"] != b for v in before.values())
+    )
     led_by_victim = [p for p, v in before.items() if v["leader"] == victim]
     producer = Producer(judge_cluster.bootstrap, TOPIC, PARTITIONS).start()
     try:
-        time.sleep(2)       # appends flowing before the fault
+        time.sleep(2)  # appends flowing before the fault
         paused_ms = int(time.time() * 1000)
         os.kill(judge_cluster.pid(victim), signal.SIGSTOP)
         try:
@@ -57,29 +59,39 @@ def test_paused_follower_long_session_timeout(judge_cluster, judge_admin, pipeli
     # the paused broker leads a partition that had appends its followers had not fetched yet)
     # of its followers by the paused leader itself once it runs again.
     shrinks = judge_cluster.shrinks(TOPIC, paused_ms)
-    assert {s.partition for s in shrinks if s.replica == victim} == \
-        {p for p in before if p not in led_by_victim}, shrinks
+    assert {s.partition for s in shrinks if s.replica == victim} == {
+        p for p in before if p not in led_by_victim
+    }, shrinks
 
     def matched():
         alerts = pipeline.alerts()
         got = {}
         for s in shrinks:
-            fired = [a for a in firing(alerts, "ReplicaOutOfSync", TOPIC, s.partition, s.replica)
-                     if a["started_ms"] >= paused_ms - LAG_MS]
+            fired = [
+                a
+                for a in firing(alerts, "ReplicaOutOfSync", TOPIC, s.partition, s.replica)
+                if a["started_ms"] >= paused_ms - LAG_MS
+            ]
             if not fired:
                 return None
             got[s] = fired[0]
         return got
+
     fired = wait_for("replmon's ReplicaOutOfSync for every shrink", matched, 60, 1.0)
     rows = []
     for s, a in fired.items():
         replmon_lcu = a["started_ms"] - LAG_MS - 1
         lead = s.log_ms - a["started_ms"]
-        rows.append(f"{TOPIC}-{s.partition} replica {s.replica} (leader {s.leader}): broker shrank at +{s.log_ms - s.last_caught_up_ms} ms "
-                    f"after its lcu, replmon fired at +{a['started_ms'] - s.last_caught_up_ms} ms "
-                    f"(detection lead {lead} ms in event time); lcu error {replmon_lcu - s.last_caught_up_ms} ms; "
-                    f"in Redis {a['written_ms'] - s.log_ms} ms after the broker's shrink (wall clock)")
-    report(f"pause of broker {victim} for {resumed_ms - paused_ms} ms (L = {LAG_MS} ms, long session timeout)", rows)
+        rows.append(
+            f"{TOPIC}-{s.partition} replica {s.replica} (leader {s.leader}): broker shrank at +{s.log_ms - s.last_caught_up_ms} ms "
+            f"after its lcu, replmon fired at +{a['started_ms'] - s.last_caught_up_ms} ms "
+            f"(detection lead {lead} ms in event time); lcu error {replmon_lcu - s.last_caught_up_ms} ms; "
+            f"in Redis {a['written_ms'] - s.log_ms} ms after the broker's shrink (wall clock)"
+        )
+    report(
+        f"pause of broker {victim} for {resumed_ms - paused_ms} ms (L = {LAG_MS} ms, long session timeout)",
+        rows,
+    )
     for s, a in fired.items():
         assert a["started_ms"] <= s.log_ms + FIRING_TOLERANCE_MS, (s, a)
         assert abs(a["started_ms"] - LAG_MS - 1 - s.last_caught_up_ms) <= LCU_TOLERANCE_MS, (s, a)
@@ -91,8 +103,12 @@ def test_paused_follower_long_session_timeout(judge_cluster, judge_admin, pipeli
     for a in firing(pipeline.alerts(), "ReplicaOutOfSync", TOPIC):
         if a["partition"] not in led_by_victim and paused_ms <= a["started_ms"] <= resumed_ms + LAG_MS:
             assert (a["partition"], a["replica"]) in shrunk, (a, shrinks)
-    wait_for("replmon's ISR to equal describe_topics' after the rejoin",
-             lambda: all(pipeline.isr(TOPIC, p) == after[p]["isr"] for p in after), 60, 1.0)
+    wait_for(
+        "replmon's ISR to equal describe_topics' after the rejoin",
+        lambda: all(pipeline.isr(TOPIC, p) == after[p]["isr"] for p in after),
+        60,
+        1.0,
+    )
 
 
 def test_bursty_acks_all_producer_no_shrink_no_out_of_sync(judge_cluster, judge_admin, pipeline):
@@ -100,29 +116,39 @@ def test_bursty_acks_all_producer_no_shrink_no_out_of_sync(judge_cluster, judge_
     replmon calls no follower out of sync (the 0.8 message-count rule would: KIP-16)."""
     wait_full_isr(judge_admin, TOPIC, 60)
     start_ms = int(time.time() * 1000)
-    producer = Producer(judge_cluster.bootstrap, TOPIC, PARTITIONS, acks="all",
-                        burst=(4000, 2.0)).start()
+    producer = Producer(judge_cluster.bootstrap, TOPIC, PARTITIONS, acks="all", burst=(4000, 2.0)).start()
     try:
         time.sleep(2 * LAG_MS / 1000)
     finally:
         producer.stop()
     end_ms = int(time.time() * 1000)
     # replmon has seen the whole window: its event time (heartbeats) is past the end.
-    wait_for("replmon's clock past the bursts", lambda: int(
-        pipeline.partition(TOPIC, 0).get("ts") or 0) > end_ms, 60, 1.0)
+    wait_for(
+        "replmon's clock past the bursts",
+        lambda: int(pipeline.partition(TOPIC, 0).get("ts") or 0) > end_ms,
+        60,
+        1.0,
+    )
     shrinks = judge_cluster.shrinks(TOPIC, start_ms)
-    fired = [a for a in firing(pipeline.alerts(), "ReplicaOutOfSync", TOPIC)
-             if start_ms <= a["started_ms"] <= end_ms]
-    report(f"bursts of 4,000 acks=all records every 2 s for {end_ms - start_ms} ms",
-            [f"records sent {producer.sent}, errors {producer.errors}; broker shrinks {len(shrinks)}; "
-             f"replmon ReplicaOutOfSync {len(fired)}"])
+    fired = [
+        a
+        for a in firing(pipeline.alerts(), "ReplicaOutOfSync", TOPIC)
+        if start_ms <= a["started_ms"] <= end_ms
+    ]
+    report(
+        f"bursts of 4,000 acks=all records every 2 s for {end_ms - start_ms} ms",
+        [
+            f"records sent {producer.sent}, errors {producer.errors}; broker shrinks {len(shrinks)}; "
+            f"replmon ReplicaOutOfSync {len(fired)}"
+        ],
+    )
     assert producer.sent > 0 and producer.errors == 0
     assert shrinks == []
     assert fired == []
 
 
 SLOW_PROPS = "replica.fetch.max.bytes=2048;replica.fetch.response.max.bytes=2048"
-SLOW_LOAD_PER_S = 4000   # records/s of 1 KB, one per batch, over the topic's 3 partitions
+SLOW_LOAD_PER_S = 4000  # records/s of 1 KB, one per batch, over the topic's 3 partitions
 
 
 def test_slow_follower(judge_cluster, judge_admin, pipeline):
@@ -133,17 +159,25 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline):
     Same checks as the pause, on the shrinks of that follower."""
     before = wait_full_isr(judge_admin, TOPIC, 60)
     active_controller = controller(judge_admin)
-    victim = next(b for b in (3, 2, 1) if b != active_controller
-                  and all(v["leader"] != b for v in before.values()) or b == 3)
+    victim = next(
+        b
+        for b in (3, 2, 1)
+        if b != active_controller and all(v["leader"] != b for v in before.values()) or b == 3
+    )
     pid = judge_cluster.pid(victim)
     os.kill(pid, signal.SIGTERM)
     wait_for("the broker to stop", lambda: not os.path.exists(f"/proc/{pid}") or None, 60)
     judge_cluster.restart_node_with(victim, SLOW_PROPS)
     start = wait_full_isr(judge_admin, TOPIC, 120)
     started_ms = int(time.time() * 1000)
-    producer = JavaProducer(judge_cluster.bootstrap, TOPIC, per_second=SLOW_LOAD_PER_S,
-                            seconds=3 * LAG_MS / 1000, size=1000,
-                            log=pipeline.workdir / "slow-producer.log").start()
+    producer = JavaProducer(
+        judge_cluster.bootstrap,
+        TOPIC,
+        per_second=SLOW_LOAD_PER_S,
+        seconds=3 * LAG_MS / 1000,
+        size=1000,
+        log=pipeline.workdir / "slow-producer.log",
+    ).start()
     try:
         time.sleep(3 * LAG_MS / 1000)
     finally:
@@ -158,17 +192,26 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline):
         alerts = pipeline.alerts()
         got = {}
         for s in shrinks:
-            fired = [a for a in firing(alerts, "ReplicaOutOfSync", TOPIC, s.partition, s.replica)
-                     if a["started_ms"] >= started_ms]
+            fired = [
+                a
+                for a in firing(alerts, "ReplicaOutOfSync", TOPIC, s.partition, s.replica)
+                if a["started_ms"] >= started_ms
+            ]
             if not fired:
                 return None
             got[s] = fired[0]
         return got
+
     fired = wait_for("replmon's ReplicaOutOfSync for every shrink of the slow follower", matched, 60, 1.0)
-    report(f"slow follower {victim} (replica.fetch.max.bytes 2 KB); producer: {sent}", [
-        f"{TOPIC}-{s.partition}: broker shrank at +{s.log_ms - s.last_caught_up_ms} ms after its lcu, "
-        f"replmon fired at +{a['started_ms'] - s.last_caught_up_ms} ms; lcu error "
-        f"{a['started_ms'] - LAG_MS - 1 - s.last_caught_up_ms} ms" for s, a in fired.items()])
+    report(
+        f"slow follower {victim} (replica.fetch.max.bytes 2 KB); producer: {sent}",
+        [
+            f"{TOPIC}-{s.partition}: broker shrank at +{s.log_ms - s.last_caught_up_ms} ms after its lcu, "
+            f"replmon fired at +{a['started_ms'] - s.last_caught_up_ms} ms; lcu error "
+            f"{a['started_ms'] - LAG_MS - 1 - s.last_caught_up_ms} ms"
+            for s, a in fired.items()
+        ],
+    )
     for s, a in fired.items():
         assert a["started_ms"] <= s.log_ms + FIRING_TOLERANCE_MS, (s, a)
         assert abs(a["started_ms"] - LAG_MS - 1 - s.last_caught_up_ms) <= LCU_TOLERANCE_MS, (s, a)

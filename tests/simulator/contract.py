@@ -1,4 +1,5 @@
 """A small checker of docs/events.md, written from the document and independent of the simulator."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -6,11 +7,15 @@ from typing import Any
 COMMON = {"type", "ts", "cluster"}
 # type -> (required fields, optional fields)
 FIELDS = {
-    "fetch": ({"topic", "partition", "replica", "fetch_offset", "leader_leo"},
-              {"leader_epoch", "broker_epoch", "log_start_offset", "leader_hw", "error", "diverging_epoch"}),
+    "fetch": (
+        {"topic", "partition", "replica", "fetch_offset", "leader_leo"},
+        {"leader_epoch", "broker_epoch", "log_start_offset", "leader_hw", "error", "diverging_epoch"},
+    ),
     "append": ({"topic", "partition", "leader_leo"}, set()),
-    "metadata": ({"topic", "partition", "leader", "leader_epoch", "replicas", "isr"},
-                 {"adding_replicas", "leader_leo", "hw", "min_insync_replicas", "replica_lag_time_max_ms"}),
+    "metadata": (
+        {"topic", "partition", "leader", "leader_epoch", "replicas", "isr"},
+        {"adding_replicas", "leader_leo", "hw", "min_insync_replicas", "replica_lag_time_max_ms"},
+    ),
     "broker": ({"broker", "state"}, {"broker_epoch"}),
     "heartbeat": (set(), set()),
 }

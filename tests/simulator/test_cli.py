@@ -1,4 +1,5 @@
 """`replmon simulate`: files, and Kafka through a producer that records what it is sent."""
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,10 @@ def test_files_hold_the_events_in_ts_order_and_the_truth(tmp_path):
 
 
 def test_cluster_name_and_start_time_can_be_given(tmp_path):
-    assert cli.main(["--scenario", "steady", "--cluster", "east", "--start-ms", "5000", "--out", str(tmp_path)]) == 0
+    assert (
+        cli.main(["--scenario", "steady", "--cluster", "east", "--start-ms", "5000", "--out", str(tmp_path)])
+        == 0
+    )
     events = _lines(tmp_path / "events" / "part-00000.jsonl")
     assert events[0]["ts"] == 5000 and {e["cluster"] for e in events} == {"east"}
 
@@ -47,13 +51,13 @@ def test_scale_scenario_writes_lines_and_an_empty_truth(tmp_path):
     args = ["--scenario", "scale", "--scale-partitions", "5", "--scale-seconds", "2", "--out", str(tmp_path)]
     assert cli.main(args) == 0
     events = _lines(tmp_path / "events" / "part-00000.jsonl")
-    assert len(events) == 3 + 5 + 2 + 2 * 10 * 5 * 3        # brokers, metadata, heartbeats, 10 rounds/s x 3
+    assert len(events) == 3 + 5 + 2 + 2 * 10 * 5 * 3  # brokers, metadata, heartbeats, 10 rounds/s x 3
     assert (tmp_path / "truth.jsonl").read_text() == ""
 
 
 def test_usage_errors_are_a_return_code(tmp_path, capsys):
     assert cli.main(["--scenario", "nope", "--out", str(tmp_path)]) == 2
-    assert cli.main(["--scenario", "demo"]) == 2                 # files need --out
+    assert cli.main(["--scenario", "demo"]) == 2  # files need --out
     assert "--out" in capsys.readouterr().err
 
 
@@ -64,7 +68,11 @@ def test_publish_keys_partition_events_by_cluster_topic_partition():
     assert producer.flushed == 1
     for (topic, key, value), event in zip(producer.sent, events):
         assert topic == "replmon.fetch-metrics" and json.loads(value) == event
-        expected = "sim" if event["type"] in ("broker", "heartbeat") else f"sim/{event['topic']}/{event['partition']}"
+        expected = (
+            "sim"
+            if event["type"] in ("broker", "heartbeat")
+            else f"sim/{event['topic']}/{event['partition']}"
+        )
         assert key == expected.encode()
 
 
@@ -72,7 +80,10 @@ def test_publish_takes_ready_json_lines_too():
     producer = RecordingProducer()
     line = '{"type":"append","ts":1,"cluster":"c","topic":"t","partition":3,"leader_leo":9}'
     writers.publish([line, '{"type":"heartbeat","ts":2,"cluster":"c"}'], producer, "x")
-    assert producer.sent == [("x", b"c/t/3", line.encode()), ("x", b"c", b'{"type":"heartbeat","ts":2,"cluster":"c"}')]
+    assert producer.sent == [
+        ("x", b"c/t/3", line.encode()),
+        ("x", b"c", b'{"type":"heartbeat","ts":2,"cluster":"c"}'),
+    ]
 
 
 def test_to_kafka_creates_the_topic_sends_everything_and_still_writes_the_truth(tmp_path, monkeypatch):
@@ -80,8 +91,23 @@ def test_to_kafka_creates_the_topic_sends_everything_and_still_writes_the_truth(
     created = []
     monkeypatch.setattr(writers, "kafka_producer", lambda bootstrap, **kw: producer)
     monkeypatch.setattr(writers, "create_topic", lambda *args: created.append(args))
-    rc = cli.main(["--scenario", "paused_and_slow", "--to", "kafka", "--bootstrap", "k:9092", "--topic", "ev",
-                   "--create-topic", "--partitions", "6", "--out", str(tmp_path)])
+    rc = cli.main(
+        [
+            "--scenario",
+            "paused_and_slow",
+            "--to",
+            "kafka",
+            "--bootstrap",
+            "k:9092",
+            "--topic",
+            "ev",
+            "--create-topic",
+            "--partitions",
+            "6",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert rc == 0
     assert created == [("k:9092", "ev", 6, 1)]
     events, truth = run("paused_and_slow", 0)

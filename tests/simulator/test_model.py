@@ -1,4 +1,5 @@
 """The event model: determinism, order, and fetches as a Kafka leader sees them."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -28,7 +29,7 @@ def test_another_seed_other_events():
 
 def test_start_time_is_fixed_unless_given():
     events, _ = run("steady")
-    assert events[0]["ts"] == DEFAULT_START_MS == 1_767_225_600_000   # 2026-01-01T00:00:00Z
+    assert events[0]["ts"] == DEFAULT_START_MS == 1_767_225_600_000  # 2026-01-01T00:00:00Z
     moved, _ = simulate(scenarios.steady(), seed=0, start_ms=1_000)
     assert moved[0]["ts"] == 1_000 and len(moved) == len(events)
 
@@ -99,8 +100,9 @@ def test_leader_hw_is_the_hw_before_the_fetch_and_never_goes_back_under_one_lead
 def test_a_caught_up_fetch_is_parked_up_to_fetch_wait_max():
     """One batch every 2 s: a follower at the LEO is answered after 500 ms (empty) and fetches again an RTT later,
     unless an append completes the long poll first."""
-    spec = ClusterSpec(name="c", topics=(TopicSpec(name="t", partitions=1, batch_interval_ms=2000),),
-                       duration_ms=20_000)
+    spec = ClusterSpec(
+        name="c", topics=(TopicSpec(name="t", partitions=1, batch_interval_ms=2000),), duration_ms=20_000
+    )
     events, _ = simulate(spec, seed=3)
     by_replica = defaultdict(list)
     for f in _fetches(events):
@@ -108,8 +110,8 @@ def test_a_caught_up_fetch_is_parked_up_to_fetch_wait_max():
     for fetches in by_replica.values():
         gaps = [b["ts"] - a["ts"] for a, b in zip(fetches, fetches[1:])]
         parked = [g for a, g in zip(fetches, gaps) if a["fetch_offset"] == a["leader_leo"]]
-        assert max(parked) <= 500 + 5 + 50          # + the time to append a batch that completed the poll
-        assert sum(501 <= g <= 505 for g in parked) > len(parked) / 2     # most long polls time out
+        assert max(parked) <= 500 + 5 + 50  # + the time to append a batch that completed the poll
+        assert sum(501 <= g <= 505 for g in parked) > len(parked) / 2  # most long polls time out
 
 
 def test_every_fetch_carries_epochs_and_hw():

@@ -1,4 +1,5 @@
 """The events are a faithful record: replayed into a fresh rules engine they give back the truth."""
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,9 @@ def replay(events, shrinks=(), lag_max_ms=10000, min_isr=2, tick_every_ms=None):
             changes.append((ts, *key, list(before), list(e.isr)))
 
     for event in events:
-        while pending and pending[0][0] <= event["ts"]:   # a run precedes the fetches of its ms (scheduled L/2 ahead)
+        while (
+            pending and pending[0][0] <= event["ts"]
+        ):  # a run precedes the fetches of its ms (scheduled L/2 ahead)
             ts, topic, partition = pending.pop(0)
             expire((topic, partition), ts)
         if tick_every_ms is not None:
@@ -43,17 +46,29 @@ def replay(events, shrinks=(), lag_max_ms=10000, min_isr=2, tick_every_ms=None):
             continue
         key = (event.get("topic"), event.get("partition"))
         if kind == "metadata" and key not in engines:
-            engines[key] = PartitionLeader(config=config, now_ms=event["ts"], leader=event["leader"],
-                                           leader_epoch=event["leader_epoch"], replicas=event["replicas"],
-                                           isr=event["isr"], leader_leo=event["leader_leo"], hw=event["hw"],
-                                           broker_epochs=epochs)
+            engines[key] = PartitionLeader(
+                config=config,
+                now_ms=event["ts"],
+                leader=event["leader"],
+                leader_epoch=event["leader_epoch"],
+                replicas=event["replicas"],
+                isr=event["isr"],
+                leader_leo=event["leader_leo"],
+                hw=event["hw"],
+                broker_epochs=epochs,
+            )
         elif kind == "append":
             engines[key].append(event["ts"], event["leader_leo"])
         elif kind == "fetch":
             e = engines[key]
             before = e.isr
-            outcome = e.fetch(event["ts"], event["replica"], event["fetch_offset"], broker_epoch=event["broker_epoch"],
-                              log_start_offset=event["log_start_offset"])
+            outcome = e.fetch(
+                event["ts"],
+                event["replica"],
+                event["fetch_offset"],
+                broker_epoch=event["broker_epoch"],
+                log_start_offset=event["log_start_offset"],
+            )
             assert outcome.accepted, (event, outcome)
             assert outcome.response_hw == event["leader_hw"], (event, outcome)
             if e.isr != before:
@@ -61,15 +76,22 @@ def replay(events, shrinks=(), lag_max_ms=10000, min_isr=2, tick_every_ms=None):
     return engines, changes
 
 
-@pytest.mark.parametrize("name, seed", [*(("paused_and_slow", s) for s in range(4)), ("paused_and_slow", 23),
-                                        ("steady", 0), ("bursty", 0)])
+@pytest.mark.parametrize(
+    "name, seed",
+    [*(("paused_and_slow", s) for s in range(4)), ("paused_and_slow", 23), ("steady", 0), ("bursty", 0)],
+)
 def test_replaying_the_events_reproduces_every_isr_change_hw_and_final_state(name, seed):
     events, truth = run(name, seed)
-    shrinks = [(r["ts"], r["topic"], r["partition"]) for r in truth
-               if r["kind"] == "isr_change" and r["reason"] == "shrink"]
+    shrinks = [
+        (r["ts"], r["topic"], r["partition"])
+        for r in truth
+        if r["kind"] == "isr_change" and r["reason"] == "shrink"
+    ]
     engines, changes = replay(events, shrinks)
-    assert changes == [(r["ts"], r["topic"], r["partition"], r["old"], r["new"]) for r in
-                       sorted((r for r in truth if r["kind"] == "isr_change"), key=lambda r: r["ts"])]
+    assert changes == [
+        (r["ts"], r["topic"], r["partition"], r["old"], r["new"])
+        for r in sorted((r for r in truth if r["kind"] == "isr_change"), key=lambda r: r["ts"])
+    ]
     for final in (r for r in truth if r["kind"] == "partition"):
         e = engines[(final["topic"], final["partition"])]
         assert (list(e.isr), e.hw, e.leader_leo) == (final["isr"], final["hw"], final["leader_leo"])

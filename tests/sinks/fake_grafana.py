@@ -26,8 +26,13 @@ class ContractViolation(AssertionError):
 
 
 class FakeGrafana:
-    def __init__(self, token: str | None = "glsa_test", basic: tuple[str, str] | None = None,
-                 read_only: bool = False, max_body_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        token: str | None = "glsa_test",
+        basic: tuple[str, str] | None = None,
+        read_only: bool = False,
+        max_body_bytes: int | None = None,
+    ) -> None:
         self.token, self.basic, self.read_only = token, basic, read_only
         self.max_body_bytes = max_body_bytes  # a reverse proxy's limit (nginx client_max_body_size): 413
         self.calls: list[tuple[str, str, dict | None]] = []
@@ -98,8 +103,13 @@ class FakeGrafana:
         self.expect(len(uid) <= 40, "folder uid longer than 40")
         if uid in self.folders or any(f["title"] == body["title"] for f in self.folders.values()):
             return 409, {"message": "a folder with the same name already exists"}
-        folder = {"id": len(self.folders) + 1, "uid": uid, "title": body["title"],
-                  "url": f"/dashboards/f/{uid}/{body['title'].lower()}", "version": 1}
+        folder = {
+            "id": len(self.folders) + 1,
+            "uid": uid,
+            "title": body["title"],
+            "url": f"/dashboards/f/{uid}/{body['title'].lower()}",
+            "version": 1,
+        }
         self.folders[uid] = folder
         return 200, folder
 
@@ -121,30 +131,45 @@ class FakeGrafana:
             return 409, {"message": "data source with the same name already exists"}
         uid = body.get("uid") or f"ds{len(self.datasources) + 1}"
         stored = self._store_datasource(uid, body, version=1)
-        return 200, {"datasource": stored, "id": stored["id"], "message": "Datasource added",
-                     "name": stored["name"]}
+        return 200, {
+            "datasource": stored,
+            "id": stored["id"],
+            "message": "Datasource added",
+            "name": stored["name"],
+        }
 
     def update_datasource(self, uid: str, body: dict):
         if uid not in self.datasources:
             return 404, {"message": "Data source not found"}
         self._check_datasource(body)
         stored = self._store_datasource(uid, body, version=self.datasources[uid]["version"] + 1)
-        return 200, {"datasource": stored, "id": stored["id"], "message": "Datasource updated",
-                     "name": stored["name"]}
+        return 200, {
+            "datasource": stored,
+            "id": stored["id"],
+            "message": "Datasource updated",
+            "name": stored["name"],
+        }
 
     def _store_datasource(self, uid: str, body: dict, version: int) -> dict:
         secure = body.get("secureJsonData") or {}
         previous = self.datasources.get(uid, {})
         stored = {k: v for k, v in body.items() if k != "secureJsonData"}
-        stored.update(id=previous.get("id", len(self.datasources) + 1), uid=uid, orgId=1, version=version,
-                      readOnly=False, secureJsonFields={**previous.get("secureJsonFields", {}),
-                                                        **{k: True for k in secure}})
+        stored.update(
+            id=previous.get("id", len(self.datasources) + 1),
+            uid=uid,
+            orgId=1,
+            version=version,
+            readOnly=False,
+            secureJsonFields={**previous.get("secureJsonFields", {}), **{k: True for k in secure}},
+        )
         self.datasources[uid] = stored
         return stored
 
     def save_dashboard(self, body: dict):
-        self.expect(set(body) <= {"dashboard", "folderId", "folderUid", "overwrite", "message"},
-                    f"dashboards/db body keys {sorted(body)}")
+        self.expect(
+            set(body) <= {"dashboard", "folderId", "folderUid", "overwrite", "message"},
+            f"dashboards/db body keys {sorted(body)}",
+        )
         board = body.get("dashboard")
         self.expect(isinstance(board, dict) and board.get("title"), "dashboard with a title is required")
         uid = board.get("uid")
@@ -154,39 +179,60 @@ class FakeGrafana:
             return 400, {"message": "folder not found", "status": "not-found"}
         existing = self.dashboards.get(uid)
         if existing and not body.get("overwrite") and board.get("version") != existing["version"]:
-            return 412, {"message": "The dashboard has been changed by someone else",
-                         "status": "version-mismatch"}
+            return 412, {
+                "message": "The dashboard has been changed by someone else",
+                "status": "version-mismatch",
+            }
         version = existing["version"] + 1 if existing else 1
         self.dashboards[uid] = {"dashboard": board, "folderUid": folder_uid, "version": version}
         slug = re.sub(r"[^a-z0-9]+", "-", board["title"].lower()).strip("-")
-        return 200, {"id": len(self.dashboards), "uid": uid, "url": f"/d/{uid}/{slug}",
-                     "status": "success", "version": version, "slug": slug}
+        return 200, {
+            "id": len(self.dashboards),
+            "uid": uid,
+            "url": f"/d/{uid}/{slug}",
+            "status": "success",
+            "version": version,
+            "slug": slug,
+        }
 
     # --- annotations ------------------------------------------------------------------------
     def create_annotation(self, body: dict):
-        self.expect(isinstance(body, dict) and set(body) <= ANNOTATION_CREATE_KEYS,
-                    f"annotation body keys {sorted(body)}")
+        self.expect(
+            isinstance(body, dict) and set(body) <= ANNOTATION_CREATE_KEYS,
+            f"annotation body keys {sorted(body)}",
+        )
         if not body.get("text"):  # pkg/api/annotations.go: "text field should not be empty"
             return 400, {"message": "Failed to save annotation"}
         self.expect(isinstance(body.get("time"), int) and body["time"] > 0, "time is epoch ms")
         self.expect(isinstance(body.get("timeEnd", body["time"]), int), "timeEnd is epoch ms")
         self.expect(body.get("timeEnd", body["time"]) >= body["time"], "timeEnd before time")
         tags = body.get("tags") or []
-        self.expect(isinstance(tags, list) and all(isinstance(t, str) and t for t in tags), "tags are strings")
+        self.expect(
+            isinstance(tags, list) and all(isinstance(t, str) and t for t in tags), "tags are strings"
+        )
         uid = body.get("dashboardUID")
         if uid is not None and uid not in self.dashboards:
             uid = None  # PostAnnotation ignores a uid it cannot resolve: an organization annotation
         with self._lock:
             annotation_id = len(self.annotations) + 1
             self.annotations[annotation_id] = {
-                "id": annotation_id, "alertId": 0, "dashboardUID": uid or "", "panelId": body.get("panelId") or 0,
-                "time": body["time"], "timeEnd": body.get("timeEnd", body["time"]), "tags": tags,
-                "text": body["text"], "type": "annotation"}
+                "id": annotation_id,
+                "alertId": 0,
+                "dashboardUID": uid or "",
+                "panelId": body.get("panelId") or 0,
+                "time": body["time"],
+                "timeEnd": body.get("timeEnd", body["time"]),
+                "tags": tags,
+                "text": body["text"],
+                "type": "annotation",
+            }
         return 200, {"message": "Annotation added", "id": annotation_id}
 
     def patch_annotation(self, annotation_id: int, body: dict):
-        self.expect(isinstance(body, dict) and set(body) <= ANNOTATION_PATCH_KEYS,
-                    f"annotation patch keys {sorted(body)}")
+        self.expect(
+            isinstance(body, dict) and set(body) <= ANNOTATION_PATCH_KEYS,
+            f"annotation patch keys {sorted(body)}",
+        )
         stored = self.annotations.get(annotation_id)
         if stored is None:
             return 404, {"message": "Could not find annotation to update"}
@@ -196,14 +242,31 @@ class FakeGrafana:
         return 200, {"message": "Annotation patched"}
 
     def find_annotations(self, query: dict[str, list[str]]):
-        self.expect(set(query) <= {"from", "to", "limit", "alertId", "dashboardId", "dashboardUID",
-                                   "panelId", "userId", "type", "tags", "matchAny"},
-                    f"annotation query parameters {sorted(query)}")
+        self.expect(
+            set(query)
+            <= {
+                "from",
+                "to",
+                "limit",
+                "alertId",
+                "dashboardId",
+                "dashboardUID",
+                "panelId",
+                "userId",
+                "type",
+                "tags",
+                "matchAny",
+            },
+            f"annotation query parameters {sorted(query)}",
+        )
         tags = query.get("tags", [])
         match_any = query.get("matchAny", ["false"])[0] == "true"
         limit = int(query.get("limit", ["100"])[0])
-        found = [a for a in self.annotations.values()
-                 if not tags or (any if match_any else all)(t in a["tags"] for t in tags)]
+        found = [
+            a
+            for a in self.annotations.values()
+            if not tags or (any if match_any else all)(t in a["tags"] for t in tags)
+        ]
         if "from" in query:
             found = [a for a in found if a["timeEnd"] >= int(query["from"][0])]
         if "to" in query:
@@ -226,10 +289,18 @@ def _handler(grafana: FakeGrafana):
         ("POST", re.compile(r"^/api/folders$"), lambda m, b: grafana.create_folder(b)),
         ("GET", re.compile(r"^/api/datasources/uid/([^/]+)$"), lambda m, b: grafana.get_datasource(m[1])),
         ("POST", re.compile(r"^/api/datasources$"), lambda m, b: grafana.create_datasource(b)),
-        ("PUT", re.compile(r"^/api/datasources/uid/([^/]+)$"), lambda m, b: grafana.update_datasource(m[1], b)),
+        (
+            "PUT",
+            re.compile(r"^/api/datasources/uid/([^/]+)$"),
+            lambda m, b: grafana.update_datasource(m[1], b),
+        ),
         ("POST", re.compile(r"^/api/dashboards/db$"), lambda m, b: grafana.save_dashboard(b)),
         ("POST", re.compile(r"^/api/annotations$"), lambda m, b: grafana.create_annotation(b)),
-        ("PATCH", re.compile(r"^/api/annotations/(\d+)$"), lambda m, b: grafana.patch_annotation(int(m[1]), b)),
+        (
+            "PATCH",
+            re.compile(r"^/api/annotations/(\d+)$"),
+            lambda m, b: grafana.patch_annotation(int(m[1]), b),
+        ),
         ("GET", re.compile(r"^/api/annotations$"), lambda m, b: grafana.find_annotations(m.query)),
     ]
 
@@ -246,8 +317,10 @@ def _handler(grafana: FakeGrafana):
                 return self._answer(413, {"message": "Request Entity Too Large"})
             try:
                 if method in ("POST", "PUT", "PATCH"):
-                    grafana.expect(self.headers.get("Content-Type", "").startswith("application/json"),
-                                   f"{method} {self.path} without a JSON content type")
+                    grafana.expect(
+                        self.headers.get("Content-Type", "").startswith("application/json"),
+                        f"{method} {self.path} without a JSON content type",
+                    )
                     body = json.loads(raw)
                 grafana.calls.append((method, self.path, body))
                 if grafana.unavailable:
@@ -255,7 +328,9 @@ def _handler(grafana: FakeGrafana):
                 if not grafana.authorized(self.headers.get("Authorization")):
                     return self._answer(401, {"message": "Unauthorized"})
                 if grafana.read_only and method != "GET":
-                    return self._answer(403, {"message": "You'll need additional permissions to perform this action."})
+                    return self._answer(
+                        403, {"message": "You'll need additional permissions to perform this action."}
+                    )
                 path, query = urlsplit(self.path).path, parse_qs(urlsplit(self.path).query)
                 for verb, pattern, action in routes:
                     if verb == method and (match := pattern.match(path)):

@@ -5,11 +5,26 @@ from __future__ import annotations
 
 def partition_status(cluster="c1", topic="orders", partition=0, ts=1_000, **overrides) -> dict:
     record = dict(
-        cluster=cluster, topic=topic, partition=partition, ts=ts, leader=1, leader_epoch=3,
-        replicas=[1, 2, 3], isr=[1, 2], maximal_isr=[1, 2], reported_isr=None, hw=10,
-        leader_leo=12, under_replicated=True, under_min_isr=False, at_min_isr=True,
-        min_insync_replicas=2, replica_lag_time_max_ms=30_000, hw_last_advanced_ms=ts - 100,
-        hw_stalled_ms=100, hw_holders=[2],
+        cluster=cluster,
+        topic=topic,
+        partition=partition,
+        ts=ts,
+        leader=1,
+        leader_epoch=3,
+        replicas=[1, 2, 3],
+        isr=[1, 2],
+        maximal_isr=[1, 2],
+        reported_isr=None,
+        hw=10,
+        leader_leo=12,
+        under_replicated=True,
+        under_min_isr=False,
+        at_min_isr=True,
+        min_insync_replicas=2,
+        replica_lag_time_max_ms=30_000,
+        hw_last_advanced_ms=ts - 100,
+        hw_stalled_ms=100,
+        hw_holders=[2],
     )
     record.update(overrides)
     return record
@@ -17,10 +32,24 @@ def partition_status(cluster="c1", topic="orders", partition=0, ts=1_000, **over
 
 def replica_status(cluster="c1", topic="orders", partition=0, replica=3, ts=1_000, **overrides) -> dict:
     record = dict(
-        cluster=cluster, topic=topic, partition=partition, replica=replica, ts=ts, leo=5,
-        leader_leo=12, lag_messages=7, last_caught_up_ms=ts - 31_200, lag_ms=31_200,
-        last_fetch_ms=0, in_isr=False, in_reported_isr=None, caught_up=False, state="stuck",
-        out_of_sync_at_ms=None, removable_by_ms=None, holds_hw=False,
+        cluster=cluster,
+        topic=topic,
+        partition=partition,
+        replica=replica,
+        ts=ts,
+        leo=5,
+        leader_leo=12,
+        lag_messages=7,
+        last_caught_up_ms=ts - 31_200,
+        lag_ms=31_200,
+        last_fetch_ms=0,
+        in_isr=False,
+        in_reported_isr=None,
+        caught_up=False,
+        state="stuck",
+        out_of_sync_at_ms=None,
+        removable_by_ms=None,
+        holds_hw=False,
     )
     record.update(overrides)
     return record
@@ -28,9 +57,17 @@ def replica_status(cluster="c1", topic="orders", partition=0, replica=3, ts=1_00
 
 def alert(alert_id="a1", status="firing", cluster="c1", ts=1_000, started_ms=1_000, **overrides) -> dict:
     record = dict(
-        alert_id=alert_id, name="ReplicaOutOfSync", status=status, severity="warning",
-        cluster=cluster, topic="orders", partition=0, replica=3, subject=f"{cluster}/orders/0/3",
-        started_ms=started_ms, ts=ts,
+        alert_id=alert_id,
+        name="ReplicaOutOfSync",
+        status=status,
+        severity="warning",
+        cluster=cluster,
+        topic="orders",
+        partition=0,
+        replica=3,
+        subject=f"{cluster}/orders/0/3",
+        started_ms=started_ms,
+        ts=ts,
         reason="replica 3 of orders-0 has not caught up for 31.2 s (limit 30 s): stuck",
     )
     record.update(overrides)

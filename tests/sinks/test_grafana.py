@@ -7,7 +7,13 @@ from pydantic import SecretStr, ValidationError
 
 from replmon.dashboards import build
 from replmon.sinks.grafana import (
-    GrafanaAuthError, GrafanaPublishError, GrafanaPublisher, GrafanaSettings, connect, load_dashboards, main,
+    GrafanaAuthError,
+    GrafanaPublishError,
+    GrafanaPublisher,
+    GrafanaSettings,
+    connect,
+    load_dashboards,
+    main,
 )
 from tests.redis_server import free_port
 from tests.sinks.fake_grafana import FakeGrafana
@@ -30,18 +36,28 @@ def test_first_publish_creates_folder_datasource_and_dashboards():
         report = publish(settings(grafana.url))
     assert grafana.violations == []
     assert grafana.routes() == [
-        "GET /api/folders/replmon", "POST /api/folders",
-        "GET /api/datasources/uid/replmon-redis", "POST /api/datasources",
-        "POST /api/dashboards/db", "POST /api/dashboards/db", "POST /api/dashboards/db",
+        "GET /api/folders/replmon",
+        "POST /api/folders",
+        "GET /api/datasources/uid/replmon-redis",
+        "POST /api/datasources",
+        "POST /api/dashboards/db",
+        "POST /api/dashboards/db",
+        "POST /api/dashboards/db",
     ]
     assert report.folder_created and report.datasource_created
-    assert report.dashboards == ["/d/replmon-overview/replmon-cluster-overview",
-                                 "/d/replmon-replica/replmon-partition-and-followers",
-                                 "/d/replmon-broker/replmon-broker"]
+    assert report.dashboards == [
+        "/d/replmon-overview/replmon-cluster-overview",
+        "/d/replmon-replica/replmon-partition-and-followers",
+        "/d/replmon-broker/replmon-broker",
+    ]
     assert grafana.folders["replmon"]["title"] == "replmon"
     ds = grafana.datasources["replmon-redis"]
     assert (ds["type"], ds["access"], ds["url"], ds["name"]) == (
-        "redis-datasource", "proxy", "redis://redis:6379", "replmon Redis")
+        "redis-datasource",
+        "proxy",
+        "redis://redis:6379",
+        "replmon Redis",
+    )
     for method, path, body in grafana.calls:
         if path == "/api/dashboards/db":
             assert body["overwrite"] is True and body["folderUid"] == "replmon" and body["message"]
@@ -54,8 +70,11 @@ def test_publishing_again_updates_in_place():
         first = len(grafana.calls)
         report = publish(settings(grafana.url))
     assert grafana.routes()[first:] == [
-        "GET /api/folders/replmon", "GET /api/datasources/uid/replmon-redis",
-        "PUT /api/datasources/uid/replmon-redis", "POST /api/dashboards/db", "POST /api/dashboards/db",
+        "GET /api/folders/replmon",
+        "GET /api/datasources/uid/replmon-redis",
+        "PUT /api/datasources/uid/replmon-redis",
+        "POST /api/dashboards/db",
+        "POST /api/dashboards/db",
         "POST /api/dashboards/db",
     ]
     assert not report.folder_created and not report.datasource_created
@@ -150,7 +169,9 @@ def test_the_cli_publishes_the_committed_json(monkeypatch, capsys):
 def test_a_grafana_answering_503_fails_the_publish_clearly_and_a_rerun_completes_it():
     with FakeGrafana() as grafana:
         grafana.unavailable = True
-        with pytest.raises(GrafanaPublishError, match="cannot complete 'GET folder replmon'.*Server Error 503"):
+        with pytest.raises(
+            GrafanaPublishError, match="cannot complete 'GET folder replmon'.*Server Error 503"
+        ):
             publish(settings(grafana.url))
         grafana.unavailable = False
         report = publish(settings(grafana.url))

@@ -16,7 +16,9 @@ from pydantic import SecretStr, ValidationError
 from replmon.sinks.grafana import GrafanaAuthError, GrafanaSettings, connect
 from replmon.sinks.grafana_annotation_api import AnnotationApi
 from replmon.sinks.grafana_annotation_consumer import (
-    AnnotationConsumer, AnnotationConsumerSettings, main,
+    AnnotationConsumer,
+    AnnotationConsumerSettings,
+    main,
 )
 from replmon.sinks.keys import Keys
 from replmon.sinks.redis_sink import RedisSink
@@ -33,13 +35,31 @@ class Sleeps(list):
         self.append(seconds)
 
 
-def consumer(redis_client, grafana: FakeGrafana, name: str = "m1", token: str = "glsa_test",
-             sleeps: Sleeps | None = None, **overrides) -> AnnotationConsumer:
-    settings = AnnotationConsumerSettings(**{"consumer": name, "block_ms": 50, "retries": 2,
-                                             "backoff_initial_s": 0.01, "backoff_max_s": 0.05, **overrides})
+def consumer(
+    redis_client,
+    grafana: FakeGrafana,
+    name: str = "m1",
+    token: str = "glsa_test",
+    sleeps: Sleeps | None = None,
+    **overrides,
+) -> AnnotationConsumer:
+    settings = AnnotationConsumerSettings(
+        **{
+            "consumer": name,
+            "block_ms": 50,
+            "retries": 2,
+            "backoff_initial_s": 0.01,
+            "backoff_max_s": 0.05,
+            **overrides,
+        }
+    )
     g = GrafanaSettings(url=grafana.url, token=SecretStr(token), timeout_s=2)
-    return AnnotationConsumer(redis_client, AnnotationApi(connect(g), g.url), settings,
-                              sleep=sleeps if sleeps is not None else Sleeps())
+    return AnnotationConsumer(
+        redis_client,
+        AnnotationApi(connect(g), g.url),
+        settings,
+        sleep=sleeps if sleeps is not None else Sleeps(),
+    )
 
 
 def write_alerts(redis_client, *alerts: dict, batch_id: int = 1) -> None:
@@ -97,8 +117,16 @@ def test_firing_then_resolve_is_one_region_annotation_once_across_a_restart_and_
     annotation = the_one_annotation(grafana)
     assert (annotation["time"], annotation["timeEnd"]) == (10_000, 45_000)
     assert annotation["text"].endswith("resolved: replica 3 caught up again")
-    assert set(annotation["tags"]) >= {"replmon", "alert:ReplicaOutOfSync", "cluster:c1", "topic:orders",
-                                       "partition:0", "replica:3", "severity:warning", "alert_id:a1"}
+    assert set(annotation["tags"]) >= {
+        "replmon",
+        "alert:ReplicaOutOfSync",
+        "cluster:c1",
+        "topic:orders",
+        "partition:0",
+        "replica:3",
+        "severity:warning",
+        "alert_id:a1",
+    }
     assert grafana.annotation_calls().count("POST /api/annotations") == 1
     assert grafana.violations == []
 
@@ -144,9 +172,14 @@ def test_a_crashed_member_s_entries_are_taken_over_after_claim_idle_ms(redis_cli
 
 
 def test_several_members_share_the_work_and_each_episode_is_annotated_once(redis_client):
-    alerts = [a for i in range(8) for a in (
-        r.alert(alert_id=f"x{i}", ts=1_000 + i, started_ms=1_000 + i),
-        r.alert(alert_id=f"x{i}", status="resolved", ts=9_000 + i, started_ms=1_000 + i))]
+    alerts = [
+        a
+        for i in range(8)
+        for a in (
+            r.alert(alert_id=f"x{i}", ts=1_000 + i, started_ms=1_000 + i),
+            r.alert(alert_id=f"x{i}", status="resolved", ts=9_000 + i, started_ms=1_000 + i),
+        )
+    ]
     with FakeGrafana() as grafana:
         write_alerts(redis_client, *alerts)
         members = [consumer(redis_client, grafana, name=f"m{i}", count=3) for i in range(3)]
@@ -176,7 +209,9 @@ def test_a_503_is_an_outage_and_nothing_is_acknowledged(redis_client):
 def test_a_record_grafana_can_never_take_is_quarantined_and_the_stream_goes_on(redis_client):
     huge = r.alert(alert_id="huge", reason="x" * 5_000)
     with FakeGrafana(max_body_bytes=2_000) as grafana:
-        redis_client.xadd(KEYS.alerts_stream(), {"alert_id": "bad", "name": "X", "status": "firing", "ts": "?"})
+        redis_client.xadd(
+            KEYS.alerts_stream(), {"alert_id": "bad", "name": "X", "status": "firing", "ts": "?"}
+        )
         write_alerts(redis_client, huge, FIRING)
         reports = drain(consumer(redis_client, grafana))
     assert total(reports, "quarantined") == 2  # the unreadable ts, and the 413 for the huge text
@@ -184,7 +219,9 @@ def test_a_record_grafana_can_never_take_is_quarantined_and_the_stream_goes_on(r
     the_one_annotation(grafana, "a1")
     reasons = [f[b"reason"].decode() for _, f in redis_client.xrange(KEYS.quarantine_stream())]
     assert "no integer ts" in reasons[0] and "(413)" in reasons[1]
-    assert all(f[b"stage"] == b"grafana-annotations" for _, f in redis_client.xrange(KEYS.quarantine_stream()))
+    assert all(
+        f[b"stage"] == b"grafana-annotations" for _, f in redis_client.xrange(KEYS.quarantine_stream())
+    )
     assert redis_client.get(KEYS.quarantine_count()) == b"2"
     assert redis_client.xpending(KEYS.alerts_stream(), "grafana-annotations")["pending"] == 0
 
@@ -223,8 +260,11 @@ def test_the_mapping_in_redis_saves_the_lookup_and_expires(redis_client):
     assert stored["id"] == the_one_annotation(grafana)["id"] and stored["time_end"] == 45_000
     assert 0 < redis_client.ttl(key) <= 3600
     # the resolve used the mapping: one search (for the firing), one create, one patch
-    assert grafana.annotation_calls() == ["GET /api/annotations", "POST /api/annotations",
-                                          "PATCH /api/annotations/1"]
+    assert grafana.annotation_calls() == [
+        "GET /api/annotations",
+        "POST /api/annotations",
+        "PATCH /api/annotations/1",
+    ]
 
 
 def test_settings_are_strict():
@@ -273,14 +313,40 @@ def test_the_engine_s_own_alert_records_become_tagged_regions(redis_client):
     from replmon.state.alerts import AlertBook
 
     book, out = AlertBook(), []
-    book.update(out, "BrokerUnavailable", "c1/broker/2", True, 10_000, ("c1", None, None, 2),
-                "broker 2 is fenced", cause="broker_fenced")
+    book.update(
+        out,
+        "BrokerUnavailable",
+        "c1/broker/2",
+        True,
+        10_000,
+        ("c1", None, None, 2),
+        "broker 2 is fenced",
+        cause="broker_fenced",
+    )
     root_id = book.alert_id_of("BrokerUnavailable", "c1/broker/2")
-    book.update(out, "ReplicaOutOfSync", "c1/orders-0/2", True, 10_000, ("c1", "orders", 0, 2),
-                "replica 2 left the ISR: its broker is fenced", caused_by=root_id, cause="broker_fenced")
-    book.update(out, "ReplicaOutOfSync", "c1/orders-0/2", False, 50_000, ("c1", "orders", 0, 2),
-                "replica 2 is back in the ISR")
-    book.update(out, "BrokerUnavailable", "c1/broker/2", False, 40_000, ("c1", None, None, 2), "running again")
+    book.update(
+        out,
+        "ReplicaOutOfSync",
+        "c1/orders-0/2",
+        True,
+        10_000,
+        ("c1", "orders", 0, 2),
+        "replica 2 left the ISR: its broker is fenced",
+        caused_by=root_id,
+        cause="broker_fenced",
+    )
+    book.update(
+        out,
+        "ReplicaOutOfSync",
+        "c1/orders-0/2",
+        False,
+        50_000,
+        ("c1", "orders", 0, 2),
+        "replica 2 is back in the ISR",
+    )
+    book.update(
+        out, "BrokerUnavailable", "c1/broker/2", False, 40_000, ("c1", None, None, 2), "running again"
+    )
     with FakeGrafana() as grafana:
         write_alerts(redis_client, *out)
         reports = drain(consumer(redis_client, grafana))
@@ -290,7 +356,9 @@ def test_the_engine_s_own_alert_records_become_tagged_regions(redis_client):
     assert not any(t.startswith(("topic:", "replica:", "caused_by:")) for t in root["tags"])
     assert (root["time"], root["timeEnd"]) == (10_000, 40_000)
     [caused] = [a for a in grafana.annotations.values() if a["id"] != root["id"]]
-    assert {f"caused_by:{root_id}", "topic:orders", "partition:0", "replica:2", "broker:2"} <= set(caused["tags"])
+    assert {f"caused_by:{root_id}", "topic:orders", "partition:0", "replica:2", "broker:2"} <= set(
+        caused["tags"]
+    )
     assert "root-cause" not in caused["tags"] and (caused["time"], caused["timeEnd"]) == (10_000, 50_000)
 
 

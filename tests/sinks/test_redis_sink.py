@@ -21,8 +21,9 @@ K = Keys()
 
 
 def write(sink, batch_id, alerts=(), partition_status=(), replica_status=(), quarantine=()):
-    return sink.write_batch(batch_id, list(alerts), list(partition_status), list(replica_status),
-                            list(quarantine))
+    return sink.write_batch(
+        batch_id, list(alerts), list(partition_status), list(replica_status), list(quarantine)
+    )
 
 
 @pytest.fixture
@@ -87,8 +88,11 @@ def test_a_full_batch_makes_six_streams(sink, db):
     write(sink, 1, **r.full_batch())
     streams = {k for k in db.scan_iter("*") if db.type(k) == "stream"}
     assert streams == {
-        K.alerts_stream(), K.quarantine_stream(), K.cluster_series("c1"),
-        K.partition_series("c1", "orders", 0), K.replica_series("c1", "orders", 0, 2),
+        K.alerts_stream(),
+        K.quarantine_stream(),
+        K.cluster_series("c1"),
+        K.partition_series("c1", "orders", 0),
+        K.replica_series("c1", "orders", 0, 2),
         K.replica_series("c1", "orders", 0, 3),
     }
 
@@ -111,15 +115,22 @@ def test_an_older_status_does_not_overwrite_a_newer_one(sink, db):
 
 
 def test_a_newer_status_replaces_the_state_and_extends_the_series(sink, db):
-    write(sink, 1, partition_status=[r.partition_status(ts=1_000)],
-          replica_status=[r.replica_status(ts=1_000)])
-    write(sink, 2, partition_status=[r.partition_status(ts=2_000, hw=12, isr=[1, 2, 3],
-                                                        under_replicated=False)],
-          replica_status=[r.replica_status(ts=2_000, leo=12, lag_messages=0, lag_ms=0, in_isr=True)])
+    write(
+        sink, 1, partition_status=[r.partition_status(ts=1_000)], replica_status=[r.replica_status(ts=1_000)]
+    )
+    write(
+        sink,
+        2,
+        partition_status=[r.partition_status(ts=2_000, hw=12, isr=[1, 2, 3], under_replicated=False)],
+        replica_status=[r.replica_status(ts=2_000, leo=12, lag_messages=0, lag_ms=0, in_isr=True)],
+    )
     series = db.xrange(K.partition_series("c1", "orders", 0))
     assert [(i, f["hw"], f["isr_size"]) for i, f in series] == [("1000-0", "10", "2"), ("2000-0", "12", "3")]
     lag = db.xrange(K.replica_series("c1", "orders", 0, 3))
-    assert [(f["lag_ms"], f["lag_messages"], f["leo"]) for _, f in lag] == [("31200", "7", "5"), ("0", "0", "12")]
+    assert [(f["lag_ms"], f["lag_messages"], f["leo"]) for _, f in lag] == [
+        ("31200", "7", "5"),
+        ("0", "0", "12"),
+    ]
     assert db.smembers(K.under_replicated("c1")) == set()
     assert db.smembers(K.out_of_sync("c1")) == set()
     assert [f["under_replicated"] for _, f in db.xrange(K.cluster_series("c1"))] == ["1", "0"]
@@ -139,8 +150,12 @@ def test_indexes_feed_the_dashboard_variables(sink, db):
 def test_firing_then_resolved_leaves_nothing_firing(sink, db):
     write(sink, 1, alerts=[r.alert(ts=1_000)], replica_status=[r.replica_status(ts=1_000)])
     assert db.hkeys(K.alerts_firing()) == ["a1"]
-    write(sink, 2, alerts=[r.alert(status="resolved", ts=5_000)],
-          replica_status=[r.replica_status(ts=5_000, in_isr=True)])
+    write(
+        sink,
+        2,
+        alerts=[r.alert(status="resolved", ts=5_000)],
+        replica_status=[r.replica_status(ts=5_000, in_isr=True)],
+    )
     assert db.hlen(K.alerts_firing()) == 0 and db.hlen(K.alerts_firing_in("c1")) == 0
     assert [f["status"] for _, f in db.xrange(K.alerts_stream())] == ["firing", "resolved"]
     assert [f["firing_alerts"] for _, f in db.xrange(K.cluster_series("c1"))] == ["1", "0"]
@@ -160,16 +175,23 @@ def test_a_firing_arriving_after_its_resolve_is_not_firing(sink, db):
 
 
 def test_alerts_of_two_clusters_are_counted_apart(sink, db):
-    write(sink, 1, alerts=[r.alert("a1", cluster="c1"), r.alert("b1", cluster="c2"),
-                           r.alert("b2", cluster="c2")])
+    write(
+        sink,
+        1,
+        alerts=[r.alert("a1", cluster="c1"), r.alert("b1", cluster="c2"), r.alert("b2", cluster="c2")],
+    )
     assert db.hlen(K.alerts_firing()) == 3
     assert (db.hlen(K.alerts_firing_in("c1")), db.hlen(K.alerts_firing_in("c2"))) == (1, 2)
     assert db.xrange(K.cluster_series("c2"))[0][1]["firing_alerts"] == "2"
 
 
 def test_a_reassigned_away_follower_leaves_the_indexes(sink, db):
-    write(sink, 1, partition_status=[r.partition_status(ts=1_000)],
-          replica_status=[r.replica_status(replica=3, ts=1_000)])
+    write(
+        sink,
+        1,
+        partition_status=[r.partition_status(ts=1_000)],
+        replica_status=[r.replica_status(replica=3, ts=1_000)],
+    )
     assert db.smembers(K.out_of_sync("c1")) == {"orders:0:3"}
     write(sink, 2, partition_status=[r.partition_status(ts=2_000, replicas=[1, 2, 4])])
     assert db.smembers(K.replicas("c1", "orders", 0)) == set()
@@ -193,11 +215,16 @@ def test_quarantine_is_written_once_and_counted(sink, db):
 
 
 def test_stream_maxlen_bounds_hold(redis_client, db):
-    settings = RedisSinkSettings(alerts_maxlen=50, series_maxlen=20, cluster_series_maxlen=20,
-                                 quarantine_maxlen=50)
+    settings = RedisSinkSettings(
+        alerts_maxlen=50, series_maxlen=20, cluster_series_maxlen=20, quarantine_maxlen=50
+    )
     sink = RedisSink(redis_client, settings)
-    write(sink, 1, alerts=[r.alert(f"a{i}", ts=i) for i in range(1_000)],
-          quarantine=[r.quarantined(raw=str(i)) for i in range(1_000)])
+    write(
+        sink,
+        1,
+        alerts=[r.alert(f"a{i}", ts=i) for i in range(1_000)],
+        quarantine=[r.quarantined(raw=str(i)) for i in range(1_000)],
+    )
     for ts in range(1_000, 1_400):  # after the alerts' event times, so each adds a cluster point
         write(sink, ts, replica_status=[r.replica_status(ts=ts)])
     # MAXLEN ~ trims whole macro nodes: a stream may exceed its bound by less than one node.
@@ -257,10 +284,25 @@ def test_a_server_that_dies_mid_session_fails_the_next_batch():
 def test_acl_user_and_password(redis_server, redis_client):
     # the least-privilege user docs/redis.md recommends
     redis_client.execute_command(
-        "ACL", "SETUSER", "replmon-writer", "reset", "on", ">s3cret-pw", "~replmon:*", "&replmon:*",
-        "+@read", "+@write", "+@scripting", "+publish", "+ping", "+hello", "+client|setname")
-    settings = RedisConnectionSettings(url=redis_server.url, username="replmon-writer",
-                                       password=SecretStr("s3cret-pw"))
+        "ACL",
+        "SETUSER",
+        "replmon-writer",
+        "reset",
+        "on",
+        ">s3cret-pw",
+        "~replmon:*",
+        "&replmon:*",
+        "+@read",
+        "+@write",
+        "+@scripting",
+        "+publish",
+        "+ping",
+        "+hello",
+        "+client|setname",
+    )
+    settings = RedisConnectionSettings(
+        url=redis_server.url, username="replmon-writer", password=SecretStr("s3cret-pw")
+    )
     report = write(RedisSink(build_client(settings)), 1, **r.full_batch())
     assert report.written == 5
 
@@ -272,16 +314,31 @@ def test_acl_user_and_password(redis_server, redis_client):
 
 def test_a_user_without_the_prefix_is_refused_clearly(redis_server, redis_client):
     redis_client.execute_command(
-        "ACL", "SETUSER", "other-app", "reset", "on", ">pw", "~other:*", "&*", "+@all")
+        "ACL", "SETUSER", "other-app", "reset", "on", ">pw", "~other:*", "&*", "+@all"
+    )
     settings = RedisConnectionSettings(url=redis_server.url, username="other-app", password=SecretStr("pw"))
     with pytest.raises(SinkAuthError):
         write(RedisSink(build_client(settings)), 1, **r.full_batch())
 
 
-def test_a_missing_permission_fails_clearly_and_the_replay_completes_the_write(redis_server, redis_client, db):
+def test_a_missing_permission_fails_clearly_and_the_replay_completes_the_write(
+    redis_server, redis_client, db
+):
     redis_client.execute_command(  # everything but PUBLISH
-        "ACL", "SETUSER", "no-publish", "reset", "on", ">pw", "~replmon:*", "&replmon:*",
-        "+@read", "+@write", "+@scripting", "+ping", "+client|setname")
+        "ACL",
+        "SETUSER",
+        "no-publish",
+        "reset",
+        "on",
+        ">pw",
+        "~replmon:*",
+        "&replmon:*",
+        "+@read",
+        "+@write",
+        "+@scripting",
+        "+ping",
+        "+client|setname",
+    )
     settings = RedisConnectionSettings(url=redis_server.url, username="no-publish", password=SecretStr("pw"))
     sink = RedisSink(build_client(settings))
     with pytest.raises(SinkAuthError, match="lacks a permission"):
@@ -298,8 +355,9 @@ def test_a_missing_permission_fails_clearly_and_the_replay_completes_the_write(r
 
 
 def test_connection_settings_keep_the_password_secret():
-    settings = RedisConnectionSettings(url="rediss://cache:6380/0", username="u",
-                                       password=SecretStr("hunter2"), ssl_ca_certs="/etc/ca.pem")
+    settings = RedisConnectionSettings(
+        url="rediss://cache:6380/0", username="u", password=SecretStr("hunter2"), ssl_ca_certs="/etc/ca.pem"
+    )
     assert "hunter2" not in repr(settings) and "hunter2" not in settings.model_dump_json()
     assert settings.redacted_url() == "rediss://u@cache:6380/0"
     with pytest.raises(ValidationError, match="must not carry a password"):
@@ -311,13 +369,21 @@ def test_connection_settings_keep_the_password_secret():
 
 
 def test_tls_settings_reach_the_connection():
-    client = build_client(RedisConnectionSettings(
-        url="rediss://cache:6380/0", ssl_ca_certs="/etc/ca.pem", ssl_certfile="/etc/c.pem",
-        ssl_keyfile="/etc/c.key"))
+    client = build_client(
+        RedisConnectionSettings(
+            url="rediss://cache:6380/0",
+            ssl_ca_certs="/etc/ca.pem",
+            ssl_certfile="/etc/c.pem",
+            ssl_keyfile="/etc/c.key",
+        )
+    )
     kwargs = client.connection_pool.connection_kwargs
     assert client.connection_pool.connection_class is redis.SSLConnection
     assert (kwargs["ssl_ca_certs"], kwargs["ssl_certfile"], kwargs["ssl_keyfile"]) == (
-        "/etc/ca.pem", "/etc/c.pem", "/etc/c.key")
+        "/etc/ca.pem",
+        "/etc/c.pem",
+        "/etc/c.key",
+    )
 
 
 def test_sink_settings_are_strict():

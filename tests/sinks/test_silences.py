@@ -1,35 +1,65 @@
 """Silences (sinks/silences.py): which alerts a silence matches, how matched alerts are marked,
 and the store in a real Redis."""
+
 import pytest
 
-from replmon.sinks.silences import (Silence, SilenceError, SilenceStore, apply_silences, matches,
-                                    new_silence)
+from replmon.sinks.silences import Silence, SilenceError, SilenceStore, apply_silences, matches, new_silence
 
-BROKER_DOWN = {"alert_id": "a1", "name": "BrokerUnavailable", "cluster": "c1", "topic": None,
-               "partition": None, "replica": None, "broker": 3, "severity": "critical",
-               "caused_by": None, "notify": True}
-REPLICA_OUT = {"alert_id": "a2", "name": "ReplicaOutOfSync", "cluster": "c1", "topic": "orders",
-               "partition": 0, "replica": 3, "broker": 3, "severity": "warning", "caused_by": "a1",
-               "notify": False}
-UNDER_MIN = {"alert_id": "a3", "name": "UnderMinIsr", "cluster": "c1", "topic": "orders",
-             "partition": 0, "replica": None, "broker": None, "severity": "critical",
-             "caused_by": "a1", "notify": True}
+BROKER_DOWN = {
+    "alert_id": "a1",
+    "name": "BrokerUnavailable",
+    "cluster": "c1",
+    "topic": None,
+    "partition": None,
+    "replica": None,
+    "broker": 3,
+    "severity": "critical",
+    "caused_by": None,
+    "notify": True,
+}
+REPLICA_OUT = {
+    "alert_id": "a2",
+    "name": "ReplicaOutOfSync",
+    "cluster": "c1",
+    "topic": "orders",
+    "partition": 0,
+    "replica": 3,
+    "broker": 3,
+    "severity": "warning",
+    "caused_by": "a1",
+    "notify": False,
+}
+UNDER_MIN = {
+    "alert_id": "a3",
+    "name": "UnderMinIsr",
+    "cluster": "c1",
+    "topic": "orders",
+    "partition": 0,
+    "replica": None,
+    "broker": None,
+    "severity": "critical",
+    "caused_by": "a1",
+    "notify": True,
+}
 
 
 def silence(**matchers):
     return Silence("s1", {k: str(v) for k, v in matchers.items()}, 0, 1000)
 
 
-@pytest.mark.parametrize("matchers, alert, expected", [
-    ({"broker": 3}, BROKER_DOWN, True),                  # maintenance of broker 3: its own alert
-    ({"broker": 3}, REPLICA_OUT, True),                  # ... and its replicas' alerts
-    ({"broker": 3}, UNDER_MIN, False),                   # not a partition that can no longer take writes
-    ({"broker": 3, "cluster": "c2"}, BROKER_DOWN, False),# every matcher must hold
-    ({"alert_id": "a3"}, UNDER_MIN, True),               # one episode by id
-    ({"alertname": "UnderMinIsr", "topic": "orders"}, UNDER_MIN, True),  # a label matcher
-    ({"alertname": "UnderMinIsr", "topic": "payments"}, UNDER_MIN, False),
-    ({"caused_by": "a1"}, UNDER_MIN, True),              # everything a root cause explains
-])
+@pytest.mark.parametrize(
+    "matchers, alert, expected",
+    [
+        ({"broker": 3}, BROKER_DOWN, True),  # maintenance of broker 3: its own alert
+        ({"broker": 3}, REPLICA_OUT, True),  # ... and its replicas' alerts
+        ({"broker": 3}, UNDER_MIN, False),  # not a partition that can no longer take writes
+        ({"broker": 3, "cluster": "c2"}, BROKER_DOWN, False),  # every matcher must hold
+        ({"alert_id": "a3"}, UNDER_MIN, True),  # one episode by id
+        ({"alertname": "UnderMinIsr", "topic": "orders"}, UNDER_MIN, True),  # a label matcher
+        ({"alertname": "UnderMinIsr", "topic": "payments"}, UNDER_MIN, False),
+        ({"caused_by": "a1"}, UNDER_MIN, True),  # everything a root cause explains
+    ],
+)
 def test_matches(matchers, alert, expected):
     assert matches(silence(**matchers), alert) is expected
 
@@ -48,11 +78,14 @@ def test_a_silence_outside_its_window_does_nothing():
     assert alerts[0]["notify"] is True and "silenced_by" not in alerts[0]
 
 
-@pytest.mark.parametrize("matchers, duration, message", [
-    ({}, 1000, "at least one matcher"),
-    ({"brokr": "3"}, 1000, "unknown label"),
-    ({"broker": "3"}, 0, "positive time"),
-])
+@pytest.mark.parametrize(
+    "matchers, duration, message",
+    [
+        ({}, 1000, "at least one matcher"),
+        ({"brokr": "3"}, 1000, "unknown label"),
+        ({"broker": "3"}, 0, "positive time"),
+    ],
+)
 def test_bad_silences_are_refused_with_a_reason(matchers, duration, message):
     with pytest.raises(SilenceError, match=message):
         new_silence(matchers, duration, now_ms=0)

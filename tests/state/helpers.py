@@ -1,16 +1,42 @@
 """Small builders shared by the state/ tests (times are offsets from T)."""
+
 from replmon.state.partition import PartitionConfig, PartitionLeader
 
 T = 1_000_000
 
 
-def make(*, replicas=(1, 2, 3), isr=(1, 2, 3), leo=100, hw=100, mode="immediate", lag=10000, min_isr=1,
-         rule_set="current", lag_messages=4000, **kw) -> PartitionLeader:
+def make(
+    *,
+    replicas=(1, 2, 3),
+    isr=(1, 2, 3),
+    leo=100,
+    hw=100,
+    mode="immediate",
+    lag=10000,
+    min_isr=1,
+    rule_set="current",
+    lag_messages=4000,
+    **kw,
+) -> PartitionLeader:
     """A partition led by broker 1, just after makeLeader (epoch 5) at T."""
-    config = PartitionConfig(replica_lag_time_max_ms=lag, min_insync_replicas=min_isr, alter_partition=mode,
-                             rule_set=rule_set, replica_lag_max_messages=lag_messages)
-    return PartitionLeader(config=config, now_ms=T, leader=1, leader_epoch=5, replicas=replicas, isr=isr,
-                           leader_leo=leo, hw=hw, **kw)
+    config = PartitionConfig(
+        replica_lag_time_max_ms=lag,
+        min_insync_replicas=min_isr,
+        alter_partition=mode,
+        rule_set=rule_set,
+        replica_lag_max_messages=lag_messages,
+    )
+    return PartitionLeader(
+        config=config,
+        now_ms=T,
+        leader=1,
+        leader_epoch=5,
+        replicas=replicas,
+        isr=isr,
+        leader_leo=leo,
+        hw=hw,
+        **kw,
+    )
 
 
 def play(p: PartitionLeader, steps) -> list:

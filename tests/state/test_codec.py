@@ -5,6 +5,7 @@ slice of event time must say exactly what a bucket that never left memory says, 
 simulator scenario. Format 0 (the pickle written before the format existed) is the real blob
 in tests/state/data/, written by the code on main before this module; so is a format 1 blob.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,7 @@ DATA = Path(__file__).parent / "data"
 def state_of(bucket: Bucket) -> dict:
     """What the format stores of a bucket, as plain values (equal values, equal state)."""
     blob = encode(bucket)
-    return pickle.loads(zlib.decompress(blob[len(codec.MAGIC) + 2 + codec.TAG_BYTES:]))
+    return pickle.loads(zlib.decompress(blob[len(codec.MAGIC) + 2 + codec.TAG_BYTES :]))
 
 
 def feed(events, cfg, *, roundtrip: bool, slice_ms: int = 1000, bucket=None):
@@ -63,11 +64,14 @@ def test_a_bucket_decoded_between_every_batch_says_what_one_kept_in_memory_says(
     assert state_of(decoded) == state_of(kept)
 
 
-@pytest.mark.parametrize("cls, fields", [
-    (PartitionWatch, codec.WATCH_FIELDS),
-    (PartitionLeader, codec.LEADER_FIELDS),
-    (ReplicaState, codec.REPLICA_FIELDS),
-])
+@pytest.mark.parametrize(
+    "cls, fields",
+    [
+        (PartitionWatch, codec.WATCH_FIELDS),
+        (PartitionLeader, codec.LEADER_FIELDS),
+        (ReplicaState, codec.REPLICA_FIELDS),
+    ],
+)
 def test_every_slot_is_stored_or_declared_derived(cls, fields):
     # A slot added to an engine class without a place in the format would be lost at every
     # batch: this fails first. Add it to the field list (and DEFAULTS for older blobs).
@@ -87,10 +91,12 @@ def test_open_alerts_and_cluster_views_survive_the_round_trip():
     bucket, cfg = _bucket_with_alerts()
     assert any(w.book.open for w in bucket.partitions.values())
     back = decode(encode(bucket), bucket_id=0, buckets=1, cfg=cfg)
-    assert {k: w.book.open for k, w in back.partitions.items()} == \
-        {k: w.book.open for k, w in bucket.partitions.items()}
-    assert {c: (v.clock_ms, v.brokers) for c, v in back.clusters.items()} == \
-        {c: (v.clock_ms, v.brokers) for c, v in bucket.clusters.items()}
+    assert {k: w.book.open for k, w in back.partitions.items()} == {
+        k: w.book.open for k, w in bucket.partitions.items()
+    }
+    assert {c: (v.clock_ms, v.brokers) for c, v in back.clusters.items()} == {
+        c: (v.clock_ms, v.brokers) for c, v in bucket.clusters.items()
+    }
 
 
 def test_the_partition_config_is_rebuilt_from_the_settings_and_the_partitions_overrides():
@@ -100,8 +106,7 @@ def test_the_partition_config_is_rebuilt_from_the_settings_and_the_partitions_ov
     other = MonitorConfig(replica_lag_time_max_ms=99_000, rule_set="v0_8")
     back = decode(encode(bucket), bucket_id=0, buckets=1, cfg=other)
     config = next(iter(back.partitions.values())).leader.config
-    assert (config.replica_lag_time_max_ms, config.min_insync_replicas, config.rule_set) == \
-        (10000, 2, "v0_8")
+    assert (config.replica_lag_time_max_ms, config.min_insync_replicas, config.rule_set) == (10000, 2, "v0_8")
 
 
 def test_state_per_replica_is_at_most_200_bytes():
@@ -127,18 +132,26 @@ def test_the_tag_is_read_back_without_decoding():
 
 def test_an_unknown_format_version_is_refused_with_what_to_do():
     blob = encode(Bucket(0, 1))
-    newer = codec.MAGIC + (codec.FORMAT_VERSION + 1).to_bytes(2, "big") + blob[len(codec.MAGIC) + 2:]
-    with pytest.raises(StateFormatError, match=r"format 3, and this replmon reads formats 0 to 2.*"
-                                               r"spark\.checkpoint_dir"):
+    newer = codec.MAGIC + (codec.FORMAT_VERSION + 1).to_bytes(2, "big") + blob[len(codec.MAGIC) + 2 :]
+    with pytest.raises(
+        StateFormatError,
+        match=r"format 3, and this replmon reads formats 0 to 2.*"
+        r"spark\.checkpoint_dir",
+    ):
         decode(newer, bucket_id=0, buckets=1, cfg=MonitorConfig())
 
 
-@pytest.mark.parametrize("blob, why", [
-    (codec.MAGIC + b"\x00\x01" + bytes(8) + b"not zlib", "damaged"),
-    (codec.MAGIC + b"\x00\x01" + bytes(8) + zlib.compress(pickle.dumps(ReplicaState())),
-     r"damaged: the state names a class \(replmon.state.replica.ReplicaState\)"),
-    (b"{\"json\": true}", "not a replmon state"),
-])
+@pytest.mark.parametrize(
+    "blob, why",
+    [
+        (codec.MAGIC + b"\x00\x01" + bytes(8) + b"not zlib", "damaged"),
+        (
+            codec.MAGIC + b"\x00\x01" + bytes(8) + zlib.compress(pickle.dumps(ReplicaState())),
+            r"damaged: the state names a class \(replmon.state.replica.ReplicaState\)",
+        ),
+        (b'{"json": true}', "not a replmon state"),
+    ],
+)
 def test_a_blob_that_is_not_a_state_is_refused(blob, why):
     with pytest.raises(StateFormatError, match=why):
         decode(blob, bucket_id=0, buckets=1, cfg=MonitorConfig())
@@ -167,6 +180,7 @@ def test_a_field_an_older_blob_lacks_takes_its_default_or_is_refused(monkeypatch
 
 # ---- format 1: a tuple per partition (before the columns of format 2) ---------------------------
 
+
 def test_a_format1_blob_is_read_as_the_state_it_was_written_from_and_goes_on_alike():
     """bucket_format1.bin: the same 2,600 events as the format 0 blob, encoded by format 1
     (tests/state/data/README.md). Read now, it is the state today's code builds from those
@@ -175,7 +189,7 @@ def test_a_format1_blob_is_read_as_the_state_it_was_written_from_and_goes_on_ali
     events, _ = simulate(spec, seed=0)
     cfg = MonitorConfig(replica_lag_time_max_ms=10000, min_insync_replicas=2)
     blob = (DATA / "bucket_format1.bin").read_bytes()
-    assert blob[len(codec.MAGIC):len(codec.MAGIC) + 2] == b"\x00\x01"
+    assert blob[len(codec.MAGIC) : len(codec.MAGIC) + 2] == b"\x00\x01"
     assert codec.tag_of(blob) == b"format-1"
     restored = decode(blob, bucket_id=0, buckets=1, cfg=cfg)
     rebuilt, _ = feed(events[:2600], cfg, roundtrip=False)
@@ -184,7 +198,9 @@ def test_a_format1_blob_is_read_as_the_state_it_was_written_from_and_goes_on_ali
     assert open_now == FORMAT0_OPEN
     _, (alerts, quarantine, _, _) = feed(events[2600:], cfg, roundtrip=True, bucket=restored)
     resolved = {a["alert_id"]: a["ts"] for a in alerts if a["status"] == "resolved"}
-    assert {aid: resolved.get(aid) for aid in FORMAT0_OPEN} == dict.fromkeys(FORMAT0_OPEN, FORMAT0_RESOLVED_AT)
+    assert {aid: resolved.get(aid) for aid in FORMAT0_OPEN} == dict.fromkeys(
+        FORMAT0_OPEN, FORMAT0_RESOLVED_AT
+    )
     assert quarantine == []
 
 
@@ -211,9 +227,11 @@ def test_a_bucket_without_partitions_round_trips_even_with_another_field_list(mo
 
 # The episodes the format-0 run had open when it wrote the blob (its alert output), and when
 # that same old code, continuing over the rest of the scenario, resolved them.
-FORMAT0_OPEN = {"bedf6d0cc1f1c58ae294": ("ReplicaOutOfSync", "sim/orders-1/3"),
-                "90a46a6c25c3d7ddb18f": ("UnderReplicated", "sim/orders-1"),
-                "c639ecfc43b779649a73": ("AtMinIsr", "sim/orders-1")}
+FORMAT0_OPEN = {
+    "bedf6d0cc1f1c58ae294": ("ReplicaOutOfSync", "sim/orders-1/3"),
+    "90a46a6c25c3d7ddb18f": ("UnderReplicated", "sim/orders-1"),
+    "c639ecfc43b779649a73": ("AtMinIsr", "sim/orders-1"),
+}
 FORMAT0_RESOLVED_AT = 1767225660265
 
 
@@ -231,7 +249,9 @@ def test_a_format0_blob_is_migrated_with_its_open_episodes_which_then_resolve_as
     assert sorted(k[1:] for k in migrated.partitions) == [("orders", 0), ("orders", 1)]
     _, (alerts, quarantine, _, _) = feed(events[2600:], cfg, roundtrip=True, bucket=migrated)
     resolved = {a["alert_id"]: a["ts"] for a in alerts if a["status"] == "resolved"}
-    assert {aid: resolved.get(aid) for aid in FORMAT0_OPEN} == dict.fromkeys(FORMAT0_OPEN, FORMAT0_RESOLVED_AT)
+    assert {aid: resolved.get(aid) for aid in FORMAT0_OPEN} == dict.fromkeys(
+        FORMAT0_OPEN, FORMAT0_RESOLVED_AT
+    )
     assert quarantine == []
 
 

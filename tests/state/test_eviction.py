@@ -2,6 +2,7 @@
 with that reason. Two ways to stop being reported: no event for `evict_after_ms` of event time
 (its cluster's clock, less the lateness, moves on without it), or a `metadata` event with no
 replicas (the cluster no longer lists it: the topic was deleted)."""
+
 from __future__ import annotations
 
 from replmon.state.bucket import Bucket
@@ -9,8 +10,9 @@ from replmon.state.monitor import MonitorConfig
 from tests.state.test_monitor import L, T0, ev, meta, steady
 
 EVICT = 120_000
-CFG = MonitorConfig(replica_lag_time_max_ms=L, telemetry_gap_ms=30_000, lateness_ms=10_000,
-                    evict_after_ms=EVICT)
+CFG = MonitorConfig(
+    replica_lag_time_max_ms=L, telemetry_gap_ms=30_000, lateness_ms=10_000, evict_after_ms=EVICT
+)
 
 
 def heartbeats(start, end, every=1000):
@@ -38,16 +40,19 @@ def test_a_partition_silent_for_evict_after_ms_is_evicted_and_its_alerts_resolve
     last = T0 + 19_902
     other = [e[:4] + (0,) + e[5:] for e in [meta(T0)] + steady(T0 + 100, T0 + 200_000, step=1000)]
     gone = [e[:4] + (1,) + e[5:] for e in [meta(T0)] + steady(T0 + 100, T0 + 20_000)]
-    bucket, alerts = run([other[:40] + gone + heartbeats(T0, T0 + 40_000),
-                          other[40:] + heartbeats(T0 + 40_000, T0 + 200_000)])
+    bucket, alerts = run(
+        [other[:40] + gone + heartbeats(T0, T0 + 40_000), other[40:] + heartbeats(T0 + 40_000, T0 + 200_000)]
+    )
     assert ("c1", "t", 1) not in bucket.partitions
     assert ("c1", "t", 0) in bucket.partitions
     fired = [a for a in alerts if a["subject"] == "c1/t-1" and a["status"] == "firing"]
     resolved = [a for a in alerts if a["subject"] == "c1/t-1" and a["status"] == "resolved"]
     assert [(a["name"], a["ts"] - T0) for a in fired] == [("TelemetryMissing", 49_903)]
     assert [(a["name"], a["ts"] - T0) for a in resolved] == [("TelemetryMissing", 139_902)]
-    assert resolved[0]["reason"] == ("t-1 is no longer reported: no event since 00:00:19 "
-                                     "(stream.evict_after_ms 120 s): no longer monitored")
+    assert resolved[0]["reason"] == (
+        "t-1 is no longer reported: no event since 00:00:19 "
+        "(stream.evict_after_ms 120 s): no longer monitored"
+    )
     assert resolved[0]["alert_id"] == fired[0]["alert_id"]
     assert last + EVICT == resolved[0]["ts"]
 
@@ -75,7 +80,8 @@ def test_a_partition_the_metadata_no_longer_lists_is_evicted_at_once_with_that_r
     assert ("ReplicaOutOfSync", "c1/t-0/3") in still_open and ("UnderReplicated", "c1/t-0") in still_open
     assert names(at_deletion, "resolved") == still_open and names(at_deletion, "firing") == []
     assert {a["reason"] for a in at_deletion} == {
-        "t-0 is gone from the cluster metadata (no replicas): no longer monitored"}
+        "t-0 is gone from the cluster metadata (no replicas): no longer monitored"
+    }
 
 
 def test_an_evicted_partition_that_reports_again_starts_afresh():

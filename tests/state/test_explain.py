@@ -1,4 +1,5 @@
 """Per-follower explanations behind replica_status (docs/outputs.md)."""
+
 import pytest
 
 from replmon.state.explain import explain_partition, explain_replica, hw_holders
@@ -9,30 +10,87 @@ L = 10000
 
 
 # Partition 1,2,3 with ISR {1,2}, leader LEO 100, HW 100; steps then explain replica 2 at `at` (offset from T).
-@pytest.mark.parametrize("steps, replica, at, ever_in_isr, state", [
-    pytest.param([("fetch", 0, 2, 100)], 2, 2500, True, "caught_up", id="at the leader LEO, fetching"),
-    pytest.param([("fetch", 0, 2, 100), ("append", 1, 200), ("fetch", 2000, 2, 150)], 2, 2000, True, "caught_up",
-                 id="below the LEO but reached it within the 2 s grace"),
-    pytest.param([("fetch", 0, 2, 100), ("append", 1, 200), ("fetch", 2500, 2, 150)], 2, 2600, True, "slow",
-                 id="fetching but last at the LEO more than 2 s ago"),
-    pytest.param([("fetch", 0, 2, 100), ("append", 1, 200)], 2, 3001, True, "stuck",
-                 id="no accepted fetch for more than 3 s"),
-    pytest.param([("fetch", 0, 2, 100), ("append", 1, 200)], 2, 3000, True, "slow",
-                 id="exactly 3 s since the last fetch is not yet stuck"),
-    pytest.param([], 2, 3001, True, "stuck", id="never fetched since the election, election > 3 s ago"),
-    pytest.param([], 2, 2000, True, "caught_up", id="just elected: within the grace of lcu = election"),
-    pytest.param([("fetch", 0, 2, 100), ("fetch", 3000, 2, 100, {"error": "NOT_LEADER_OR_FOLLOWER"})],
-                 2, 3001, True, "stuck", id="rejected fetches are not fetches"),
-    pytest.param([("fetch", 2000, 3, 20)], 3, 2500, False, "bootstrapping",
-                 id="never in the ISR, fetching, far behind"),
-    pytest.param([("fetch", 2000, 3, 20)], 3, 2500, True, "slow",
-                 id="was in the ISR before, fetching, behind: slow, not bootstrapping"),
-    pytest.param([], 3, 3001, False, "stuck", id="never in the ISR and not fetching: stuck"),
-    pytest.param([("fetch", 0, 2, 100), ("broker", 2, {"fenced": True})], 2, 10, True, "fenced",
-                 id="fenced comes first"),
-    pytest.param([("broker", 2, {"shutting_down": True})], 2, 5000, True, "shutting_down",
-                 id="shutting down comes before stuck"),
-])
+@pytest.mark.parametrize(
+    "steps, replica, at, ever_in_isr, state",
+    [
+        pytest.param([("fetch", 0, 2, 100)], 2, 2500, True, "caught_up", id="at the leader LEO, fetching"),
+        pytest.param(
+            [("fetch", 0, 2, 100), ("append", 1, 200), ("fetch", 2000, 2, 150)],
+            2,
+            2000,
+            True,
+            "caught_up",
+            id="below the LEO but reached it within the 2 s grace",
+        ),
+        pytest.param(
+            [("fetch", 0, 2, 100), ("append", 1, 200), ("fetch", 2500, 2, 150)],
+            2,
+            2600,
+            True,
+            "slow",
+            id="fetching but last at the LEO more than 2 s ago",
+        ),
+        pytest.param(
+            [("fetch", 0, 2, 100), ("append", 1, 200)],
+            2,
+            3001,
+            True,
+            "stuck",
+            id="no accepted fetch for more than 3 s",
+        ),
+        pytest.param(
+            [("fetch", 0, 2, 100), ("append", 1, 200)],
+            2,
+            3000,
+            True,
+            "slow",
+            id="exactly 3 s since the last fetch is not yet stuck",
+        ),
+        pytest.param([], 2, 3001, True, "stuck", id="never fetched since the election, election > 3 s ago"),
+        pytest.param([], 2, 2000, True, "caught_up", id="just elected: within the grace of lcu = election"),
+        pytest.param(
+            [("fetch", 0, 2, 100), ("fetch", 3000, 2, 100, {"error": "NOT_LEADER_OR_FOLLOWER"})],
+            2,
+            3001,
+            True,
+            "stuck",
+            id="rejected fetches are not fetches",
+        ),
+        pytest.param(
+            [("fetch", 2000, 3, 20)],
+            3,
+            2500,
+            False,
+            "bootstrapping",
+            id="never in the ISR, fetching, far behind",
+        ),
+        pytest.param(
+            [("fetch", 2000, 3, 20)],
+            3,
+            2500,
+            True,
+            "slow",
+            id="was in the ISR before, fetching, behind: slow, not bootstrapping",
+        ),
+        pytest.param([], 3, 3001, False, "stuck", id="never in the ISR and not fetching: stuck"),
+        pytest.param(
+            [("fetch", 0, 2, 100), ("broker", 2, {"fenced": True})],
+            2,
+            10,
+            True,
+            "fenced",
+            id="fenced comes first",
+        ),
+        pytest.param(
+            [("broker", 2, {"shutting_down": True})],
+            2,
+            5000,
+            True,
+            "shutting_down",
+            id="shutting down comes before stuck",
+        ),
+    ],
+)
 def test_state_classification(steps, replica, at, ever_in_isr, state):
     p = make(replicas=(1, 2, 3), isr=(1, 2), leo=100, hw=100, lag=L)
     play(p, steps)
@@ -52,10 +110,13 @@ def test_view_fields_for_a_lagging_follower():
     assert not p.is_caught_up(2, v.out_of_sync_at_ms) and p.is_caught_up(2, v.out_of_sync_at_ms - 1)
 
 
-@pytest.mark.parametrize("steps, expected", [
-    pytest.param([("fetch", 0, 2, 100)], (0, None, None), id="at the leader LEO: never out of sync"),
-    pytest.param([], (100, T + L + 1, T + L + 1 + L // 2), id="LEO unknown: lag is the whole leader LEO"),
-])
+@pytest.mark.parametrize(
+    "steps, expected",
+    [
+        pytest.param([("fetch", 0, 2, 100)], (0, None, None), id="at the leader LEO: never out of sync"),
+        pytest.param([], (100, T + L + 1, T + L + 1 + L // 2), id="LEO unknown: lag is the whole leader LEO"),
+    ],
+)
 def test_view_lag_and_deadlines(steps, expected):
     p = make(replicas=(1, 2), isr=(1, 2), leo=100, hw=0, lag=L)
     play(p, steps)
@@ -63,21 +124,47 @@ def test_view_lag_and_deadlines(steps, expected):
     assert (v.lag_messages, v.out_of_sync_at_ms, v.removable_by_ms) == expected
 
 
-@pytest.mark.parametrize("kw, steps, holders", [
-    pytest.param(dict(isr=(1, 2, 3)), [("fetch", 0, 2, 80), ("fetch", 0, 3, 90)], (2,),
-                 id="the ISR follower whose LEO is the HW"),
-    pytest.param(dict(isr=(1, 2, 3)), [("fetch", 0, 2, 80), ("fetch", 0, 3, 80)], (2, 3),
-                 id="two followers at the HW both hold it"),
-    pytest.param(dict(isr=(1, 2)), [("fetch", 0, 2, 100), ("fetch", 0, 3, 100)], (),
-                 id="HW equal to the leader LEO: nobody holds it"),
-    pytest.param(dict(isr=(1,), hw=80, followers={3: {"leo": 80, "last_caught_up_ms": T}}), [], (3,),
-                 id="a caught-up eligible non-ISR follower (below the epoch start, cannot join) holds it"),
-    pytest.param(dict(isr=(1, 2), leader_epoch_start_offset=200, leo=200),
-                 [("fetch", 0, 2, 200), ("fetch", 1, 3, 90)], (),
-                 id="non-ISR follower not caught up does not hold it"),
-    pytest.param(dict(isr=(1,), min_isr=2, hw=80), [("fetch", 0, 2, 80)], (),
-                 id="under min ISR the HW waits for the ISR, not for a LEO"),
-])
+@pytest.mark.parametrize(
+    "kw, steps, holders",
+    [
+        pytest.param(
+            dict(isr=(1, 2, 3)),
+            [("fetch", 0, 2, 80), ("fetch", 0, 3, 90)],
+            (2,),
+            id="the ISR follower whose LEO is the HW",
+        ),
+        pytest.param(
+            dict(isr=(1, 2, 3)),
+            [("fetch", 0, 2, 80), ("fetch", 0, 3, 80)],
+            (2, 3),
+            id="two followers at the HW both hold it",
+        ),
+        pytest.param(
+            dict(isr=(1, 2)),
+            [("fetch", 0, 2, 100), ("fetch", 0, 3, 100)],
+            (),
+            id="HW equal to the leader LEO: nobody holds it",
+        ),
+        pytest.param(
+            dict(isr=(1,), hw=80, followers={3: {"leo": 80, "last_caught_up_ms": T}}),
+            [],
+            (3,),
+            id="a caught-up eligible non-ISR follower (below the epoch start, cannot join) holds it",
+        ),
+        pytest.param(
+            dict(isr=(1, 2), leader_epoch_start_offset=200, leo=200),
+            [("fetch", 0, 2, 200), ("fetch", 1, 3, 90)],
+            (),
+            id="non-ISR follower not caught up does not hold it",
+        ),
+        pytest.param(
+            dict(isr=(1,), min_isr=2, hw=80),
+            [("fetch", 0, 2, 80)],
+            (),
+            id="under min ISR the HW waits for the ISR, not for a LEO",
+        ),
+    ],
+)
 def test_hw_holders(kw, steps, holders):
     base = dict(replicas=(1, 2, 3), leo=100, hw=0, lag=L)
     p = make(**{**base, **kw})
@@ -92,7 +179,13 @@ def test_explain_partition_mirrors_partition_state():
     p = make(replicas=(1, 2, 3), isr=(1, 2), leo=100, hw=100, min_isr=2)
     v = explain_partition(p, T)
     assert (v.leader, v.leader_epoch, v.replicas, v.isr, v.maximal_isr) == (1, 5, (1, 2, 3), (1, 2), (1, 2))
-    assert (v.hw, v.leader_leo, v.under_replicated, v.under_min_isr, v.at_min_isr) == (100, 100, True, False, True)
+    assert (v.hw, v.leader_leo, v.under_replicated, v.under_min_isr, v.at_min_isr) == (
+        100,
+        100,
+        True,
+        False,
+        True,
+    )
     assert (v.min_insync_replicas, v.replica_lag_time_max_ms) == (2, 10000)
 
 

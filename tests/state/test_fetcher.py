@@ -1,5 +1,6 @@
 """ReplicaFetcherStalled (state/fetcher.py): Kafka's fetcher id, and one alert when one follower
 broker's fetcher for one leader stops all its partitions at once."""
+
 import zlib
 
 import pytest
@@ -14,26 +15,32 @@ from .test_monitor import T0, ev, run
 
 # Expected values printed by Java 17 itself (String.hashCode, and Kafka's getFetcherId formula
 # with Utils.abs) on this machine; see the commit that added this file.
-@pytest.mark.parametrize("s, expected", [
-    ("", 0),                              # the empty string
-    ("a", 97),                            # one char: its code
-    ("orders", -1008770331),              # wraps past 2^31
-    ("__consumer_offsets", -970371369),
-    ("payments", 1382682413),             # positive after wrapping
-])
+@pytest.mark.parametrize(
+    "s, expected",
+    [
+        ("", 0),  # the empty string
+        ("a", 97),  # one char: its code
+        ("orders", -1008770331),  # wraps past 2^31
+        ("__consumer_offsets", -970371369),
+        ("payments", 1382682413),  # positive after wrapping
+    ],
+)
 def test_java_string_hash(s, expected):
     assert java_string_hash(s) == expected
 
 
-@pytest.mark.parametrize("topic, partition, fetchers, expected", [
-    ("orders", 0, 1, 0),                  # one fetcher: always 0
-    ("orders", 0, 4, 1),
-    ("orders", 1, 4, 0),                  # +1 before abs of a negative: the id goes down
-    ("orders", 7, 3, 1),
-    ("__consumer_offsets", 0, 4, 3),
-    ("__consumer_offsets", 49, 4, 2),
-    ("payments", 7, 4, 2),
-])
+@pytest.mark.parametrize(
+    "topic, partition, fetchers, expected",
+    [
+        ("orders", 0, 1, 0),  # one fetcher: always 0
+        ("orders", 0, 4, 1),
+        ("orders", 1, 4, 0),  # +1 before abs of a negative: the id goes down
+        ("orders", 7, 3, 1),
+        ("__consumer_offsets", 0, 4, 3),
+        ("__consumer_offsets", 49, 4, 2),
+        ("payments", 7, 4, 2),
+    ],
+)
 def test_fetcher_id(topic, partition, fetchers, expected):
     assert fetcher_id(topic, partition, fetchers) == expected
 
@@ -51,14 +58,27 @@ def test_fetcher_id_of_integer_min_is_zero():
 M = Member
 
 
-@pytest.mark.parametrize("members, now, registered, expected", [
-    ([M("t-0", 1000, 9000), M("t-1", 1000, 9000)], 9000, True, 1000 + 3000 + 1),  # both stopped together
-    ([M("t-0", 1000, 9000), M("t-1", 8000, 9000)], 9000, True, None),  # one still fetches: not the thread
-    ([M("t-0", 1000, 9000)], 9000, True, None),                       # one partition alone: a partition fault
-    ([M("t-0", 1000, 9000), M("t-1", 1000, 9000)], 9000, False, None),# follower fenced: BrokerUnavailable instead
-    ([M("t-0", 1000, 1000), M("t-1", 1000, 9000)], 9000, True, None), # t-0's leader silent: not the follower
-    ([M("t-0", 1000, 9000), M("t-1", 1000, 9000)], 4000, True, None), # exactly the stuck time: not yet
-])
+@pytest.mark.parametrize(
+    "members, now, registered, expected",
+    [
+        ([M("t-0", 1000, 9000), M("t-1", 1000, 9000)], 9000, True, 1000 + 3000 + 1),  # both stopped together
+        ([M("t-0", 1000, 9000), M("t-1", 8000, 9000)], 9000, True, None),  # one still fetches: not the thread
+        ([M("t-0", 1000, 9000)], 9000, True, None),  # one partition alone: a partition fault
+        (
+            [M("t-0", 1000, 9000), M("t-1", 1000, 9000)],
+            9000,
+            False,
+            None,
+        ),  # follower fenced: BrokerUnavailable instead
+        (
+            [M("t-0", 1000, 1000), M("t-1", 1000, 9000)],
+            9000,
+            True,
+            None,
+        ),  # t-0's leader silent: not the follower
+        ([M("t-0", 1000, 9000), M("t-1", 1000, 9000)], 4000, True, None),  # exactly the stuck time: not yet
+    ],
+)
 def test_stalled_since(members, now, registered, expected):
     assert stalled_since(members, now, 3000, registered) == expected
 
@@ -69,20 +89,34 @@ def stalled_fetcher_events(stop_ms=5000, resume_ms=30_000, end_ms=40_000):
     its fetcher for leader 3 goes on."""
     events = []
     for p, leader in ((0, 1), (1, 1), (2, 3)):
-        events.append(ev("metadata", T0, topic="t", partition=p, leader=leader, leader_epoch=1,
-                         replicas=(1, 2, 3), isr=(1, 2, 3), leader_leo=0, hw=0,
-                         replica_lag_time_max_ms=10_000))
+        events.append(
+            ev(
+                "metadata",
+                T0,
+                topic="t",
+                partition=p,
+                leader=leader,
+                leader_epoch=1,
+                replicas=(1, 2, 3),
+                isr=(1, 2, 3),
+                leader_leo=0,
+                hw=0,
+                replica_lag_time_max_ms=10_000,
+            )
+        )
     leo = 0
     for t in range(T0 + 100, T0 + end_ms, 200):
         leo += 10
         for p, leader in ((0, 1), (1, 1), (2, 3)):
             events.append(ev("append", t, topic="t", partition=p, leader_leo=leo))
             other = 3 if leader == 1 else 1
-            events.append(ev("fetch", t + 1, topic="t", partition=p, replica=other, fetch_offset=leo,
-                             leader_leo=leo))
+            events.append(
+                ev("fetch", t + 1, topic="t", partition=p, replica=other, fetch_offset=leo, leader_leo=leo)
+            )
             if leader == 3 or not (T0 + stop_ms <= t < T0 + resume_ms):
-                events.append(ev("fetch", t + 2, topic="t", partition=p, replica=2, fetch_offset=leo,
-                                 leader_leo=leo))
+                events.append(
+                    ev("fetch", t + 2, topic="t", partition=p, replica=2, fetch_offset=leo, leader_leo=leo)
+                )
     return sorted(events, key=lambda e: e[1])
 
 
@@ -91,14 +125,19 @@ def test_one_alert_for_the_thread_and_its_partitions_point_at_it():
     _, alerts, _ = run(stalled_fetcher_events(), cfg)
     alerts = merge_root_alerts(alerts)
     roots = [a for a in alerts if a["name"] == "ReplicaFetcherStalled"]
-    assert [(a["status"], a["broker"], a["leader"], a["fetcher_id"]) for a in roots] == \
-        [("firing", 2, 1, 0), ("resolved", 2, 1, 0)]
+    assert [(a["status"], a["broker"], a["leader"], a["fetcher_id"]) for a in roots] == [
+        ("firing", 2, 1, 0),
+        ("resolved", 2, 1, 0),
+    ]
     firing = roots[0]
     assert firing["partitions"] == ["t-0", "t-1"] and firing["notify"]
     assert firing["started_ms"] == T0 + 4902 + 3000 + 1, "last fetch of the group + stuck time + 1"
     assert "broker 2's fetcher 0 for leader 1 stopped" in firing["reason"]
-    consequences = [a for a in alerts if a["status"] == "firing" and a["name"] in
-                    ("ReplicaOutOfSync", "UnderReplicated", "AtMinIsr")]
+    consequences = [
+        a
+        for a in alerts
+        if a["status"] == "firing" and a["name"] in ("ReplicaOutOfSync", "UnderReplicated", "AtMinIsr")
+    ]
     assert {a["subject"] for a in consequences} >= {"c1/t-0/2", "c1/t-1/2", "c1/t-0", "c1/t-1"}
     assert all(a["caused_by"] == firing["alert_id"] and not a["notify"] for a in consequences)
     assert not any(a["subject"].startswith("c1/t-2") for a in consequences), "the other fetcher is fine"
@@ -113,13 +152,37 @@ def test_buckets_each_holding_part_of_the_group_agree_on_one_alert():
     # derives the same id, and the merged record lists every partition.
     events = []
     for p in range(6):
-        events.append(ev("metadata", T0, topic="t", partition=p, leader=1, leader_epoch=1,
-                         replicas=(1, 2, 3), isr=(1, 2, 3), leader_leo=0, hw=0,
-                         replica_lag_time_max_ms=10_000))
+        events.append(
+            ev(
+                "metadata",
+                T0,
+                topic="t",
+                partition=p,
+                leader=1,
+                leader_epoch=1,
+                replicas=(1, 2, 3),
+                isr=(1, 2, 3),
+                leader_leo=0,
+                hw=0,
+                replica_lag_time_max_ms=10_000,
+            )
+        )
     for topic in ("u", "v"):  # broker 2 keeps fetching these from leader 3 (one per bucket)
-        events.append(ev("metadata", T0, topic=topic, partition=0, leader=3, leader_epoch=1,
-                         replicas=(3, 2, 1), isr=(3, 2, 1), leader_leo=0, hw=0,
-                         replica_lag_time_max_ms=10_000))
+        events.append(
+            ev(
+                "metadata",
+                T0,
+                topic=topic,
+                partition=0,
+                leader=3,
+                leader_epoch=1,
+                replicas=(3, 2, 1),
+                isr=(3, 2, 1),
+                leader_leo=0,
+                hw=0,
+                replica_lag_time_max_ms=10_000,
+            )
+        )
     leo = 0
     for t in range(T0 + 100, T0 + 20_000, 200):
         leo += 10
@@ -129,8 +192,17 @@ def test_buckets_each_holding_part_of_the_group_agree_on_one_alert():
                 for r in (2, 3) if leader == 1 else (1, 2):
                     if r == 2 and leader == 1 and t >= T0 + 5000:
                         continue  # broker 2's fetcher for leader 1 stops
-                    events.append(ev("fetch", t + 2, topic=topic, partition=p, replica=r,
-                                     fetch_offset=leo, leader_leo=leo))
+                    events.append(
+                        ev(
+                            "fetch",
+                            t + 2,
+                            topic=topic,
+                            partition=p,
+                            replica=r,
+                            fetch_offset=leo,
+                            leader_leo=leo,
+                        )
+                    )
     events.sort(key=lambda e: e[1])
     cfg = MonitorConfig(replica_lag_time_max_ms=10_000)
 
@@ -138,13 +210,20 @@ def test_buckets_each_holding_part_of_the_group_agree_on_one_alert():
         buckets = [Bucket(i, n) for i in range(n)]
         alerts = []
         for b in buckets:
-            mine = [e for e in events if e[TYPE] in ("broker", "heartbeat")
-                    or zlib.crc32(f"{e[TOPIC]}/{e[PARTITION]}".encode()) % n == b.bucket_id]
+            mine = [
+                e
+                for e in events
+                if e[TYPE] in ("broker", "heartbeat")
+                or zlib.crc32(f"{e[TOPIC]}/{e[PARTITION]}".encode()) % n == b.bucket_id
+            ]
             b.process(mine, cfg, alerts, [])
             b.advance(cfg, alerts)
         merged = merge_root_alerts(alerts)
-        return [(a["alert_id"], a["status"], a["partitions"]) for a in merged
-                if a["name"] == "ReplicaFetcherStalled"]
+        return [
+            (a["alert_id"], a["status"], a["partitions"])
+            for a in merged
+            if a["name"] == "ReplicaFetcherStalled"
+        ]
 
     one, two = stalls(1), stalls(2)
     assert one == [(one[0][0], "firing", [f"t-{p}" for p in range(6)])]
@@ -153,6 +232,7 @@ def test_buckets_each_holding_part_of_the_group_agree_on_one_alert():
 
 def test_an_ongoing_stall_survives_the_state_format():
     from replmon.state.codec import decode, encode
+
     cfg = MonitorConfig(replica_lag_time_max_ms=10_000)
     bucket, alerts, _ = run([e for e in stalled_fetcher_events() if e[1] < T0 + 20_000], cfg)
     root = bucket.clusters["c1"].fetcher_roots[("fetcher", 2, 1, 0)]

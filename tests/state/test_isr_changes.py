@@ -1,4 +1,5 @@
 """ISR shrink, the AlterPartition pending states and their answers, and leader changes (RULES §1.4, §3, §10.3)."""
+
 import pytest
 
 from replmon.state.partition import NON_RETRIABLE_ALTER_PARTITION_ERRORS
@@ -10,18 +11,39 @@ L = 10000
 
 # ---- shrink (RULES §2.2, §3.3) -----------------------------------------------------------------------------
 
+
 # Partition 1,2,3 with ISR {1,2,3}, leader LEO 100, HW 100; followers 2 and 3 fetched at the LEO at T+0.
-@pytest.mark.parametrize("steps, tick_at, proposed, isr", [
-    pytest.param([], L, (), (1, 2, 3), id="at the LEO: never out of sync however long (KAFKA-7152)"),
-    pytest.param([("append", 1, 150)], L, (), (1, 2, 3), id="now - lcu == L: still in sync (<=)"),
-    pytest.param([("append", 1, 150)], L + 1, (2, 3), (1,), id="now - lcu == L+1: all out-of-sync removed at once"),
-    pytest.param([("append", 1, 150), ("fetch", 5000, 2, 150)], L + 1, (3,), (1, 2),
-                 id="only the follower that did not catch up is removed"),
-    pytest.param([("append", 1, 150), ("fetch", 5000, 2, 120), ("fetch", 9000, 2, 150)], L + 1, (3,), (1, 2),
-                 id="a fetch at the LEO refreshes lcu"),
-    pytest.param([("append", 1, 150), ("fetch", 9000, 2, 140)], L + 1, (2, 3), (1,),
-                 id="a fetch below the LEO (and the previous fetch's LEO) earns nothing"),
-])
+@pytest.mark.parametrize(
+    "steps, tick_at, proposed, isr",
+    [
+        pytest.param([], L, (), (1, 2, 3), id="at the LEO: never out of sync however long (KAFKA-7152)"),
+        pytest.param([("append", 1, 150)], L, (), (1, 2, 3), id="now - lcu == L: still in sync (<=)"),
+        pytest.param(
+            [("append", 1, 150)], L + 1, (2, 3), (1,), id="now - lcu == L+1: all out-of-sync removed at once"
+        ),
+        pytest.param(
+            [("append", 1, 150), ("fetch", 5000, 2, 150)],
+            L + 1,
+            (3,),
+            (1, 2),
+            id="only the follower that did not catch up is removed",
+        ),
+        pytest.param(
+            [("append", 1, 150), ("fetch", 5000, 2, 120), ("fetch", 9000, 2, 150)],
+            L + 1,
+            (3,),
+            (1, 2),
+            id="a fetch at the LEO refreshes lcu",
+        ),
+        pytest.param(
+            [("append", 1, 150), ("fetch", 9000, 2, 140)],
+            L + 1,
+            (2, 3),
+            (1,),
+            id="a fetch below the LEO (and the previous fetch's LEO) earns nothing",
+        ),
+    ],
+)
 def test_shrink(steps, tick_at, proposed, isr):
     p = make(isr=(1, 2, 3), leo=100, hw=100)
     play(p, [("fetch", 0, 2, 100), ("fetch", 0, 3, 100), *steps])
@@ -60,12 +82,14 @@ def test_out_of_sync_is_empty_while_in_flight_unless_ignored():
 
 # ---- AlterPartition pending states and answers (RULES §3.5) ------------------------------------------------
 
+
 def _pending_shrink():
     p = make(replicas=(1, 2, 3), isr=(1, 2, 3), leo=100, hw=0, mode="manual")
     play(p, [("fetch", 0, 2, 100)])
     assert p.isr_expiration(T + L + 1) == (3,)
-    assert (p.pending, p.isr, p.maximal_isr, p.hw) == ("shrink", (1, 2, 3), (1, 2, 3), 0), \
+    assert (p.pending, p.isr, p.maximal_isr, p.hw) == ("shrink", (1, 2, 3), (1, 2, 3), 0), (
         "PendingShrinkIsr does not assume the shrink"
+    )
     return p
 
 
@@ -76,32 +100,61 @@ def _pending_expand():
     return p
 
 
-@pytest.mark.parametrize("make_pending, answer, expected", [
-    pytest.param(_pending_shrink, ("success",), (None, (1, 2), (1, 2), 100, 0),
-                 id="shrink committed: ISR shrinks and the HW moves"),
-    pytest.param(_pending_expand, ("success",), (None, (1, 2, 3), (1, 2, 3), 100, 0),
-                 id="expansion committed"),
-    pytest.param(_pending_shrink, ("error", "INELIGIBLE_REPLICA"), (None, (1, 2, 3), (1, 2, 3), 0, 1),
-                 id="INELIGIBLE_REPLICA reverts to the committed state"),
-    pytest.param(_pending_expand, ("error", "OPERATION_NOT_ATTEMPTED"), (None, (1, 2), (1, 2), 100, 1),
-                 id="OPERATION_NOT_ATTEMPTED reverts an expansion: maximal ISR back to committed"),
-    pytest.param(_pending_shrink, ("error", "NETWORK_EXCEPTION"), ("shrink", (1, 2, 3), (1, 2, 3), 0, 1),
-                 id="other errors stay pending (and are resubmitted)"),
-    pytest.param(_pending_expand, ("error", "UNKNOWN_SERVER_ERROR"), ("expand", (1, 2), (1, 2, 3), 100, 1),
-                 id="unexpected error on an expansion stays pending"),
-])
+@pytest.mark.parametrize(
+    "make_pending, answer, expected",
+    [
+        pytest.param(
+            _pending_shrink,
+            ("success",),
+            (None, (1, 2), (1, 2), 100, 0),
+            id="shrink committed: ISR shrinks and the HW moves",
+        ),
+        pytest.param(
+            _pending_expand, ("success",), (None, (1, 2, 3), (1, 2, 3), 100, 0), id="expansion committed"
+        ),
+        pytest.param(
+            _pending_shrink,
+            ("error", "INELIGIBLE_REPLICA"),
+            (None, (1, 2, 3), (1, 2, 3), 0, 1),
+            id="INELIGIBLE_REPLICA reverts to the committed state",
+        ),
+        pytest.param(
+            _pending_expand,
+            ("error", "OPERATION_NOT_ATTEMPTED"),
+            (None, (1, 2), (1, 2), 100, 1),
+            id="OPERATION_NOT_ATTEMPTED reverts an expansion: maximal ISR back to committed",
+        ),
+        pytest.param(
+            _pending_shrink,
+            ("error", "NETWORK_EXCEPTION"),
+            ("shrink", (1, 2, 3), (1, 2, 3), 0, 1),
+            id="other errors stay pending (and are resubmitted)",
+        ),
+        pytest.param(
+            _pending_expand,
+            ("error", "UNKNOWN_SERVER_ERROR"),
+            ("expand", (1, 2), (1, 2, 3), 100, 1),
+            id="unexpected error on an expansion stays pending",
+        ),
+    ],
+)
 def test_alter_partition_answers(make_pending, answer, expected):
     p = make_pending()
     p.alter_partition_response(T + L + 2, *answer)
     assert (p.pending, p.isr, p.maximal_isr, p.hw, p.failed_isr_updates) == expected
 
 
-@pytest.mark.parametrize("error, retried", [
-    *[pytest.param(e, False, id=f"{e}: pending, not retried, frozen until new metadata")
-      for e in sorted(NON_RETRIABLE_ALTER_PARTITION_ERRORS)],
-    pytest.param("NETWORK_EXCEPTION", True, id="NETWORK_EXCEPTION: pending and resubmitted"),
-    pytest.param(None, True, id="an error without a code is treated as retriable"),
-])
+@pytest.mark.parametrize(
+    "error, retried",
+    [
+        *[
+            pytest.param(e, False, id=f"{e}: pending, not retried, frozen until new metadata")
+            for e in sorted(NON_RETRIABLE_ALTER_PARTITION_ERRORS)
+        ],
+        pytest.param("NETWORK_EXCEPTION", True, id="NETWORK_EXCEPTION: pending and resubmitted"),
+        pytest.param(None, True, id="an error without a code is treated as retriable"),
+    ],
+)
 def test_alter_partition_errors_that_stay_pending(error, retried):
     p = _pending_shrink()
     p.alter_partition_response(T + L + 2, "error", error)
@@ -131,6 +184,7 @@ def test_bad_answer_result_is_refused():
 
 # ---- leader changes and controller updates (RULES §1.4) ----------------------------------------------------
 
+
 def _led():
     """Followers 2 (ISR, at 100) and 3 (non-ISR, at 40), leader LEO 100, epoch 5."""
     p = make(replicas=(1, 2, 3), isr=(1, 2), leo=100, hw=100)
@@ -139,23 +193,41 @@ def _led():
 
 
 def _states(p):
-    return {r: (s.leo, s.last_caught_up_ms, s.last_fetch_leader_leo, s.last_fetch_ms) for r, s in p.followers.items()}
+    return {
+        r: (s.leo, s.last_caught_up_ms, s.last_fetch_leader_leo, s.last_fetch_ms)
+        for r, s in p.followers.items()
+    }
 
 
-@pytest.mark.parametrize("update, expected_states, start_offset", [
-    pytest.param(dict(isr=(1, 2), leader_epoch=6, is_new_leader=False),
-                 {2: (100, T + 5000, 100, T + 5000), 3: (40, 0, 100, 0)}, 100,
-                 id="re-elected: LEOs kept, lflo = LEO, ISR lcu = lft = now, non-ISR 0/0"),
-    pytest.param(dict(isr=(1, 2), leader_epoch=6, is_new_leader=True, leader_leo=120, hw=90),
-                 {2: (-1, T + 5000, -1, 0), 3: (-1, 0, -1, 0)}, 120,
-                 id="new leader: LEOs unknown, lflo -1, lft 0; epoch start = new leader LEO"),
-    pytest.param(dict(isr=(1, 2, 3), leader_epoch=5),
-                 {2: (100, T + 10, 100, T + 10), 3: (40, 0, 100, T + 20)}, 100,
-                 id="same epoch: no reset, epoch start unchanged"),
-    pytest.param(dict(isr=(1,), leader_epoch=4, is_new_leader=True),
-                 {2: (100, T + 10, 100, T + 10), 3: (40, 0, 100, T + 20)}, 100,
-                 id="older epoch: ignored"),
-])
+@pytest.mark.parametrize(
+    "update, expected_states, start_offset",
+    [
+        pytest.param(
+            dict(isr=(1, 2), leader_epoch=6, is_new_leader=False),
+            {2: (100, T + 5000, 100, T + 5000), 3: (40, 0, 100, 0)},
+            100,
+            id="re-elected: LEOs kept, lflo = LEO, ISR lcu = lft = now, non-ISR 0/0",
+        ),
+        pytest.param(
+            dict(isr=(1, 2), leader_epoch=6, is_new_leader=True, leader_leo=120, hw=90),
+            {2: (-1, T + 5000, -1, 0), 3: (-1, 0, -1, 0)},
+            120,
+            id="new leader: LEOs unknown, lflo -1, lft 0; epoch start = new leader LEO",
+        ),
+        pytest.param(
+            dict(isr=(1, 2, 3), leader_epoch=5),
+            {2: (100, T + 10, 100, T + 10), 3: (40, 0, 100, T + 20)},
+            100,
+            id="same epoch: no reset, epoch start unchanged",
+        ),
+        pytest.param(
+            dict(isr=(1,), leader_epoch=4, is_new_leader=True),
+            {2: (100, T + 10, 100, T + 10), 3: (40, 0, 100, T + 20)},
+            100,
+            id="older epoch: ignored",
+        ),
+    ],
+)
 def test_controller_update_resets(update, expected_states, start_offset):
     p = _led()
     p.controller_update(T + 5000, **update)
@@ -168,8 +240,9 @@ def test_controller_update_replaces_isr_and_assignment():
     p.controller_update(T + 30, isr=(1, 2), leader_epoch=5, replicas=(1, 2, 4), adding_replicas=(4,))
     assert set(p.followers) == {2, 4}, "removed replica's state dropped, added one created"
     s = p.followers[4]
-    assert (s.leo, s.last_caught_up_ms, s.last_fetch_leader_leo, s.last_fetch_ms) == (-1, 0, 0, 0), \
+    assert (s.leo, s.last_caught_up_ms, s.last_fetch_leader_leo, s.last_fetch_ms) == (-1, 0, 0, 0), (
         "a new Replica starts as ReplicaState.Empty"
+    )
     assert p.adding_replicas == (4,) and not p.under_replicated
 
 

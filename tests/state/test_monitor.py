@@ -1,5 +1,6 @@
 """The monitor layer without Spark: alert times follow from Kafka's rules, each episode fires
 once and resolves once, and ids are stable. Expected times are derived in each row's reason."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,8 +23,18 @@ def ev(type, ts, **fields):
 
 
 def meta(ts, isr=(1, 2, 3), epoch=1, leader=1, **kw):
-    return ev("metadata", ts, leader=leader, leader_epoch=epoch, replicas=(1, 2, 3), isr=isr,
-              leader_leo=0, hw=0, replica_lag_time_max_ms=L, **kw)
+    return ev(
+        "metadata",
+        ts,
+        leader=leader,
+        leader_epoch=epoch,
+        replicas=(1, 2, 3),
+        isr=isr,
+        leader_leo=0,
+        hw=0,
+        replica_lag_time_max_ms=L,
+        **kw,
+    )
 
 
 def steady(start, end, stop=None, leo0=0, step=100, per_step=10, slow=None):
@@ -60,8 +71,10 @@ def test_stuck_follower_out_of_sync_exactly_after_the_limit():
     events = [meta(T0)] + steady(T0 + 100, T0 + 40_000, stop=T0 + 5000)
     _, alerts, _ = run(events)
     assert transitions(alerts, "ReplicaOutOfSync") == [("firing", 14903, "c1/t-0/3")]
-    assert transitions(alerts, "IsrExitImminent") == [("firing", 9903, "c1/t-0/3"),
-                                                      ("resolved", 14903, "c1/t-0/3")]
+    assert transitions(alerts, "IsrExitImminent") == [
+        ("firing", 9903, "c1/t-0/3"),
+        ("resolved", 14903, "c1/t-0/3"),
+    ]
     assert transitions(alerts, "UnderReplicated") == [("firing", 15000, "c1/t-0")]
 
 
@@ -87,8 +100,19 @@ def test_slow_follower_in_isr_stalls_the_high_watermark():
     # at its last LEO while appends continue, and after hw_stall_ms (10 s) of no HW movement
     # the HighWatermarkStalled alert fires, before the follower is dropped (L = 30 s here).
     cfg = MonitorConfig(replica_lag_time_max_ms=30_000, hw_stall_ms=10_000)
-    events = [ev("metadata", T0, leader=1, leader_epoch=1, replicas=(1, 2, 3), isr=(1, 2, 3),
-                 leader_leo=0, hw=0, replica_lag_time_max_ms=30_000)]
+    events = [
+        ev(
+            "metadata",
+            T0,
+            leader=1,
+            leader_epoch=1,
+            replicas=(1, 2, 3),
+            isr=(1, 2, 3),
+            leader_leo=0,
+            hw=0,
+            replica_lag_time_max_ms=30_000,
+        )
+    ]
     events += steady(T0 + 100, T0 + 30_000, stop=T0 + 5000)
     _, alerts, _ = run(events, cfg)
     stalled = transitions(alerts, "HighWatermarkStalled")
@@ -160,15 +184,21 @@ def test_late_event_is_quarantined_not_applied():
     assert len(quarantine) == 1 and quarantine[0]["reason"].startswith("late")
 
 
-@pytest.mark.parametrize("silence_s, fires", [
-    (29, False),   # 29 s without events: under the 30 s telemetry gap
-    (45, True),    # 45 s: over it
-], ids=["under the gap", "over the gap"])
+@pytest.mark.parametrize(
+    "silence_s, fires",
+    [
+        (29, False),  # 29 s without events: under the 30 s telemetry gap
+        (45, True),  # 45 s: over it
+    ],
+    ids=["under the gap", "over the gap"],
+)
 def test_cluster_telemetry_missing(silence_s, fires):
     # Cluster c1 goes silent at +1 s; cluster c2 keeps the global clock moving.
     events = [ev("heartbeat", T0), ev("heartbeat", T0 + 1000)]
-    events += [ev("heartbeat", T0 + 1000 + s * 1000)[:2] + ("c2",) + ev("heartbeat", 0)[3:]
-               for s in range(1, silence_s + 1)]
+    events += [
+        ev("heartbeat", T0 + 1000 + s * 1000)[:2] + ("c2",) + ev("heartbeat", 0)[3:]
+        for s in range(1, silence_s + 1)
+    ]
     _, alerts, _ = run(events)
     got = [a for a in alerts if a["name"] == "TelemetryMissing" and a["subject"] == "c1"]
     assert bool(got) == fires
@@ -180,8 +210,18 @@ def test_alerts_of_a_follower_that_becomes_leader_or_leaves_are_resolved():
     # Replica 3 falls behind (imminent fires at +9903, see the first test); at +12000 a
     # same-epoch metadata event drops it from the assignment: its episodes end then.
     events = [meta(T0)] + steady(T0 + 100, T0 + 12_000, stop=T0 + 5000)
-    events.append(ev("metadata", T0 + 12_000, leader=1, leader_epoch=1, replicas=(1, 2),
-                     isr=(1, 2), leader_leo=None, hw=None))
+    events.append(
+        ev(
+            "metadata",
+            T0 + 12_000,
+            leader=1,
+            leader_epoch=1,
+            replicas=(1, 2),
+            isr=(1, 2),
+            leader_leo=None,
+            hw=None,
+        )
+    )
     _, alerts, _ = run(events)
     mine = transitions(alerts, "IsrExitImminent")
     assert mine == [("firing", 9903, "c1/t-0/3"), ("resolved", 12000, "c1/t-0/3")]
@@ -192,8 +232,19 @@ def test_reason_of_a_follower_that_never_caught_up_has_no_epoch_sized_lag():
     # the new leader sets its lcu to 0 ("never", RULES §1.4). Its ReplicaOutOfSync reason must
     # say so, not report a lag measured from 1970.
     events = [meta(T0)] + steady(T0 + 100, T0 + 2000)
-    events.append(ev("metadata", T0 + 2000, leader=2, leader_epoch=2, replicas=(1, 2, 3),
-                     isr=(1, 2), leader_leo=200, hw=200, replica_lag_time_max_ms=L))
+    events.append(
+        ev(
+            "metadata",
+            T0 + 2000,
+            leader=2,
+            leader_epoch=2,
+            replicas=(1, 2, 3),
+            isr=(1, 2),
+            leader_leo=200,
+            hw=200,
+            replica_lag_time_max_ms=L,
+        )
+    )
     _, alerts, _ = run(events)
     fired = [a for a in alerts if a["subject"] == "c1/t-0/3" and a["status"] == "firing"]
     assert [a["name"] for a in fired] == ["ReplicaOutOfSync"]

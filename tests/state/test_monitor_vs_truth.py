@@ -20,6 +20,7 @@ Pure and fast: the scenarios are simulated in memory and fed to a `Bucket` in th
 streaming adapter uses (streaming/stateful.py: event time, then metadata, broker, fetch, append,
 heartbeat). tests/streaming/test_simulated_truth.py runs the same checks on the Spark query.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,6 +44,7 @@ CONTROLLER_REASONS = ("fenced", "election", "reassignment")
 
 # ---- running the monitor ------------------------------------------------------------------------
 
+
 def as_tuple(event: dict, raw: str | None = None) -> tuple:
     """One contract event as the EVENT_FIELDS tuple the streaming adapter builds."""
     row = dict.fromkeys(EVENT_FIELDS)
@@ -62,15 +64,18 @@ class Monitored:
     quarantine: list[dict]
 
 
-def run_monitor(events: list[dict], lag_ms: int, status_every_ms: int = 1000,
-                raws: list[str] | None = None) -> Monitored:
+def run_monitor(
+    events: list[dict], lag_ms: int, status_every_ms: int = 1000, raws: list[str] | None = None
+) -> Monitored:
     """Feed the events to one Bucket (all partitions in it), in event-time order, in slices of
     `status_every_ms` of event time with the statuses taken after each slice (as micro-batches
     would), then let time run out (`advance`) as the end of a stream does."""
     cfg = MonitorConfig(replica_lag_time_max_ms=lag_ms)
     bucket, alerts, quarantine, partitions, replicas = Bucket(0, 1), [], [], [], []
     raws = raws or [None] * len(events)
-    order = sorted(range(len(events)), key=lambda i: (events[i]["ts"], TYPE_RANK[events[i]["type"]]))  # stable
+    order = sorted(
+        range(len(events)), key=lambda i: (events[i]["ts"], TYPE_RANK[events[i]["type"]])
+    )  # stable
     chunk, chunk_end = [], None
     for i in order:
         ts = events[i]["ts"]
@@ -104,11 +109,13 @@ class ScenarioRun:
 def scenario_run(name: str, seed: int = 0) -> ScenarioRun:
     spec = scenarios.get(name)
     events, truth = simulate(spec, seed=seed)
-    return ScenarioRun(name, events, truth, spec.replica_lag_time_max_ms,
-                       run_monitor(events, spec.replica_lag_time_max_ms))
+    return ScenarioRun(
+        name, events, truth, spec.replica_lag_time_max_ms, run_monitor(events, spec.replica_lag_time_max_ms)
+    )
 
 
 # ---- reading the truth ----------------------------------------------------------------------------
+
 
 def records(truth, kind, **match) -> list[dict]:
     return [r for r in truth if r["kind"] == kind and all(r.get(k) == v for k, v in match.items())]
@@ -120,8 +127,11 @@ def subject(r: dict, replica: int | None = None) -> str:
 
 
 def firings(alerts, name, subj=None) -> list[dict]:
-    return [a for a in alerts if a["name"] == name and a["status"] == "firing"
-            and (subj is None or a["subject"] == subj)]
+    return [
+        a
+        for a in alerts
+        if a["name"] == name and a["status"] == "firing" and (subj is None or a["subject"] == subj)
+    ]
 
 
 def episodes_of(alerts, name, subj) -> list[tuple[int, int | None]]:
@@ -131,7 +141,9 @@ def episodes_of(alerts, name, subj) -> list[tuple[int, int | None]]:
 
 
 def metadata_of(events, topic, partition) -> list[dict]:
-    return [e for e in events if e["type"] == "metadata" and e["topic"] == topic and e["partition"] == partition]
+    return [
+        e for e in events if e["type"] == "metadata" and e["topic"] == topic and e["partition"] == partition
+    ]
 
 
 def ever_in_isr_before(events, truth, r, replica, ts) -> bool:
@@ -139,8 +151,10 @@ def ever_in_isr_before(events, truth, r, replica, ts) -> bool:
     metadata is the initial ISR; the truth records every change after it)."""
     first = metadata_of(events, r["topic"], r["partition"])[0]
     return replica in first["isr"] or any(
-        replica in c["new"] for c in records(truth, "isr_change", topic=r["topic"], partition=r["partition"])
-        if c["ts"] < ts)
+        replica in c["new"]
+        for c in records(truth, "isr_change", topic=r["topic"], partition=r["partition"])
+        if c["ts"] < ts
+    )
 
 
 def removed_by_controller(truth, ep) -> dict | None:
@@ -182,6 +196,7 @@ def under_replicated_intervals(events, truth, topic, partition) -> list[dict]:
 
 # ---- the checks (also run on the Spark query's output) ------------------------------------------
 
+
 def check_alert_lifecycle(alerts) -> None:
     """Each episode fires once and resolves at most once, after it fired; ids never repeat a status."""
     seen = set()
@@ -196,8 +211,11 @@ def check_alert_lifecycle(alerts) -> None:
         else:
             assert a["alert_id"] in fired, f"resolved without firing: {a}"
             first = fired[a["alert_id"]]
-            assert (a["name"], a["subject"], a["started_ms"]) == (first["name"], first["subject"],
-                                                                  first["started_ms"]), a
+            assert (a["name"], a["subject"], a["started_ms"]) == (
+                first["name"],
+                first["subject"],
+                first["started_ms"],
+            ), a
             assert a["ts"] >= a["started_ms"], a
 
 
@@ -231,11 +249,16 @@ def check_out_of_sync_episodes(events, truth, alerts) -> None:
         matched.add((subj, episode[0]))
         assert episode[1] is not None or ep["end_ms"] is None, (ep, episode)
         if ep["end_ms"] is not None:
-            later = [c for c in records(truth, "isr_change", topic=ep["topic"], partition=ep["partition"])
-                     if c["ts"] >= episode[0]]
+            later = [
+                c
+                for c in records(truth, "isr_change", topic=ep["topic"], partition=ep["partition"])
+                if c["ts"] >= episode[0]
+            ]
             rejoin = [c["ts"] for c in later if ep["replica"] in c["new"] and ep["replica"] not in c["old"]]
-            was_removed = any(c["ts"] <= ep["end_ms"] and ep["replica"] in c["old"] and ep["replica"] not in c["new"]
-                              for c in later)
+            was_removed = any(
+                c["ts"] <= ep["end_ms"] and ep["replica"] in c["old"] and ep["replica"] not in c["new"]
+                for c in later
+            )
             expected_end = rejoin[0] if was_removed or removal is not None else ep["end_ms"]
             assert episode[1] == expected_end, (ep, episode, rejoin)
     extra = [a for a in firings(alerts, "ReplicaOutOfSync") if (a["subject"], a["started_ms"]) not in matched]
@@ -261,12 +284,19 @@ def check_isr_changes(events, truth, alerts, lag_ms) -> None:
             change = want["change"]
             if want["reason"] == "shrink":
                 removed = set(change["old"]) - set(change["new"])
-                starts = [ep["start_ms"] for ep in records(truth, "out_of_sync", topic=topic, partition=partition)
-                          if ep["replica"] in removed and ep["start_ms"] <= change["ts"]
-                          and (ep["end_ms"] is None or ep["end_ms"] > change["ts"])]
+                starts = [
+                    ep["start_ms"]
+                    for ep in records(truth, "out_of_sync", topic=topic, partition=partition)
+                    if ep["replica"] in removed
+                    and ep["start_ms"] <= change["ts"]
+                    and (ep["end_ms"] is None or ep["end_ms"] > change["ts"])
+                ]
                 out_of_sync_at = min(starts)
-                reported = min(m["ts"] for m in metadata_of(events, topic, partition)
-                               if m["ts"] >= change["ts"] and m["isr"] == change["new"])
+                reported = min(
+                    m["ts"]
+                    for m in metadata_of(events, topic, partition)
+                    if m["ts"] >= change["ts"] and m["isr"] == change["new"]
+                )
                 assert out_of_sync_at <= start <= out_of_sync_at + half, (subj, start, out_of_sync_at)
                 assert abs(start - change["ts"]) <= half, (subj, start, change)
                 assert start <= reported, (subj, start, reported)
@@ -283,30 +313,48 @@ def check_faults_visible(truth, alerts, replica_status=None) -> None:
         kind = f["fault"]
         if kind in ("paused_follower", "slow_follower"):
             subj = subject(f, f["replica"])
-            names = ("ReplicaOutOfSync",) if kind == "paused_follower" else ("IsrExitImminent", "ReplicaOutOfSync")
+            names = (
+                ("ReplicaOutOfSync",)
+                if kind == "paused_follower"
+                else ("IsrExitImminent", "ReplicaOutOfSync")
+            )
             assert [a for n in names for a in firings(alerts, n, subj) if start <= a["ts"] <= end], (f, subj)
         elif kind == "broker_crash":
             # Every partition loses the crashed broker from its ISR: fenced by the controller.
             assert [a for a in firings(alerts, "UnderReplicated") if start <= a["ts"] <= end], f
-            assert [a for a in firings(alerts, "ReplicaOutOfSync") if a["replica"] == f["broker"]
-                    and start <= a["ts"] <= end], f
+            assert [
+                a
+                for a in firings(alerts, "ReplicaOutOfSync")
+                if a["replica"] == f["broker"] and start <= a["ts"] <= end
+            ], f
             if replica_status is not None:
-                assert [s for s in replica_status if s["replica"] == f["broker"] and s["state"] == "fenced"
-                        and start <= s["ts"] <= end], f
+                assert [
+                    s
+                    for s in replica_status
+                    if s["replica"] == f["broker"] and s["state"] == "fenced" and start <= s["ts"] <= end
+                ], f
         elif kind == "bootstrap_replica":
             subj = subject(f, f["replica"])
             assert not firings(alerts, "ReplicaOutOfSync", subj), f
             if replica_status is not None:
-                assert [s for s in replica_status if (s["topic"], s["partition"], s["replica"]) ==
-                        (f["topic"], f["partition"], f["replica"]) and s["state"] == "bootstrapping"
-                        and s["ts"] >= start], f
+                assert [
+                    s
+                    for s in replica_status
+                    if (s["topic"], s["partition"], s["replica"])
+                    == (f["topic"], f["partition"], f["replica"])
+                    and s["state"] == "bootstrapping"
+                    and s["ts"] >= start
+                ], f
         elif kind == "bursty_producer":
             # Bursts are not a fault of the followers: no lag alert about the partition while they
             # go on (in the demo the same partition later loses its leader to the broker crash).
             prefix = subject(f)
-            assert not [a for n in LAG_ALERTS for a in firings(alerts, n)
-                        if (a["subject"] == prefix or a["subject"].startswith(prefix + "/"))
-                        and a["ts"] <= end], f
+            assert not [
+                a
+                for n in LAG_ALERTS
+                for a in firings(alerts, n)
+                if (a["subject"] == prefix or a["subject"].startswith(prefix + "/")) and a["ts"] <= end
+            ], f
         else:
             raise AssertionError(f"unknown fault {kind} in the truth of cluster {cluster}")
 
@@ -319,8 +367,14 @@ def check_final_state(truth, partition_status) -> None:
     for r in records(truth, "partition"):
         s = last[(r["cluster"], r["topic"], r["partition"])]
         got = (s["leader"], s["leader_epoch"], sorted(s["replicas"]), s["isr"], s["hw"], s["leader_leo"])
-        assert got == (r["leader"], r["leader_epoch"], sorted(r["replicas"]), r["isr"], r["hw"],
-                       r["leader_leo"]), (r, s)
+        assert got == (
+            r["leader"],
+            r["leader_epoch"],
+            sorted(r["replicas"]),
+            r["isr"],
+            r["hw"],
+            r["leader_leo"],
+        ), (r, s)
 
 
 def check_against_truth(events, truth, alerts, lag_ms, replica_status=None) -> None:
@@ -332,11 +386,12 @@ def check_against_truth(events, truth, alerts, lag_ms, replica_status=None) -> N
 
 # ---- the tests ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_monitor_agrees_with_the_truth(name, seed):
     run = scenario_run(name, seed)
-    assert run.monitored.quarantine == []        # the simulator writes nothing the monitor must set aside
+    assert run.monitored.quarantine == []  # the simulator writes nothing the monitor must set aside
     check_against_truth(run.events, run.truth, run.alerts, run.lag_ms, run.monitored.replica_status)
     check_final_state(run.truth, run.monitored.partition_status)
 
@@ -356,17 +411,28 @@ def test_a_healthy_cluster_raises_no_alert_at_all(name):
 
 def test_every_fault_of_the_demo_is_in_the_truth_and_checked():
     faults = {f["fault"] for f in records(scenario_run("demo").truth, "fault")}
-    assert faults == {"paused_follower", "slow_follower", "bursty_producer", "bootstrap_replica",
-                      "broker_crash"}
+    assert faults == {
+        "paused_follower",
+        "slow_follower",
+        "bursty_producer",
+        "bootstrap_replica",
+        "broker_crash",
+    }
 
 
 def test_the_bootstrapping_replica_is_never_out_of_sync_and_its_status_says_so():
     run = scenario_run("demo")
     (f,) = records(run.truth, "fault", fault="bootstrap_replica")
-    mine = [s for s in run.monitored.replica_status
-            if (s["topic"], s["partition"], s["replica"]) == (f["topic"], f["partition"], f["replica"])]
-    (join,) = [c for c in records(run.truth, "isr_change", topic=f["topic"], partition=f["partition"])
-               if f["replica"] in c["new"] and f["replica"] not in c["old"] and c["reason"] == "expand"][:1]
+    mine = [
+        s
+        for s in run.monitored.replica_status
+        if (s["topic"], s["partition"], s["replica"]) == (f["topic"], f["partition"], f["replica"])
+    ]
+    (join,) = [
+        c
+        for c in records(run.truth, "isr_change", topic=f["topic"], partition=f["partition"])
+        if f["replica"] in c["new"] and f["replica"] not in c["old"] and c["reason"] == "expand"
+    ][:1]
     before = [s["state"] for s in mine if s["ts"] < join["ts"]]
     assert before and set(before) == {"bootstrapping"}
     assert mine[-1]["in_isr"] is True and mine[-1]["state"] == "caught_up"
@@ -386,5 +452,8 @@ def test_nothing_is_left_firing_when_the_cluster_ends_healthy(name):
     assert not [r for r in records(run.truth, "out_of_sync") if r["end_ms"] is None]
     assert all(sorted(r["isr"]) == sorted(r["replicas"]) for r in records(run.truth, "partition"))
     resolved = {a["alert_id"] for a in run.alerts if a["status"] == "resolved"}
-    assert [(a["name"], a["subject"], a["started_ms"]) for a in run.alerts
-            if a["status"] == "firing" and a["alert_id"] not in resolved] == []
+    assert [
+        (a["name"], a["subject"], a["started_ms"])
+        for a in run.alerts
+        if a["status"] == "firing" and a["alert_id"] not in resolved
+    ] == []

@@ -1,4 +1,5 @@
 """Partition-level rules: fetch acceptance, ISR expansion and shrink, HW, AlterPartition, leader changes."""
+
 import copy
 
 import pytest
@@ -10,17 +11,34 @@ from .helpers import T, make, play
 
 # ---- rejected fetches change nothing (RULES §1.2, §10.3) ---------------------------------------------------
 
-@pytest.mark.parametrize("replica, offset, kw, reason", [
-    pytest.param(4, 50, {}, "unassigned_replica", id="replica outside the assignment (followerReplicaOrThrow)"),
-    pytest.param(1, 50, {}, "unassigned_replica", id="the leader is not one of its own followers"),
-    pytest.param(2, 101, {}, "offset_above_leader_leo", id="offset above the leader LEO (OffsetOutOfRange)"),
-    pytest.param(2, 9, {}, "offset_below_log_start", id="offset below the leader's log start"),
-    pytest.param(2, 50, {"error": "FENCED_LEADER_EPOCH"}, "error:FENCED_LEADER_EPOCH",
-                 id="answered with an error: not an observation (KAFKA-8400)"),
-    pytest.param(2, 50, {"diverging_epoch": 4}, "diverging_epoch", id="answered with a diverging epoch"),
-    pytest.param(2, 50, {"diverging_epoch": 0}, "diverging_epoch", id="diverging epoch 0 is still a divergence"),
-    pytest.param(2, 50, {"broker_epoch": 6}, "stale_broker_epoch", id="older broker incarnation (KAFKA-15221)"),
-])
+
+@pytest.mark.parametrize(
+    "replica, offset, kw, reason",
+    [
+        pytest.param(
+            4, 50, {}, "unassigned_replica", id="replica outside the assignment (followerReplicaOrThrow)"
+        ),
+        pytest.param(1, 50, {}, "unassigned_replica", id="the leader is not one of its own followers"),
+        pytest.param(
+            2, 101, {}, "offset_above_leader_leo", id="offset above the leader LEO (OffsetOutOfRange)"
+        ),
+        pytest.param(2, 9, {}, "offset_below_log_start", id="offset below the leader's log start"),
+        pytest.param(
+            2,
+            50,
+            {"error": "FENCED_LEADER_EPOCH"},
+            "error:FENCED_LEADER_EPOCH",
+            id="answered with an error: not an observation (KAFKA-8400)",
+        ),
+        pytest.param(2, 50, {"diverging_epoch": 4}, "diverging_epoch", id="answered with a diverging epoch"),
+        pytest.param(
+            2, 50, {"diverging_epoch": 0}, "diverging_epoch", id="diverging epoch 0 is still a divergence"
+        ),
+        pytest.param(
+            2, 50, {"broker_epoch": 6}, "stale_broker_epoch", id="older broker incarnation (KAFKA-15221)"
+        ),
+    ],
+)
 def test_rejected_fetch_changes_no_state(replica, offset, kw, reason):
     p = make(isr=(1, 2), hw=40, leader_log_start_offset=10, broker_epochs={2: 7})
     play(p, [("fetch", 1, 2, 40), ("fetch", 2, 3, 40)])
@@ -31,13 +49,16 @@ def test_rejected_fetch_changes_no_state(replica, offset, kw, reason):
     assert (p.followers, p.isr, p.maximal_isr, p.hw, p.pending) == before
 
 
-@pytest.mark.parametrize("offset, kw", [
-    pytest.param(100, {}, id="offset equal to the leader LEO is in range"),
-    pytest.param(10, {}, id="offset equal to the log start is in range"),
-    pytest.param(50, {"diverging_epoch": False}, id="diverging_epoch false means none"),
-    pytest.param(50, {"broker_epoch": -1}, id="broker epoch -1 is never stale"),
-    pytest.param(50, {"broker_epoch": 8}, id="a newer broker epoch than cached is accepted"),
-])
+@pytest.mark.parametrize(
+    "offset, kw",
+    [
+        pytest.param(100, {}, id="offset equal to the leader LEO is in range"),
+        pytest.param(10, {}, id="offset equal to the log start is in range"),
+        pytest.param(50, {"diverging_epoch": False}, id="diverging_epoch false means none"),
+        pytest.param(50, {"broker_epoch": -1}, id="broker epoch -1 is never stale"),
+        pytest.param(50, {"broker_epoch": 8}, id="a newer broker epoch than cached is accepted"),
+    ],
+)
 def test_accepted_fetch_edges(offset, kw):
     p = make(leader_log_start_offset=10, broker_epochs={2: 7})
     outcome = p.fetch(T + 1, 2, offset, **kw)
@@ -56,22 +77,54 @@ def test_fetch_outcome_reports_pre_update_hw_and_changes():
 
 # ---- ISR expansion (RULES §4.1) -----------------------------------------------------------------------------
 
+
 # Partition: replicas 1,2,3, ISR {1,2}, leader LEO 100, HW 80, epoch start offset 60; follower 3 fetches.
-@pytest.mark.parametrize("setup, offset, fetch_kw, joins", [
-    pytest.param([], 80, {}, True, id="LEO == HW and >= epoch start offset: proposed"),
-    pytest.param([], 79, {}, False, id="LEO below the HW: not proposed"),
-    pytest.param([], 100, {}, True, id="at the leader LEO: proposed"),
-    pytest.param([("broker", 3, {"fenced": True})], 100, {}, False, id="fenced broker is not ISR-eligible (KIP-841)"),
-    pytest.param([("broker", 3, {"shutting_down": True})], 100, {}, False, id="broker in controlled shutdown"),
-    pytest.param([("broker", 3, {"broker_epoch": 9})], 100, {"broker_epoch": 10}, False,
-                 id="stored broker epoch differs from the cached one (KIP-903)"),
-    pytest.param([("broker", 3, {"broker_epoch": 9})], 100, {"broker_epoch": 9}, True,
-                 id="stored broker epoch matches the cached one"),
-    pytest.param([("broker", 3, {"broker_epoch": 9})], 100, {}, True,
-                 id="a fetch without a broker epoch (-1) is eligible"),
-    pytest.param([("append", 1, 300)], 80, {}, True,
-                 id="far behind the LEO and lcu 0: the time rule is not checked (KAFKA-19996)"),
-])
+@pytest.mark.parametrize(
+    "setup, offset, fetch_kw, joins",
+    [
+        pytest.param([], 80, {}, True, id="LEO == HW and >= epoch start offset: proposed"),
+        pytest.param([], 79, {}, False, id="LEO below the HW: not proposed"),
+        pytest.param([], 100, {}, True, id="at the leader LEO: proposed"),
+        pytest.param(
+            [("broker", 3, {"fenced": True})],
+            100,
+            {},
+            False,
+            id="fenced broker is not ISR-eligible (KIP-841)",
+        ),
+        pytest.param(
+            [("broker", 3, {"shutting_down": True})], 100, {}, False, id="broker in controlled shutdown"
+        ),
+        pytest.param(
+            [("broker", 3, {"broker_epoch": 9})],
+            100,
+            {"broker_epoch": 10},
+            False,
+            id="stored broker epoch differs from the cached one (KIP-903)",
+        ),
+        pytest.param(
+            [("broker", 3, {"broker_epoch": 9})],
+            100,
+            {"broker_epoch": 9},
+            True,
+            id="stored broker epoch matches the cached one",
+        ),
+        pytest.param(
+            [("broker", 3, {"broker_epoch": 9})],
+            100,
+            {},
+            True,
+            id="a fetch without a broker epoch (-1) is eligible",
+        ),
+        pytest.param(
+            [("append", 1, 300)],
+            80,
+            {},
+            True,
+            id="far behind the LEO and lcu 0: the time rule is not checked (KAFKA-19996)",
+        ),
+    ],
+)
 def test_expansion_conditions(setup, offset, fetch_kw, joins):
     p = make(isr=(1, 2), hw=80, leo=100, leader_epoch_start_offset=60, mode="manual")
     play(p, setup)
@@ -110,40 +163,90 @@ def test_no_expansion_while_a_change_is_in_flight():
 
 # ---- high watermark (RULES §5.1) ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kw, steps, hw", [
-    pytest.param(dict(isr=(1, 2, 3), hw=0), [("fetch", 1, 2, 50), ("fetch", 1, 3, 30)], 30,
-                 id="min over the ISR followers' LEOs"),
-    pytest.param(dict(isr=(1, 2, 3), hw=0), [("fetch", 1, 2, 50)], 0,
-                 id="an ISR follower with unknown LEO (-1) holds the HW"),
-    pytest.param(dict(isr=(1, 2), hw=100), [("fetch", 1, 3, 100), ("append", 2, 150), ("fetch", 3, 2, 150)], 100,
-                 id="caught-up eligible non-ISR follower holds the HW (KAFKA-4485)"),
-    pytest.param(dict(isr=(1, 2), hw=100), [("fetch", 1, 3, 20), ("append", 2, 150), ("fetch", 3, 2, 150)], 150,
-                 id="non-ISR follower that is not caught up does not hold it"),
-    pytest.param(dict(isr=(1, 2), hw=100, fenced=(3,)),
-                 [("fetch", 1, 3, 100), ("append", 2, 150), ("fetch", 3, 2, 150)], 150,
-                 id="caught-up but fenced non-ISR follower does not hold it (KAFKA-15021)"),
-    pytest.param(dict(isr=(1, 2), hw=100, shutting_down=(3,)),
-                 [("fetch", 1, 3, 100), ("append", 2, 150), ("fetch", 3, 2, 150)], 150,
-                 id="caught-up but shutting-down non-ISR follower does not hold it"),
-    pytest.param(dict(isr=(1, 2), replicas=(1, 2), hw=0), [("fetch", 1, 2, 90), ("broker", 2, {"fenced": True}),
-                                                          ("append", 2, 150)], 90,
-                 id="a fenced ISR member still holds it: the maximal ISR counts regardless"),
-    pytest.param(dict(isr=(1, 2), replicas=(1, 2), hw=0), [("fetch", 1, 2, 90), ("fetch", 2, 2, 50)], 90,
-                 id="never decreases: a follower whose offset went backwards"),
-    pytest.param(dict(isr=(1, 2), replicas=(1, 2), hw=0), [("append", 1, 150)], 0,
-                 id="append with an unknown ISR follower LEO: no change"),
-    pytest.param(dict(isr=(1, 2), replicas=(1, 2), hw=0, min_isr=3), [("fetch", 1, 2, 100), ("append", 2, 150),
-                                                                      ("fetch", 3, 2, 150)], 150,
-                 id="min.insync.replicas above the replica count is capped (effective min 2)"),
-    pytest.param(dict(isr=(1,), replicas=(1, 2), hw=0, min_isr=3), [("append", 1, 150)], 0,
-                 id="under the capped effective min ISR the HW is frozen (3.7+)"),
-    pytest.param(dict(isr=(1, 2), replicas=(1, 2, 3), hw=0, min_isr=3, mode="manual"),
-                 [("fetch", 1, 2, 100), ("fetch", 1, 3, 100)], 0,
-                 id="frozen while the expansion that restores min ISR is pending (committed ISR counts)"),
-    pytest.param(dict(isr=(1, 2), replicas=(1, 2, 3), hw=0, min_isr=3, mode="manual"),
-                 [("fetch", 1, 2, 100), ("fetch", 1, 3, 100), ("answer", 2, "success")], 100,
-                 id="moves once the controller commits the expansion"),
-])
+
+@pytest.mark.parametrize(
+    "kw, steps, hw",
+    [
+        pytest.param(
+            dict(isr=(1, 2, 3), hw=0),
+            [("fetch", 1, 2, 50), ("fetch", 1, 3, 30)],
+            30,
+            id="min over the ISR followers' LEOs",
+        ),
+        pytest.param(
+            dict(isr=(1, 2, 3), hw=0),
+            [("fetch", 1, 2, 50)],
+            0,
+            id="an ISR follower with unknown LEO (-1) holds the HW",
+        ),
+        pytest.param(
+            dict(isr=(1, 2), hw=100),
+            [("fetch", 1, 3, 100), ("append", 2, 150), ("fetch", 3, 2, 150)],
+            100,
+            id="caught-up eligible non-ISR follower holds the HW (KAFKA-4485)",
+        ),
+        pytest.param(
+            dict(isr=(1, 2), hw=100),
+            [("fetch", 1, 3, 20), ("append", 2, 150), ("fetch", 3, 2, 150)],
+            150,
+            id="non-ISR follower that is not caught up does not hold it",
+        ),
+        pytest.param(
+            dict(isr=(1, 2), hw=100, fenced=(3,)),
+            [("fetch", 1, 3, 100), ("append", 2, 150), ("fetch", 3, 2, 150)],
+            150,
+            id="caught-up but fenced non-ISR follower does not hold it (KAFKA-15021)",
+        ),
+        pytest.param(
+            dict(isr=(1, 2), hw=100, shutting_down=(3,)),
+            [("fetch", 1, 3, 100), ("append", 2, 150), ("fetch", 3, 2, 150)],
+            150,
+            id="caught-up but shutting-down non-ISR follower does not hold it",
+        ),
+        pytest.param(
+            dict(isr=(1, 2), replicas=(1, 2), hw=0),
+            [("fetch", 1, 2, 90), ("broker", 2, {"fenced": True}), ("append", 2, 150)],
+            90,
+            id="a fenced ISR member still holds it: the maximal ISR counts regardless",
+        ),
+        pytest.param(
+            dict(isr=(1, 2), replicas=(1, 2), hw=0),
+            [("fetch", 1, 2, 90), ("fetch", 2, 2, 50)],
+            90,
+            id="never decreases: a follower whose offset went backwards",
+        ),
+        pytest.param(
+            dict(isr=(1, 2), replicas=(1, 2), hw=0),
+            [("append", 1, 150)],
+            0,
+            id="append with an unknown ISR follower LEO: no change",
+        ),
+        pytest.param(
+            dict(isr=(1, 2), replicas=(1, 2), hw=0, min_isr=3),
+            [("fetch", 1, 2, 100), ("append", 2, 150), ("fetch", 3, 2, 150)],
+            150,
+            id="min.insync.replicas above the replica count is capped (effective min 2)",
+        ),
+        pytest.param(
+            dict(isr=(1,), replicas=(1, 2), hw=0, min_isr=3),
+            [("append", 1, 150)],
+            0,
+            id="under the capped effective min ISR the HW is frozen (3.7+)",
+        ),
+        pytest.param(
+            dict(isr=(1, 2), replicas=(1, 2, 3), hw=0, min_isr=3, mode="manual"),
+            [("fetch", 1, 2, 100), ("fetch", 1, 3, 100)],
+            0,
+            id="frozen while the expansion that restores min ISR is pending (committed ISR counts)",
+        ),
+        pytest.param(
+            dict(isr=(1, 2), replicas=(1, 2, 3), hw=0, min_isr=3, mode="manual"),
+            [("fetch", 1, 2, 100), ("fetch", 1, 3, 100), ("answer", 2, "success")],
+            100,
+            id="moves once the controller commits the expansion",
+        ),
+    ],
+)
 def test_high_watermark(kw, steps, hw):
     p = make(**kw)
     play(p, steps)
@@ -176,15 +279,29 @@ def test_makeleader_hw_recompute_runs_in_constructor():
 
 # ---- partition predicates (RULES §3.4, §7) -----------------------------------------------------------------
 
-@pytest.mark.parametrize("replicas, adding, isr, min_isr, expected", [
-    pytest.param((1, 2, 3), (), (1, 2), 2, (2, True, False, False, True), id="2 of 3 with min 2: at min"),
-    pytest.param((1, 2, 3), (), (1,), 2, (2, True, True, False, False), id="1 of 3 with min 2: under min"),
-    pytest.param((1, 2, 3), (), (1, 2, 3), 2, (2, False, False, False, False), id="full ISR"),
-    pytest.param((1,), (), (1,), 2, (1, False, False, False, True), id="RF 1, min 2: effective min 1"),
-    pytest.param((1, 2, 4), (4,), (1, 2), 3, (3, False, True, False, False),
-                 id="adding replicas count for min ISR but not for the replication factor"),
-    pytest.param((1, 2, 3), (), (1,), 1, (1, True, False, False, True), id="leader-only ISR, min 1: at min"),
-])
+
+@pytest.mark.parametrize(
+    "replicas, adding, isr, min_isr, expected",
+    [
+        pytest.param((1, 2, 3), (), (1, 2), 2, (2, True, False, False, True), id="2 of 3 with min 2: at min"),
+        pytest.param(
+            (1, 2, 3), (), (1,), 2, (2, True, True, False, False), id="1 of 3 with min 2: under min"
+        ),
+        pytest.param((1, 2, 3), (), (1, 2, 3), 2, (2, False, False, False, False), id="full ISR"),
+        pytest.param((1,), (), (1,), 2, (1, False, False, False, True), id="RF 1, min 2: effective min 1"),
+        pytest.param(
+            (1, 2, 4),
+            (4,),
+            (1, 2),
+            3,
+            (3, False, True, False, False),
+            id="adding replicas count for min ISR but not for the replication factor",
+        ),
+        pytest.param(
+            (1, 2, 3), (), (1,), 1, (1, True, False, False, True), id="leader-only ISR, min 1: at min"
+        ),
+    ],
+)
 def test_partition_predicates(replicas, adding, isr, min_isr, expected):
     p = make(replicas=replicas, adding_replicas=adding, isr=isr, min_isr=min_isr)
     got = (p.effective_min_isr, p.under_replicated, p.under_min_isr, False, p.at_min_isr)
@@ -198,12 +315,15 @@ def test_config_is_replaceable():
     assert p.under_min_isr
 
 
-@pytest.mark.parametrize("kw, message", [
-    pytest.param(dict(alter_partition="later"), "alter_partition", id="unknown AlterPartition mode"),
-    pytest.param(dict(rule_set="v1_0"), "rule_set", id="unknown rule set"),
-    pytest.param(dict(replica_lag_time_max_ms=0), "replica_lag_time_max_ms", id="L must be positive"),
-    pytest.param(dict(min_insync_replicas=0), "min_insync_replicas", id="min ISR must be positive"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        pytest.param(dict(alter_partition="later"), "alter_partition", id="unknown AlterPartition mode"),
+        pytest.param(dict(rule_set="v1_0"), "rule_set", id="unknown rule set"),
+        pytest.param(dict(replica_lag_time_max_ms=0), "replica_lag_time_max_ms", id="L must be positive"),
+        pytest.param(dict(min_insync_replicas=0), "min_insync_replicas", id="min ISR must be positive"),
+    ],
+)
 def test_partition_config_is_validated(kw, message):
     with pytest.raises(ValueError, match=message):
         PartitionConfig(**kw)

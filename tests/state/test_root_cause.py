@@ -1,6 +1,7 @@
 """Root cause first (state/root_cause.py): the demo's broker crash gives one BrokerUnavailable
 alert that the partition and replica alerts name in `caused_by`; the texts say the broker was
 fenced; the decision is the same however the partitions are spread over buckets."""
+
 from __future__ import annotations
 
 import zlib
@@ -72,8 +73,9 @@ def during_crash(alerts):
 def test_the_crash_notifies_one_root_cause_alert():
     fired = during_crash(demo_alerts())
     notified = [a for a in fired if a["notify"]]
-    assert [(a["name"], a["subject"], a["severity"]) for a in notified] == \
-        [("BrokerUnavailable", "sim/broker/3", "critical")], "one page for one dead broker"
+    assert [(a["name"], a["subject"], a["severity"]) for a in notified] == [
+        ("BrokerUnavailable", "sim/broker/3", "critical")
+    ], "one page for one dead broker"
     root = notified[0]
     assert root["broker"] == 3 and root["replica"] is None and root["caused_by"] is None
     assert root["counts"] == {"under_replicated": 8, "under_min_isr": 0, "offline": 0, "leaders_lost": 2}
@@ -100,21 +102,31 @@ def test_a_replica_lagging_for_its_own_reason_is_not_hidden():
     assert own == [("sim/orders-0/2", "lag"), ("sim/orders-1/3", "lag")]
     under = [a for a in fired if a["name"] == "UnderReplicated"]
     ids = {a["subject"]: a["alert_id"] for a in fired if a["name"] == "ReplicaOutOfSync"}
-    assert [a["caused_by"] for a in under] == [ids["sim/orders-0/2"], ids["sim/orders-1/3"]], \
+    assert [a["caused_by"] for a in under] == [ids["sim/orders-0/2"], ids["sim/orders-1/3"]], (
         "the partition alert points at the one replica that explains it"
+    )
 
 
 def test_imminent_exit_says_it_escalated_not_that_it_caught_up():
-    resolved = {a["subject"]: a["reason"] for a in demo_alerts()
-                if a["name"] == "IsrExitImminent" and a["status"] == "resolved"}
+    resolved = {
+        a["subject"]: a["reason"]
+        for a in demo_alerts()
+        if a["name"] == "IsrExitImminent" and a["status"] == "resolved"
+    }
     assert resolved["sim/orders-0/2"] == "replica 2 of orders-0 is now out of sync (ReplicaOutOfSync)"
-    assert resolved["sim/orders-2/2"] == "replica 2 of orders-2 follows a new leader (broker 1) and starts over"
+    assert (
+        resolved["sim/orders-2/2"] == "replica 2 of orders-2 follows a new leader (broker 1) and starts over"
+    )
 
 
 def test_same_ids_and_counts_however_partitions_are_bucketed():
     def roots(alerts):
-        return [(a["alert_id"], a["status"], a["ts"], a.get("counts"), a["reason"])
-                for a in alerts if a["name"] == "BrokerUnavailable"]
+        return [
+            (a["alert_id"], a["status"], a["ts"], a.get("counts"), a["reason"])
+            for a in alerts
+            if a["name"] == "BrokerUnavailable"
+        ]
+
     one, four = demo_alerts(1), demo_alerts(4)
     assert roots(one) == roots(four) and len(roots(one)) == 2, "one firing, one resolved"
     key = lambda a: (a["alert_id"], a["status"], a["caused_by"])  # noqa: E731
@@ -124,9 +136,12 @@ def test_same_ids_and_counts_however_partitions_are_bucketed():
 def test_hw_frozen_under_min_isr_is_not_called_a_stall_on_a_replica():
     # min ISR 2, replica 3 crashes out of the ISR {1,3}... modelled with metadata: ISR {1} only.
     cfg = MonitorConfig(replica_lag_time_max_ms=10_000, min_insync_replicas=2, hw_stall_ms=5_000)
-    events = [meta(T0, isr=(1, 2)), ev("append", T0 + 10, leader_leo=100),
-              ev("fetch", T0 + 20, replica=2, fetch_offset=50, leader_leo=100),
-              meta(T0 + 30, isr=(1,))]
+    events = [
+        meta(T0, isr=(1, 2)),
+        ev("append", T0 + 10, leader_leo=100),
+        ev("fetch", T0 + 20, replica=2, fetch_offset=50, leader_leo=100),
+        meta(T0 + 30, isr=(1,)),
+    ]
     events += [ev("heartbeat", T0 + 1000 * s) for s in range(1, 30)]
     bucket, alerts, _ = run(events, cfg)
     names = {a["name"] for a in alerts if a["status"] == "firing"}
@@ -141,6 +156,7 @@ def test_hw_frozen_under_min_isr_is_not_called_a_stall_on_a_replica():
 
 def test_an_ongoing_outage_survives_the_state_format():
     from replmon.state.codec import decode, encode
+
     cfg = MonitorConfig(replica_lag_time_max_ms=10_000)
     events = [meta(T0), ev("broker", T0 + 100, broker=3, state="fenced", broker_epoch=7)]
     bucket, alerts, _ = run(events, cfg, advance=False)
@@ -148,34 +164,51 @@ def test_an_ongoing_outage_survives_the_state_format():
     root = back.clusters["c1"].roots[3]
     assert root == bucket.clusters["c1"].roots[3]
     assert root.alert_id == next(a["alert_id"] for a in alerts if a["name"] == "BrokerUnavailable")
-    assert back.partitions[("c1", "t", 0)].book.open == bucket.partitions[("c1", "t", 0)].book.open, \
+    assert back.partitions[("c1", "t", 0)].book.open == bucket.partitions[("c1", "t", 0)].book.open, (
         "caused_by and cause of open episodes are kept"
+    )
 
 
 def test_shutdown_then_fences_then_offline_each_counted_under_the_outage_that_caused_it():
     # t-0 on 1,2,3 (leader 1), min ISR 2: broker 3 shuts down (+6 s), broker 2 is fenced (+12 s:
     # under min ISR), broker 1 is fenced (+15 s: no leader).
     from .test_monitor import steady
+
     cfg = MonitorConfig(replica_lag_time_max_ms=10_000, min_insync_replicas=2)
-    events = [meta(T0)] + steady(T0 + 100, T0 + 20_000, stop=T0 + 5000) + [
-        ev("broker", T0 + 6000, broker=3, state="shutting_down", broker_epoch=5), meta(T0 + 6000, isr=(1, 2)),
-        ev("broker", T0 + 12_000, broker=2, state="fenced", broker_epoch=5), meta(T0 + 12_000, isr=(1,)),
-        ev("broker", T0 + 15_000, broker=1, state="fenced", broker_epoch=5),
-        meta(T0 + 15_000, isr=(1,), epoch=2, leader=-1)]
+    events = (
+        [meta(T0)]
+        + steady(T0 + 100, T0 + 20_000, stop=T0 + 5000)
+        + [
+            ev("broker", T0 + 6000, broker=3, state="shutting_down", broker_epoch=5),
+            meta(T0 + 6000, isr=(1, 2)),
+            ev("broker", T0 + 12_000, broker=2, state="fenced", broker_epoch=5),
+            meta(T0 + 12_000, isr=(1,)),
+            ev("broker", T0 + 15_000, broker=1, state="fenced", broker_epoch=5),
+            meta(T0 + 15_000, isr=(1,), epoch=2, leader=-1),
+        ]
+    )
     events.sort(key=lambda e: e[1])
     _, alerts, _ = run(events, cfg)
     alerts = merge_root_alerts(alerts)
     roots = {a["broker"]: a for a in alerts if a["name"] == "BrokerUnavailable"}
     assert {b: (a["cause"], a["counts"]) for b, a in roots.items()} == {
-        3: ("broker_shutting_down", {"under_replicated": 1, "under_min_isr": 0, "offline": 0, "leaders_lost": 0}),
+        3: (
+            "broker_shutting_down",
+            {"under_replicated": 1, "under_min_isr": 0, "offline": 0, "leaders_lost": 0},
+        ),
         2: ("broker_fenced", {"under_replicated": 0, "under_min_isr": 1, "offline": 0, "leaders_lost": 0}),
         1: ("broker_fenced", {"under_replicated": 0, "under_min_isr": 0, "offline": 1, "leaders_lost": 1}),
     }
     by_name = {a["name"]: a for a in alerts if a["status"] == "firing"}
     assert by_name["UnderMinIsr"]["caused_by"] == roots[2]["alert_id"], "the outage that crossed min ISR"
     assert by_name["OfflinePartition"]["caused_by"] == roots[1]["alert_id"]
-    assert [a["name"] for a in alerts if a["notify"]] == \
-        ["BrokerUnavailable", "BrokerUnavailable", "UnderMinIsr", "BrokerUnavailable", "OfflinePartition"]
+    assert [a["name"] for a in alerts if a["notify"]] == [
+        "BrokerUnavailable",
+        "BrokerUnavailable",
+        "UnderMinIsr",
+        "BrokerUnavailable",
+        "OfflinePartition",
+    ]
     out3 = next(a for a in alerts if a["subject"] == "c1/t-0/3")
     assert "controlled shutdown" in out3["reason"] and out3["cause"] == "broker_shutting_down"
 
@@ -187,9 +220,21 @@ def stopped_broker_events(stop_ms=5000, resume_ms=40_000, end_ms=50_000):
     events = [ev("broker", T0, broker=b, state="running", broker_epoch=10 + b) for b in (1, 2, 3)]
     for p in range(3):
         leader = p + 1
-        events.append(ev("metadata", T0, topic="a", partition=p, leader=leader, leader_epoch=1,
-                         replicas=(1, 2, 3), isr=(1, 2, 3), leader_leo=0, hw=0,
-                         replica_lag_time_max_ms=10_000))
+        events.append(
+            ev(
+                "metadata",
+                T0,
+                topic="a",
+                partition=p,
+                leader=leader,
+                leader_epoch=1,
+                replicas=(1, 2, 3),
+                isr=(1, 2, 3),
+                leader_leo=0,
+                hw=0,
+                replica_lag_time_max_ms=10_000,
+            )
+        )
     leo = 0
     for t in range(T0 + 100, T0 + end_ms, 200):
         leo += 10
@@ -201,8 +246,17 @@ def stopped_broker_events(stop_ms=5000, resume_ms=40_000, end_ms=50_000):
             events.append(ev("append", t, topic="a", partition=p, leader_leo=leo))
             for r in (1, 2, 3):
                 if r != leader and not (r == 3 and stopped):
-                    events.append(ev("fetch", t + 2, topic="a", partition=p, replica=r,
-                                     fetch_offset=leo, leader_leo=leo))
+                    events.append(
+                        ev(
+                            "fetch",
+                            t + 2,
+                            topic="a",
+                            partition=p,
+                            replica=r,
+                            fetch_offset=leo,
+                            leader_leo=leo,
+                        )
+                    )
     return sorted(events, key=lambda e: (e[1], e[0] != "broker"))
 
 
@@ -211,16 +265,22 @@ def test_a_stopped_broker_the_controller_has_not_fenced_is_one_silent_root():
     _, alerts, _ = run(stopped_broker_events(), cfg)
     alerts = merge_root_alerts(alerts)
     roots = [a for a in alerts if a["name"] == "BrokerUnavailable"]
-    assert [(a["status"], a["broker"], a["cause"]) for a in roots] == \
-        [("firing", 3, "broker_silent"), ("resolved", 3, "broker_silent")]
+    assert [(a["status"], a["broker"], a["cause"]) for a in roots] == [
+        ("firing", 3, "broker_silent"),
+        ("resolved", 3, "broker_silent"),
+    ]
     root = roots[0]
     assert "went silent" in root["reason"] and "still registered" in root["reason"]
     assert roots[1]["ts"] == T0 + 40_102, "the first fetch from broker 3 again (+100 ms, +2 ms)"
-    caused = [a for a in alerts if a["status"] == "firing" and a["name"] != "BrokerUnavailable"
-              and a["severity"] != "info"]
+    caused = [
+        a
+        for a in alerts
+        if a["status"] == "firing" and a["name"] != "BrokerUnavailable" and a["severity"] != "info"
+    ]
     assert {a["subject"] for a in caused} >= {"c1/a-0/3", "c1/a-1/3", "c1/a-2"}
-    assert all(a["caused_by"] == root["alert_id"] and not a["notify"] for a in caused), \
-        [(a["name"], a["subject"], a["caused_by"]) for a in caused if a["caused_by"] != root["alert_id"]]
+    assert all(a["caused_by"] == root["alert_id"] and not a["notify"] for a in caused), [
+        (a["name"], a["subject"], a["caused_by"]) for a in caused if a["caused_by"] != root["alert_id"]
+    ]
     assert [a["name"] for a in alerts if a["notify"]] == ["BrokerUnavailable", "BrokerUnavailable"]
     assert not any(a["name"] == "ReplicaFetcherStalled" for a in alerts), "not one thread: the broker"
 
@@ -228,10 +288,18 @@ def test_a_stopped_broker_the_controller_has_not_fenced_is_one_silent_root():
 def test_statuses_say_the_same_cause_as_the_texts():
     events, lag_ms = demo_events()
     statuses = run_monitor(events, lag_ms).replica_status
-    during = [r for r in statuses if r["replica"] == 3 and not r["in_isr"]
-              and T0 + 109_034 <= r["ts"] < T0 + RESTART_AT]
+    during = [
+        r
+        for r in statuses
+        if r["replica"] == 3 and not r["in_isr"] and T0 + 109_034 <= r["ts"] < T0 + RESTART_AT
+    ]
     assert during, "broker 3's replicas are reported while it is fenced"
     assert {(r["state"], r["out_of_isr_cause"]) for r in during} == {("fenced", "broker_fenced")}
-    paused = [r for r in statuses if (r["topic"], r["partition"], r["replica"]) == ("orders", 0, 2)
-              and not r["in_isr"] and r["ts"] < T0 + CRASH_AT]
+    paused = [
+        r
+        for r in statuses
+        if (r["topic"], r["partition"], r["replica"]) == ("orders", 0, 2)
+        and not r["in_isr"]
+        and r["ts"] < T0 + CRASH_AT
+    ]
     assert paused and {r["out_of_isr_cause"] for r in paused} == {"lag"}

@@ -1,4 +1,5 @@
 """Running the real query over JSON-lines input, for tests."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from replmon.streaming.settings import Settings
 from replmon.streaming.sources import file_source
 
 
-QUERY_TIMEOUT_S = 300.0   # no test query should run this long: a hung query fails, not CI
+QUERY_TIMEOUT_S = 300.0  # no test query should run this long: a hung query fails, not CI
 
 
 def await_end(query, timeout_s: float = QUERY_TIMEOUT_S) -> None:
@@ -44,8 +45,9 @@ def process_all_available(query, timeout_s: float = QUERY_TIMEOUT_S) -> None:
         raise errors[0]
 
 
-def write_events(folder: Path, events: list[dict], name: str = "part-00000.jsonl",
-                 raw_lines: list[str] = ()) -> Path:
+def write_events(
+    folder: Path, events: list[dict], name: str = "part-00000.jsonl", raw_lines: list[str] = ()
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps(e) for e in events] + list(raw_lines)
     (folder / name).write_text("\n".join(lines) + "\n")
@@ -58,8 +60,7 @@ def run_once(session, input_dir: Path, out_dir: Path, **settings) -> dict[str, l
     router = OutputRouter(str(out_dir))
     spark = session
     source = file_source(spark, str(input_dir))
-    query = start_query(spark, source, cfg, router, once=True,
-                        name=f"test_{uuid.uuid4().hex[:8]}")
+    query = start_query(spark, source, cfg, router, once=True, name=f"test_{uuid.uuid4().hex[:8]}")
     try:
         await_end(query)
         assert query.exception() is None

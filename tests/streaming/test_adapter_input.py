@@ -2,6 +2,7 @@
 hands them to pandas become EVENT_FIELDS tuples in event-time order, nulls as None, whatever
 mix of null and non-null a column holds; rows the parser found to break the contract go to
 quarantine with their raw text and reason. No Spark."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,18 +39,56 @@ def _expected(row: dict) -> tuple:
 
 ROWS = [
     # (row as parsed, why it is here)
-    ({"type": "fetch", "ts": T + 2, "cluster": "c", "topic": "t", "partition": 0, "replica": 2,
-      "fetch_offset": 10, "leader_leo": 10, "raw": "f", "seq": 3},
-     "a fetch: its replica and offsets are ints although the column also holds nulls"),
-    ({"type": "append", "ts": T + 1, "cluster": "c", "topic": "t", "partition": 0,
-      "leader_leo": 10, "raw": "a", "seq": 1},
-     "an append, earlier in event time than the fetch read before it: comes first"),
-    ({"type": "metadata", "ts": T + 1, "cluster": "c", "topic": "t", "partition": 0,
-      "leader": 1, "leader_epoch": 3, "replicas": [1, 2, 3], "isr": [1, 2], "adding_replicas": [],
-      "replica_lag_time_max_ms": 10000, "raw": "m", "seq": 2},
-     "metadata at the append's time: first on the tie (rank), its packed arrays as tuples"),
-    ({"type": "heartbeat", "ts": T + 2, "cluster": "c", "raw": "h", "seq": 0},
-     "a heartbeat at the fetch's time: after it on the tie although read first"),
+    (
+        {
+            "type": "fetch",
+            "ts": T + 2,
+            "cluster": "c",
+            "topic": "t",
+            "partition": 0,
+            "replica": 2,
+            "fetch_offset": 10,
+            "leader_leo": 10,
+            "raw": "f",
+            "seq": 3,
+        },
+        "a fetch: its replica and offsets are ints although the column also holds nulls",
+    ),
+    (
+        {
+            "type": "append",
+            "ts": T + 1,
+            "cluster": "c",
+            "topic": "t",
+            "partition": 0,
+            "leader_leo": 10,
+            "raw": "a",
+            "seq": 1,
+        },
+        "an append, earlier in event time than the fetch read before it: comes first",
+    ),
+    (
+        {
+            "type": "metadata",
+            "ts": T + 1,
+            "cluster": "c",
+            "topic": "t",
+            "partition": 0,
+            "leader": 1,
+            "leader_epoch": 3,
+            "replicas": [1, 2, 3],
+            "isr": [1, 2],
+            "adding_replicas": [],
+            "replica_lag_time_max_ms": 10000,
+            "raw": "m",
+            "seq": 2,
+        },
+        "metadata at the append's time: first on the tie (rank), its packed arrays as tuples",
+    ),
+    (
+        {"type": "heartbeat", "ts": T + 2, "cluster": "c", "raw": "h", "seq": 0},
+        "a heartbeat at the fetch's time: after it on the tie although read first",
+    ),
 ]
 
 
@@ -60,14 +99,23 @@ def test_columns_become_event_tuples_in_event_time_order_with_nulls_as_none():
     metadata.update(replicas=(1, 2, 3), isr=(1, 2), adding_replicas=())
     assert got == [_expected(metadata), _expected(append), _expected(fetch), _expected(heartbeat)]
     ints = [EVENT_FIELDS.index(f) for f in ("ts", "partition", "replica", "fetch_offset", "leader_leo")]
-    assert [type(got[2][i]) for i in ints] == [int] * len(ints)   # ints, not the floats of NaN columns
+    assert [type(got[2][i]) for i in ints] == [int] * len(ints)  # ints, not the floats of NaN columns
     assert quarantine == []
 
 
 def test_a_row_that_breaks_the_contract_is_quarantined_with_its_raw_text_and_the_rest_go_on():
-    bad = {"type": "fetch", "ts": T + 3, "cluster": "c", "topic": "t", "partition": 0,
-           "replica": 2, "leader_leo": 10, "raw": "{\"no\": \"fetch_offset\"}", "seq": 4,
-           "reason": "missing field for fetch: fetch_offset"}
+    bad = {
+        "type": "fetch",
+        "ts": T + 3,
+        "cluster": "c",
+        "topic": "t",
+        "partition": 0,
+        "replica": 2,
+        "leader_leo": 10,
+        "raw": '{"no": "fetch_offset"}',
+        "seq": 4,
+        "reason": "missing field for fetch: fetch_offset",
+    }
     malformed = {"raw": '{"type": "fetch", "ts": "soon"}', "reason": "malformed", "seq": 5}
     quarantine: list = []
     got = events_from_frames([_frame([ROWS[1][0], bad, malformed])], quarantine)
@@ -75,22 +123,32 @@ def test_a_row_that_breaks_the_contract_is_quarantined_with_its_raw_text_and_the
     assert [(q["raw"], q["reason"], q["stage"], q["ts"]) for q in quarantine] == [
         (bad["raw"], "missing field for fetch: fetch_offset", "parse", T + 3),
         # the parser's mark is turned into what exactly is wrong
-        (malformed["raw"], "mistyped field: ts is not an integer", "parse", None)]
+        (malformed["raw"], "mistyped field: ts is not an integer", "parse", None),
+    ]
 
 
 def test_ignored_fields_are_taken_as_absent():
     metadata = ROWS[2][0]
     got = events_from_frames([_frame([metadata])], [], ignore=("replica_lag_time_max_ms", "leader"))
-    expected = dict(metadata, replicas=(1, 2, 3), isr=(1, 2), adding_replicas=(),
-                    replica_lag_time_max_ms=None, leader=None)
+    expected = dict(
+        metadata,
+        replicas=(1, 2, 3),
+        isr=(1, 2),
+        adding_replicas=(),
+        replica_lag_time_max_ms=None,
+        leader=None,
+    )
     assert got == [_expected(expected)]
 
 
 def test_a_record_with_bad_bytes_keeps_the_size_and_digest_the_parser_packed():
-    bad = {"raw": "abc\ufffd", "reason": "not valid UTF-8", "seq": 0, "size": 5000,
-           "sha256": "ab" * 32}
+    bad = {"raw": "abc\ufffd", "reason": "not valid UTF-8", "seq": 0, "size": 5000, "sha256": "ab" * 32}
     quarantine: list = []
     assert events_from_frames([_frame([ROWS[0][0], bad])], quarantine) == [_expected(ROWS[0][0])]
     [q] = quarantine
     assert (q["reason"], q["size"], q["sha256"], q["raw_truncated"]) == (
-        "not valid UTF-8", 5000, "ab" * 32, True)
+        "not valid UTF-8",
+        5000,
+        "ab" * 32,
+        True,
+    )

@@ -2,14 +2,21 @@
 the checkpoint was written with, so a changed default never strands an existing checkpoint; and
 each bucket's grouping key: spread evenly over Spark's shuffle partitions for a new checkpoint,
 recorded, and the bucket number itself for state written before keys were recorded."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from replmon.streaming.checkpoint import (LEGACY_DEFAULT_BUCKETS, MARKER, balanced_keys,
-                                          bucket_keys, spark_partition, with_checkpoint_buckets)
+from replmon.streaming.checkpoint import (
+    LEGACY_DEFAULT_BUCKETS,
+    MARKER,
+    balanced_keys,
+    bucket_keys,
+    spark_partition,
+    with_checkpoint_buckets,
+)
 from replmon.streaming.settings import Settings
 
 
@@ -22,8 +29,7 @@ def test_a_new_checkpoint_records_the_runs_count_and_balanced_keys(tmp_path):
     settings = with_checkpoint_buckets(_settings(tmp_path / "ck"))
     assert settings.stream.buckets == default
     keys = bucket_keys(settings.checkpoint_dir, default, 2)
-    assert json.loads((tmp_path / "ck" / MARKER).read_text()) == {"buckets": default,
-                                                                  "bucket_keys": keys}
+    assert json.loads((tmp_path / "ck" / MARKER).read_text()) == {"buckets": default, "bucket_keys": keys}
     assert [spark_partition(k, 2) for k in keys] == [b % 2 for b in range(default)]
     assert len(set(keys)) == default
     # the recorded keys stand, whatever the shuffle partitions of a later run
@@ -42,7 +48,7 @@ def test_a_checkpoint_from_before_the_marker_was_written_with_the_old_default(tm
     assert got.stream.buckets == LEGACY_DEFAULT_BUCKETS != Settings().stream.buckets
     # its state is keyed by bucket number
     assert bucket_keys(str(tmp_path), LEGACY_DEFAULT_BUCKETS, 2) == list(range(LEGACY_DEFAULT_BUCKETS))
-    assert not (tmp_path / MARKER).exists()   # nothing to record: both follow from its offsets
+    assert not (tmp_path / MARKER).exists()  # nothing to record: both follow from its offsets
 
 
 def test_a_set_count_is_kept_and_the_marker_is_not_rewritten(tmp_path):
@@ -55,7 +61,7 @@ def test_a_set_count_is_kept_and_the_marker_is_not_rewritten(tmp_path):
     (tmp_path / "offsets").mkdir()
     (tmp_path / "offsets" / "0").write_text("v1\n")
     assert with_checkpoint_buckets(_settings(tmp_path, buckets=8)).stream.buckets == 8
-    assert not (tmp_path / MARKER).exists()   # unknown what the old run used: nothing recorded
+    assert not (tmp_path / MARKER).exists()  # unknown what the old run used: nothing recorded
 
 
 def test_a_remote_checkpoint_is_left_to_the_settings(tmp_path):
@@ -74,9 +80,14 @@ def test_balanced_keys_put_the_same_number_of_buckets_in_each_partition(buckets,
 @pytest.mark.spark
 def test_the_partition_computed_here_is_the_one_spark_shuffles_a_key_to(spark):
     from pyspark.sql import functions as F
+
     for partitions in (2, 3, 5):
-        rows = (spark.range(300).select(F.col("id").cast("int").alias("k"))
-                .repartition(partitions, "k")
-                .select("k", F.spark_partition_id().alias("p")).collect())
+        rows = (
+            spark.range(300)
+            .select(F.col("id").cast("int").alias("k"))
+            .repartition(partitions, "k")
+            .select("k", F.spark_partition_id().alias("p"))
+            .collect()
+        )
         assert len(rows) == 300
         assert {r.k: r.p for r in rows} == {k: spark_partition(k, partitions) for k in range(300)}

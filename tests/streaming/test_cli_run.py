@@ -1,5 +1,6 @@
 """`replmon run`: over an input folder once (in-process, on the shared session), and the embedded
 default that simulates the `demo` cluster and monitors it (a subprocess, as a user runs it)."""
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ from tests.streaming.helpers import read_outputs
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
-START_MS = 1_767_225_600_000          # the simulator's default start: 00:00:00 on the timeline
+START_MS = 1_767_225_600_000  # the simulator's default start: 00:00:00 on the timeline
 # One timeline line: "00:00:29.975  FIRING   warning  ReplicaOutOfSync     sim/orders-0/2   reason"
 TIMELINE_LINE = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d{3})  (FIRING|RESOLVED) +\w+ +(\w+) +(\S+) ")
 
@@ -34,18 +35,29 @@ def timeline(stdout: str) -> list[tuple[int, str, str, str]]:
 
 
 def test_run_over_an_input_folder_once_writes_the_outputs_and_prints_the_timeline(
-        spark, tmp_path, capsys, monkeypatch):
-    from replmon.streaming import cli   # the `spark` session exists: the command's getOrCreate returns it
+    spark, tmp_path, capsys, monkeypatch
+):
+    from replmon.streaming import cli  # the `spark` session exists: the command's getOrCreate returns it
 
     assert simulate_cli.main(["--scenario", "paused_and_slow", "--out", str(tmp_path / "sim")]) == 0
     # print_timeline's default stream is the sys.stdout of the moment streaming.cli was imported;
     # point it at the stream capsys installed for this test.
     monkeypatch.setattr(cli.print_timeline, "__defaults__", (sys.stdout,))
     config = tmp_path / "replmon.toml"
-    config.write_text("[stream]\nbuckets = 4\n")       # 64 by default: slow for a tiny input
+    config.write_text("[stream]\nbuckets = 4\n")  # 64 by default: slow for a tiny input
     out_dir = tmp_path / "out"
-    rc = cli.main(["run", "--config", str(config), "--input", str(tmp_path / "sim" / "events"), "--once",
-                   "--output", str(out_dir)])
+    rc = cli.main(
+        [
+            "run",
+            "--config",
+            str(config),
+            "--input",
+            str(tmp_path / "sim" / "events"),
+            "--once",
+            "--output",
+            str(out_dir),
+        ]
+    )
     printed = capsys.readouterr().out
 
     assert rc == 0
@@ -57,9 +69,10 @@ def test_run_over_an_input_folder_once_writes_the_outputs_and_prints_the_timelin
     assert f"alerts {len(outputs['alerts'])}" in printed
     assert f"Alert timeline ({len(outputs['alerts'])} transitions)" in printed
     printed_rows = timeline(printed)
-    assert sorted(printed_rows) == sorted((a["ts"] - START_MS, a["status"].upper(), a["name"], a["subject"])
-                                          for a in outputs["alerts"])
-    assert [t for t, *_ in printed_rows] == sorted(t for t, *_ in printed_rows)   # in event-time order
+    assert sorted(printed_rows) == sorted(
+        (a["ts"] - START_MS, a["status"].upper(), a["name"], a["subject"]) for a in outputs["alerts"]
+    )
+    assert [t for t, *_ in printed_rows] == sorted(t for t, *_ in printed_rows)  # in event-time order
     assert ("FIRING", "ReplicaOutOfSync", "sim/orders-0/2") in {r[1:] for r in printed_rows}
     assert ("FIRING", "ReplicaOutOfSync", "sim/orders-1/3") in {r[1:] for r in printed_rows}
 
@@ -67,9 +80,15 @@ def test_run_over_an_input_folder_once_writes_the_outputs_and_prints_the_timelin
 def test_run_without_input_when_not_interactive_refuses_naming_the_settings(tmp_path):
     # A service whose settings went missing must not look healthy running the demo.
     env = {k: v for k, v in os.environ.items() if not k.startswith("REPLMON_")}
-    proc = subprocess.run([sys.executable, "-m", "replmon.streaming.cli", "run"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "replmon.streaming.cli", "run"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 2
     assert "no input configured" in proc.stderr
     assert "kafka.bootstrap_servers" in proc.stderr and "input_path" in proc.stderr
@@ -83,15 +102,24 @@ def test_embedded_default_simulates_the_demo_and_alerts_on_each_fault(tmp_path):
     # ./replmon-out kept under tmp_path.
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     env = {k: v for k, v in env.items() if not k.startswith("REPLMON_")}
-    proc = subprocess.run([sys.executable, "-m", "replmon.streaming.cli", "run", "--demo"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "replmon.streaming.cli", "run", "--demo"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "simulating scenario 'demo'" in proc.stdout
     # The quiet console (streaming/console.py): no py4j, Spark or JVM log lines unless --verbose.
     # The JVM's own "WARNING: Using incubator modules" cannot be configured away.
-    noise = [line for line in (proc.stdout + proc.stderr).splitlines()
-             if re.search(r"Received command|\b(INFO|WARN)\b|Setting default log level|NativeCodeLoader", line)]
+    noise = [
+        line
+        for line in (proc.stdout + proc.stderr).splitlines()
+        if re.search(r"Received command|\b(INFO|WARN)\b|Setting default log level|NativeCodeLoader", line)
+    ]
     assert noise == [], noise[:5]
     (sim_dir,) = [p for p in tmp_path.iterdir() if p.name.startswith("replmon-sim-")]
     truth = [json.loads(line) for line in (sim_dir / "truth.jsonl").read_text().splitlines()]
@@ -104,24 +132,43 @@ def test_embedded_default_simulates_the_demo_and_alerts_on_each_fault(tmp_path):
         return [f for f in fired if f[1] in names and f[2].startswith(subj_prefix) and start <= f[0] <= end]
 
     faults = {f["fault"]: f for f in truth if f["kind"] == "fault"}
-    assert set(faults) == {"paused_follower", "slow_follower", "bursty_producer", "bootstrap_replica",
-                           "broker_crash"}
+    assert set(faults) == {
+        "paused_follower",
+        "slow_follower",
+        "bursty_producer",
+        "bootstrap_replica",
+        "broker_crash",
+    }
     window = lambda f: (f["start_ms"] - START_MS, (f["end_ms"] or START_MS + 180_000) - START_MS)  # noqa: E731
     paused, slow, crash = faults["paused_follower"], faults["slow_follower"], faults["broker_crash"]
-    assert alerted({"ReplicaOutOfSync"}, f"sim/{paused['topic']}-{paused['partition']}/{paused['replica']}",
-                   *window(paused))
-    assert alerted({"IsrExitImminent", "ReplicaOutOfSync"},
-                   f"sim/{slow['topic']}-{slow['partition']}/{slow['replica']}", *window(slow))
+    assert alerted(
+        {"ReplicaOutOfSync"},
+        f"sim/{paused['topic']}-{paused['partition']}/{paused['replica']}",
+        *window(paused),
+    )
+    assert alerted(
+        {"IsrExitImminent", "ReplicaOutOfSync"},
+        f"sim/{slow['topic']}-{slow['partition']}/{slow['replica']}",
+        *window(slow),
+    )
     assert alerted({"UnderReplicated"}, "sim/", *window(crash))
-    assert [f for f in alerted({"ReplicaOutOfSync"}, "sim/", *window(crash))
-            if f[2].endswith(f"/{crash['broker']}")]
+    assert [
+        f
+        for f in alerted({"ReplicaOutOfSync"}, "sim/", *window(crash))
+        if f[2].endswith(f"/{crash['broker']}")
+    ]
     # The reassignment's new replica is catching up, not out of sync: no lag alert about it.
     boot = faults["bootstrap_replica"]
-    assert not alerted({"ReplicaOutOfSync", "IsrExitImminent"},
-                       f"sim/{boot['topic']}-{boot['partition']}/{boot['replica']}", 0, 180_000)
+    assert not alerted(
+        {"ReplicaOutOfSync", "IsrExitImminent"},
+        f"sim/{boot['topic']}-{boot['partition']}/{boot['replica']}",
+        0,
+        180_000,
+    )
     # Bursts far above 0.8's 4000 messages: nothing about the bursty partition while they go on
     # (it is led by the broker that crashes later, which then alerts like every other partition).
     bursty = faults["bursty_producer"]
     subj = f"sim/{bursty['topic']}-{bursty['partition']}"
-    assert not [f for f in fired if (f[2] == subj or f[2].startswith(subj + "/"))
-                and f[0] <= window(bursty)[1]]
+    assert not [
+        f for f in fired if (f[2] == subj or f[2].startswith(subj + "/")) and f[0] <= window(bursty)[1]
+    ]

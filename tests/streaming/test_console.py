@@ -1,4 +1,5 @@
 """The quiet console (streaming/console.py): which log lines reach the terminal."""
+
 from __future__ import annotations
 
 import io
@@ -12,8 +13,11 @@ from replmon.streaming import console
 @pytest.fixture
 def restore_logging():
     root = logging.getLogger()
-    before = (root.level, list(root.handlers),
-              {n: logging.getLogger(n).level for n in ("py4j", "py4j.clientserver", "pyspark", "kafka")})
+    before = (
+        root.level,
+        list(root.handlers),
+        {n: logging.getLogger(n).level for n in ("py4j", "py4j.clientserver", "pyspark", "kafka")},
+    )
     yield
     root.setLevel(before[0])
     root.handlers[:] = before[1]
@@ -30,14 +34,26 @@ def _emit_all() -> None:
     logging.getLogger("replmon.streaming.cli").warning("a replmon warning")
 
 
-@pytest.mark.parametrize("verbose, shown, hidden", [
-    # quiet: only what a user acts on; py4j's per-callback chatter is the line the issue quotes
-    (False, ["a replmon warning"],
-     ["Received command c", "py4j warning", "pyspark info", "batch 3"]),
-    # verbose: everything at INFO, with logger names to tell them apart
-    (True, ["Received command c", "py4j warning", "pyspark info", "batch 3", "a replmon warning",
-            "py4j.clientserver"], []),
-])
+@pytest.mark.parametrize(
+    "verbose, shown, hidden",
+    [
+        # quiet: only what a user acts on; py4j's per-callback chatter is the line the issue quotes
+        (False, ["a replmon warning"], ["Received command c", "py4j warning", "pyspark info", "batch 3"]),
+        # verbose: everything at INFO, with logger names to tell them apart
+        (
+            True,
+            [
+                "Received command c",
+                "py4j warning",
+                "pyspark info",
+                "batch 3",
+                "a replmon warning",
+                "py4j.clientserver",
+            ],
+            [],
+        ),
+    ],
+)
 def test_setup_logging_shows_and_hides(restore_logging, verbose, shown, hidden):
     out = io.StringIO()
     console.setup_logging(verbose, stream=out)
@@ -61,7 +77,7 @@ def test_the_jvm_is_quiet_unless_verbose(restore_logging):
     console.setup_logging(False, stream=io.StringIO())
     option = console.spark_java_options()
     assert option.startswith("-Dlog4j.configurationFile=file:")
-    path = option.split("=", 1)[1][len("file://"):]
+    path = option.split("=", 1)[1][len("file://") :]
     assert "logger.apache.level = error" in open(path).read()
     assert console.spark_log_level() == "ERROR"
     console.setup_logging(True, stream=io.StringIO())

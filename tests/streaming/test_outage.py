@@ -5,6 +5,7 @@ replay, and every alert transition ends up in Redis exactly once, with the query
 A subprocess, as a deployment runs it (its own JVM), over a simulated cluster split into files
 that are read one per micro-batch, so that batches keep coming while Redis is away.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,7 @@ from tests.streaming.helpers import read_outputs
 
 pytestmark = pytest.mark.spark
 
-OUTAGE_S = 20          # longer than stalled_after_s below: MonitorLagging must fire, then resolve
+OUTAGE_S = 20  # longer than stalled_after_s below: MonitorLagging must fire, then resolve
 FILES = 5
 
 
@@ -47,9 +48,24 @@ class PersistentRedis:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.folder)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                REDIS_SERVER,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--dir",
+                str(self.folder),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_for(self._ping, 15, "redis-server to answer PING")
 
     def _ping(self) -> bool:
@@ -60,7 +76,7 @@ class PersistentRedis:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()              # SIGTERM: redis flushes the AOF and exits
+            self.proc.terminate()  # SIGTERM: redis flushes the AOF and exits
             try:
                 self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -86,13 +102,15 @@ def split_into_files(events_file: Path, folder: Path, n: int) -> None:
     size = -(-len(lines) // n)
     for i in range(n):
         f = folder / f"part-{i:05d}.jsonl"
-        f.write_text("\n".join(lines[i * size:(i + 1) * size]) + "\n")
+        f.write_text("\n".join(lines[i * size : (i + 1) * size]) + "\n")
         os.utime(f, (1_700_000_000 + i, 1_700_000_000 + i))
 
 
 def transitions_in_redis(client: redis.Redis, keys: Keys) -> Counter:
-    return Counter((f[b"alert_id"].decode(), f[b"status"].decode(), f[b"name"].decode())
-                   for _, f in client.xrange(keys.alerts_stream()))
+    return Counter(
+        (f[b"alert_id"].decode(), f[b"status"].decode(), f[b"name"].decode())
+        for _, f in client.xrange(keys.alerts_stream())
+    )
 
 
 def test_a_redis_outage_loses_and_duplicates_no_alert_and_the_query_keeps_running(tmp_path):
@@ -103,28 +121,55 @@ def test_a_redis_outage_loses_and_duplicates_no_alert_and_the_query_keeps_runnin
     keys, client = Keys("replmon"), server.client()
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if not k.startswith("REPLMON_")}
-    env.update(REPLMON_STREAM__BUCKETS="4", REPLMON_SPARK__MAX_FILES_PER_TRIGGER="1",
-               REPLMON_SPARK__TRIGGER_INTERVAL="2 seconds", REPLMON_REDIS__RETRIES="1",
-               REPLMON_SUPERVISE__HEARTBEAT_INTERVAL_S="1",
-               REPLMON_SUPERVISE__RESTART_BACKOFF_INITIAL_S="1",
-               REPLMON_SUPERVISE__RESTART_BACKOFF_MAX_S="4",
-               REPLMON_SUPERVISE__STALLED_AFTER_S="15",
-               REPLMON_SUPERVISE__MAX_EVENT_LAG_S="0")      # a replay of old events: no lag check
+    env.update(
+        REPLMON_STREAM__BUCKETS="4",
+        REPLMON_SPARK__MAX_FILES_PER_TRIGGER="1",
+        REPLMON_SPARK__TRIGGER_INTERVAL="2 seconds",
+        REPLMON_REDIS__RETRIES="1",
+        REPLMON_SUPERVISE__HEARTBEAT_INTERVAL_S="1",
+        REPLMON_SUPERVISE__RESTART_BACKOFF_INITIAL_S="1",
+        REPLMON_SUPERVISE__RESTART_BACKOFF_MAX_S="4",
+        REPLMON_SUPERVISE__STALLED_AFTER_S="15",
+        REPLMON_SUPERVISE__MAX_EVENT_LAG_S="0",
+    )  # a replay of old events: no lag check
     log_path = tmp_path / "replmon.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "replmon.streaming.cli", "run", "--input", str(tmp_path / "events"),
-             "--output", str(out), "--redis-url", server.url, "--quiet", "--verbose"],
-            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "replmon.streaming.cli",
+                "run",
+                "--input",
+                str(tmp_path / "events"),
+                "--output",
+                str(out),
+                "--redis-url",
+                server.url,
+                "--quiet",
+                "--verbose",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     try:
         # Redis goes away once the first batches are in it, while files are still to be read.
-        wait_for(lambda: client.scard(keys.clusters()) > 0 or proc.poll() is not None, 240,
-                 "the first batch in Redis")
+        wait_for(
+            lambda: client.scard(keys.clusters()) > 0 or proc.poll() is not None,
+            240,
+            "the first batch in Redis",
+        )
         assert proc.poll() is None, log_path.read_text()[-3000:]
         server.stop()
         outage_started = time.monotonic()
-        wait_for(lambda: "from its checkpoint in" in log_path.read_text(), 120,
-                 "the query to fail and a restart to be scheduled")
+        wait_for(
+            lambda: "from its checkpoint in" in log_path.read_text(),
+            120,
+            "the query to fail and a restart to be scheduled",
+        )
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - outage_started)))
         server.start()
         client = server.client()
@@ -133,14 +178,19 @@ def test_a_redis_outage_loses_and_duplicates_no_alert_and_the_query_keeps_runnin
             hb = {k.decode(): v.decode() for k, v in client.hgetall(keys.heartbeat("replmon")).items()}
             text = log_path.read_text()
             # Files are read one per trigger: a trigger that reads nothing comes after the last.
-            return (hb.get("running") == "1" and int(hb.get("restarts") or 0) >= 1
-                    and hb.get("last_input_rows") == "0" and "MonitorLagging resolved" in text
-                    and hb)
+            return (
+                hb.get("running") == "1"
+                and int(hb.get("restarts") or 0) >= 1
+                and hb.get("last_input_rows") == "0"
+                and "MonitorLagging resolved" in text
+                and hb
+            )
 
-        heartbeat = wait_for(caught_up, 240, "all files read after the outage and the monitor "
-                             "keeping up again")
-        (tmp_path.parent / "outage-last.log").write_text(log_path.read_text())   # for a reader
-        time.sleep(3)   # a few more idle triggers: nothing may be written twice by them either
+        heartbeat = wait_for(
+            caught_up, 240, "all files read after the outage and the monitor keeping up again"
+        )
+        (tmp_path.parent / "outage-last.log").write_text(log_path.read_text())  # for a reader
+        time.sleep(3)  # a few more idle triggers: nothing may be written twice by them either
         assert proc.poll() is None, "the process outlived the outage"
         log_text = log_path.read_text()
         restarts = int(heartbeat["restarts"])
@@ -149,10 +199,12 @@ def test_a_redis_outage_loses_and_duplicates_no_alert_and_the_query_keeps_runnin
 
         in_redis = transitions_in_redis(client, keys)
         files = read_outputs(out)["alerts"]
-        query_alerts = Counter((a["alert_id"], a["status"], a["name"]) for a in files
-                               if a["name"] != "MonitorLagging")
-        lagging = Counter((a["alert_id"], a["status"], a["name"]) for a in files
-                          if a["name"] == "MonitorLagging")
+        query_alerts = Counter(
+            (a["alert_id"], a["status"], a["name"]) for a in files if a["name"] != "MonitorLagging"
+        )
+        lagging = Counter(
+            (a["alert_id"], a["status"], a["name"]) for a in files if a["name"] == "MonitorLagging"
+        )
         assert query_alerts and max(query_alerts.values()) == 1
         assert any(name == "ReplicaOutOfSync" for _, _, name in query_alerts)
         # Every transition the query made, once, and nothing else, plus MonitorLagging's pair.
@@ -161,10 +213,12 @@ def test_a_redis_outage_loses_and_duplicates_no_alert_and_the_query_keeps_runnin
         # resolved each time: every episode a firing and a resolve.
         assert lagging and max(lagging.values()) == 1
         assert sorted(aid for aid, s, _ in lagging if s == "firing") == sorted(
-            aid for aid, s, _ in lagging if s == "resolved")
+            aid for aid, s, _ in lagging if s == "resolved"
+        )
         firing = {k.decode() for k in client.hkeys(keys.alerts_firing())}
         assert firing == {aid for aid, s, _ in query_alerts if s == "firing"} - {
-            aid for aid, s, _ in query_alerts if s == "resolved"}
+            aid for aid, s, _ in query_alerts if s == "resolved"
+        }
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

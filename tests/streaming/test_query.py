@@ -1,4 +1,5 @@
 """The real streaming query (Spark local mode) over JSON-lines input."""
+
 from __future__ import annotations
 
 import json
@@ -18,20 +19,52 @@ def scenario(stop_ms=5000, end_ms=40_000):
     fetching at +stop_ms. orders-1: healthy throughout. Heartbeats every second."""
     ev = []
     for p in (0, 1):
-        ev.append(dict(type="metadata", ts=T0, cluster="c1", topic="orders", partition=p,
-                       leader=1, leader_epoch=3, replicas=[1, 2, 3], isr=[1, 2, 3],
-                       leader_leo=0, hw=0, replica_lag_time_max_ms=L))
+        ev.append(
+            dict(
+                type="metadata",
+                ts=T0,
+                cluster="c1",
+                topic="orders",
+                partition=p,
+                leader=1,
+                leader_epoch=3,
+                replicas=[1, 2, 3],
+                isr=[1, 2, 3],
+                leader_leo=0,
+                hw=0,
+                replica_lag_time_max_ms=L,
+            )
+        )
     leo = 0
     for t in range(T0 + 100, T0 + end_ms, 100):
         leo += 10
         for p in (0, 1):
-            ev.append(dict(type="append", ts=t, cluster="c1", topic="orders", partition=p,
-                           leader_leo=leo))
-            ev.append(dict(type="fetch", ts=t + 1, cluster="c1", topic="orders", partition=p,
-                           replica=2, fetch_offset=leo, leader_leo=leo))
+            ev.append(dict(type="append", ts=t, cluster="c1", topic="orders", partition=p, leader_leo=leo))
+            ev.append(
+                dict(
+                    type="fetch",
+                    ts=t + 1,
+                    cluster="c1",
+                    topic="orders",
+                    partition=p,
+                    replica=2,
+                    fetch_offset=leo,
+                    leader_leo=leo,
+                )
+            )
             if p == 1 or t < T0 + stop_ms:
-                ev.append(dict(type="fetch", ts=t + 2, cluster="c1", topic="orders",
-                               partition=p, replica=3, fetch_offset=leo, leader_leo=leo))
+                ev.append(
+                    dict(
+                        type="fetch",
+                        ts=t + 2,
+                        cluster="c1",
+                        topic="orders",
+                        partition=p,
+                        replica=3,
+                        fetch_offset=leo,
+                        leader_leo=leo,
+                    )
+                )
         if (t - T0) % 1000 == 0:
             ev.append(dict(type="heartbeat", ts=t, cluster="c1"))
     return ev
@@ -39,12 +72,19 @@ def scenario(stop_ms=5000, end_ms=40_000):
 
 BAD = [
     ("not json at all", "not a JSON object"),
-    ('{"type":"fetch","ts":1,"cluster":"c1","topic":"t","partition":0,"replica":2,"leader_leo":5}',
-     "missing field for fetch: fetch_offset"),
-    ('{"type":"fetch","ts":1,"cluster":"c1","topic":"t","partition":0,"replica":2,'
-     '"fetch_offset":"abc","leader_leo":5}', "mistyped field: fetch_offset is not an integer"),
-    ('{"type":"append","ts":1,"cluster":"c1","topic":"t","partition":-4,"leader_leo":5}',
-     "negative partition"),
+    (
+        '{"type":"fetch","ts":1,"cluster":"c1","topic":"t","partition":0,"replica":2,"leader_leo":5}',
+        "missing field for fetch: fetch_offset",
+    ),
+    (
+        '{"type":"fetch","ts":1,"cluster":"c1","topic":"t","partition":0,"replica":2,'
+        '"fetch_offset":"abc","leader_leo":5}',
+        "mistyped field: fetch_offset is not an integer",
+    ),
+    (
+        '{"type":"append","ts":1,"cluster":"c1","topic":"t","partition":-4,"leader_leo":5}',
+        "negative partition",
+    ),
     ('{"type":"teleport","ts":1,"cluster":"c1"}', "unknown type: teleport"),
     ('{"type":"heartbeat","ts":99999999999999,"cluster":"c1"}', "ahead of the wall clock"),
     ('{"type":"broker","ts":1,"cluster":"c1","broker":3,"state":"sleepy"}', "unknown broker state"),
@@ -81,13 +121,13 @@ def test_same_input_same_outputs_and_alert_ids(spark, tmp_path):
 
 def test_records_split_across_files_and_batches_give_the_same_alerts(spark, tmp_path):
     events = scenario(end_ms=25_000)
-    whole = run_once(spark, write_events(tmp_path / "a", events), tmp_path / "o1",
-                     stream={"buckets": 4})
+    whole = run_once(spark, write_events(tmp_path / "a", events), tmp_path / "o1", stream={"buckets": 4})
     folder = tmp_path / "b"
     half = len(events) // 2
     write_events(folder, events[:half], name="part-00000.jsonl")
     write_events(folder, events[half:], name="part-00001.jsonl")
-    split = run_once(spark, folder, tmp_path / "o2", stream={"buckets": 4},
-                     spark={"max_files_per_trigger": 1})
+    split = run_once(
+        spark, folder, tmp_path / "o2", stream={"buckets": 4}, spark={"max_files_per_trigger": 1}
+    )
     key = lambda a: (a["alert_id"], a["status"], a["ts"])  # noqa: E731
     assert sorted(map(key, whole["alerts"])) == sorted(map(key, split["alerts"]))

@@ -2,6 +2,7 @@
 the live run's ids; an episode that began before the window is already firing, not new; what-if
 variants in one pass (KIP-16: Kafka 0.8's message-count rule shrinks the ISR on bursts, the
 time-only rule does not); the report renders in headless Chromium; `--input FILE`."""
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ from tests.streaming.helpers import await_end, read_outputs
 
 pytestmark = pytest.mark.spark
 
-START_MS = 1_767_225_600_000          # the simulator's default start, 2026-01-01T00:00:00Z
+START_MS = 1_767_225_600_000  # the simulator's default start, 2026-01-01T00:00:00Z
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -30,7 +31,7 @@ def _jsonl(path: Path) -> list[dict]:
 @pytest.fixture
 def config(tmp_path) -> Path:
     path = tmp_path / "replmon.toml"
-    path.write_text("[stream]\nbuckets = 2\n")       # 64 by default: slow for a tiny input
+    path.write_text("[stream]\nbuckets = 2\n")  # 64 by default: slow for a tiny input
     return path
 
 
@@ -38,18 +39,36 @@ def test_a_window_replay_gives_the_live_transitions_and_ids(spark, tmp_path, con
     from replmon.streaming import cli
 
     assert simulate_cli.main(["--scenario", "paused_and_slow", "--out", str(tmp_path / "sim")]) == 0
-    (events_file,) = sorted((tmp_path / "sim" / "events").glob("*.jsonl"))   # one FILE, not a folder
+    (events_file,) = sorted((tmp_path / "sim" / "events").glob("*.jsonl"))  # one FILE, not a folder
     # The live query over the whole input, from the single file (a streaming file source used
     # to fail on a file: "Option 'basePath' must be a directory").
     settings = Settings(stream={"buckets": 2}, output_dir=str(tmp_path / "live"))
-    query = start_query(spark, file_source(spark, str(events_file)), settings,
-                        OutputRouter(settings.output_dir, None), once=True,
-                        name=f"replay_live_{uuid.uuid4().hex[:8]}")
+    query = start_query(
+        spark,
+        file_source(spark, str(events_file)),
+        settings,
+        OutputRouter(settings.output_dir, None),
+        once=True,
+        name=f"replay_live_{uuid.uuid4().hex[:8]}",
+    )
     await_end(query, 300)
     live = read_outputs(tmp_path / "live")["alerts"]
     t1, t2 = START_MS + 30_000, START_MS + 90_000
-    rc = cli.main(["replay", "--config", str(config), "--input", str(events_file),
-                   "--from", "2026-01-01T00:00:30Z", "--to", str(t2), "--output", str(tmp_path / "replay")])
+    rc = cli.main(
+        [
+            "replay",
+            "--config",
+            str(config),
+            "--input",
+            str(events_file),
+            "--from",
+            "2026-01-01T00:00:30Z",
+            "--to",
+            str(t2),
+            "--output",
+            str(tmp_path / "replay"),
+        ]
+    )
     printed = capsys.readouterr().out
     assert rc == 0
     replayed = _jsonl(tmp_path / "replay" / "alerts.jsonl")
@@ -61,8 +80,9 @@ def test_a_window_replay_gives_the_live_transitions_and_ids(spark, tmp_path, con
     assert sorted(key(r) for r in replayed) == expected
     # Episodes open at T1 in the live run are reported as already firing, with their live ids,
     # and never as a new firing inside the window.
-    open_live = {r["alert_id"] for r in live if r["status"] == "firing" and r["ts"] < t1} - \
-        {r["alert_id"] for r in live if r["status"] == "resolved" and r["ts"] < t1}
+    open_live = {r["alert_id"] for r in live if r["status"] == "firing" and r["ts"] < t1} - {
+        r["alert_id"] for r in live if r["status"] == "resolved" and r["ts"] < t1
+    }
     assert open_live, "the window must start inside an episode"
     assert {r["alert_id"] for r in firing_at_start} == open_live
     assert not {r["alert_id"] for r in replayed if r["status"] == "firing"} & open_live
@@ -74,10 +94,25 @@ def test_what_if_v0_8_on_bursts_and_the_report_in_a_browser(spark, tmp_path, con
 
     assert simulate_cli.main(["--scenario", "bursty", "--out", str(tmp_path / "sim")]) == 0
     report = tmp_path / "report"
-    rc = cli.main(["replay", "--config", str(config), "--input", str(tmp_path / "sim" / "events"),
-                   "--last", "60s", "--what-if", "rules.rule_set=v0_8",
-                   "--what-if", "rules.replica_lag_time_max_ms=30000",
-                   "--output", str(tmp_path / "replay"), "--report", str(report)])
+    rc = cli.main(
+        [
+            "replay",
+            "--config",
+            str(config),
+            "--input",
+            str(tmp_path / "sim" / "events"),
+            "--last",
+            "60s",
+            "--what-if",
+            "rules.rule_set=v0_8",
+            "--what-if",
+            "rules.replica_lag_time_max_ms=30000",
+            "--output",
+            str(tmp_path / "replay"),
+            "--report",
+            str(report),
+        ]
+    )
     printed = capsys.readouterr().out
     assert rc == 0
     actual = _jsonl(tmp_path / "replay" / "alerts.jsonl")
@@ -88,19 +123,28 @@ def test_what_if_v0_8_on_bursts_and_the_report_in_a_browser(spark, tmp_path, con
     assert not [r for r in actual if r["name"] == "ReplicaOutOfSync"]
     out_of_sync = {r["subject"] for r in v08 if r["name"] == "ReplicaOutOfSync" and r["status"] == "firing"}
     assert {s.rsplit("/", 1)[0] for s in out_of_sync} == {"sim/clicks-0", "sim/clicks-1"}, out_of_sync
-    assert longer == actual           # a longer limit changes nothing when nothing lags in time
+    assert longer == actual  # a longer limit changes nothing when nothing lags in time
     assert "only with the variant: ReplicaOutOfSync sim/clicks-" in printed
-    table = {line.split()[0]: line.split()[1:] for line in printed.splitlines()
-             if line.startswith(("actual ", "rules.rule_set=v0_8 "))}
-    assert table["actual"][1] == "0" and int(table["rules.rule_set=v0_8"][1]) > 0   # ISR shrinks
+    table = {
+        line.split()[0]: line.split()[1:]
+        for line in printed.splitlines()
+        if line.startswith(("actual ", "rules.rule_set=v0_8 "))
+    }
+    assert table["actual"][1] == "0" and int(table["rules.rule_set=v0_8"][1]) > 0  # ISR shrinks
 
     page = report / "index.html"
     text = page.read_text()
-    pngs = ("alerts.png", "replica_lag.png", "isr.png", "hw.png", "variants.png",
-            "alerts-what-if-1.png")      # v0_8's alerts differ from the actual ones: own timeline
+    pngs = (
+        "alerts.png",
+        "replica_lag.png",
+        "isr.png",
+        "hw.png",
+        "variants.png",
+        "alerts-what-if-1.png",
+    )  # v0_8's alerts differ from the actual ones: own timeline
     for png in pngs:
         assert (report / png).stat().st_size > 5_000, png
-    assert not (report / "alerts-what-if-2.png").exists()   # same alerts as actual: no own timeline
+    assert not (report / "alerts-what-if-2.png").exists()  # same alerts as actual: no own timeline
     assert "http://" not in text.replace("http://www.w3.org", "") and "https://" not in text  # offline
     assert text.count("data:image/png;base64,") == len(pngs)
     shot = screenshot(page, tmp_path / "screenshot.png")

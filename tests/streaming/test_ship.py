@@ -1,4 +1,5 @@
 """The code zip executors import replmon from (streaming/ship.py)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -20,10 +21,17 @@ def test_the_zip_holds_every_package_and_imports_without_an_installed_replmon(tm
     # An isolated interpreter (no site-packages, so no installed or editable replmon) imports
     # replmon from the zip alone.
     proc = subprocess.run(
-        [sys.executable, "-I", "-c",
-         f"import sys; sys.path.insert(0, {str(path)!r}); import replmon.state.alerts as a; "
-         "print(a.__file__); print(a.alert_id('X', 'c', 1))"],
-        capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(path)!r}); import replmon.state.alerts as a; "
+            "print(a.__file__); print(a.alert_id('X', 'c', 1))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     where, aid = proc.stdout.split()
     assert where.startswith(str(path)) and len(aid) == 20

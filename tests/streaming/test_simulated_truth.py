@@ -7,6 +7,7 @@ to the engine and the records back), and so meet the truth as tests/state/test_m
 explains: out of sync at the same ms, shrinks within L/2 (the isr-expiration phase differs),
 controller changes and rejoins at the same ms, every fault visible.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,14 @@ import pytest
 from replmon.state.root_cause import merge_root_alerts
 from replmon.streaming.simulator import cli as simulate_cli
 from replmon.streaming.simulator import scenarios
-from tests.state.test_monitor_vs_truth import (check_alert_lifecycle, check_faults_visible, check_final_state,
-                                               check_isr_changes, check_out_of_sync_episodes, run_monitor)
+from tests.state.test_monitor_vs_truth import (
+    check_alert_lifecycle,
+    check_faults_visible,
+    check_final_state,
+    check_isr_changes,
+    check_out_of_sync_episodes,
+    run_monitor,
+)
 from tests.streaming.helpers import run_once
 
 pytestmark = pytest.mark.spark

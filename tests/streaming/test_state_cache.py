@@ -1,5 +1,6 @@
 """The stateful adapter keeps the bucket it last wrote, and uses it only for the very blob it
 wrote (no Spark: a stand-in for GroupState with the calls the adapter makes)."""
+
 from __future__ import annotations
 
 import gc
@@ -36,7 +37,7 @@ def test_the_bucket_written_last_is_reused_for_its_own_blob_only():
     first.global_ms = 42
     stateful.save_bucket(state, first, CFG)
     written = state.blob
-    assert stateful.load_bucket(state, CFG, 3, 8) is first          # the blob it wrote: reused
+    assert stateful.load_bucket(state, CFG, 3, 8) is first  # the blob it wrote: reused
     stateful.save_bucket(state, first, CFG)
     # Another blob for the same bucket (a replayed batch hands in the previous version): decoded.
     older = FakeState(written)
@@ -49,7 +50,7 @@ def test_a_call_that_fails_after_loading_leaves_nothing_to_reuse():
     bucket = stateful.load_bucket(state, CFG, 5, 8)
     stateful.save_bucket(state, bucket, CFG)
     loaded = stateful.load_bucket(state, CFG, 5, 8)
-    loaded.global_ms = 99           # changed, then the call fails before save_bucket
+    loaded.global_ms = 99  # changed, then the call fails before save_bucket
     retried = stateful.load_bucket(state, CFG, 5, 8)
     assert retried is not loaded and retried.global_ms == 0
 
@@ -113,7 +114,7 @@ def test_a_call_leaves_the_collector_as_it_found_it_and_its_objects_frozen():
             assert gc.isenabled() is enabled
         finally:
             gc.enable()
-    assert gc.get_freeze_count() > frozen    # what the calls kept is left out of collections
+    assert gc.get_freeze_count() > frozen  # what the calls kept is left out of collections
 
 
 class _Node:
@@ -125,17 +126,18 @@ def test_cyclic_garbage_frozen_while_alive_is_reclaimed_once_the_frozen_objects_
     # left out of every collection until the frozen objects have grown by the set factor, then
     # reclaimed by one full pass.
     import weakref
+
     monkeypatch.setattr(stateful, "FULL_COLLECTION_MIN_OBJECTS", 0)
-    monkeypatch.setattr(stateful, "_frozen_after_full", 10 ** 12)   # as if just collected
+    monkeypatch.setattr(stateful, "_frozen_after_full", 10**12)  # as if just collected
     a, b = _Node(), _Node()
     a.other, b.other = b, a
     gone = weakref.ref(a)
     gc.freeze()
     del a, b
     gc.collect()
-    assert gone() is not None                 # frozen: the collector does not see it
+    assert gone() is not None  # frozen: the collector does not see it
     assert stateful.full_collection_if_grown() is False
-    monkeypatch.setattr(stateful, "_frozen_after_full", 0)           # grown since the last pass
+    monkeypatch.setattr(stateful, "_frozen_after_full", 0)  # grown since the last pass
     assert stateful.full_collection_if_grown() is True
     assert gone() is None
     # The baseline is the freeze count right after that pass (frozen objects freed since then,

@@ -1,5 +1,6 @@
 """The supervisor's restart policy, with scripted stand-ins for a StreamingQuery (the real query
 restarted through a Redis outage: tests/integration/test_outage.py)."""
+
 from __future__ import annotations
 
 import threading
@@ -42,27 +43,39 @@ def starter(queries):
         q = queries[len(started)]
         started.append(q)
         return q
+
     return start, started
 
 
-@pytest.mark.parametrize("n, expected, why", [
-    (1, 1.0, "the first restart waits the initial backoff"),
-    (2, 2.0, "doubles"),
-    (4, 8.0, "keeps doubling"),
-    (10, 60.0, "capped at the maximum"),
-])
+@pytest.mark.parametrize(
+    "n, expected, why",
+    [
+        (1, 1.0, "the first restart waits the initial backoff"),
+        (2, 2.0, "doubles"),
+        (4, 8.0, "keeps doubling"),
+        (10, 60.0, "capped at the maximum"),
+    ],
+)
 def test_restart_delay(n, expected, why):
     assert restart_delay_s(n, Supervise()) == expected, why
 
 
 def test_a_failed_query_is_restarted_until_it_ends_and_each_restart_is_counted():
-    queries = [ScriptedQuery(2, "SinkUnavailable: batch 3: Redis unreachable"),
-               ScriptedQuery(0, "SinkUnavailable: batch 3: Redis unreachable"),
-               ScriptedQuery(3, None)]
+    queries = [
+        ScriptedQuery(2, "SinkUnavailable: batch 3: Redis unreachable"),
+        ScriptedQuery(0, "SinkUnavailable: batch 3: Redis unreachable"),
+        ScriptedQuery(3, None),
+    ]
     start, started = starter(queries)
     beats = []
-    sup = Supervisor(start, Supervise(**FAST), name="q", once=True, stop=threading.Event(),
-                     outlets=Outlets(heartbeat=beats.append))
+    sup = Supervisor(
+        start,
+        Supervise(**FAST),
+        name="q",
+        once=True,
+        stop=threading.Event(),
+        outlets=Outlets(heartbeat=beats.append),
+    )
     assert sup.run() == 0
     assert started == queries
     assert sup.report.restarts == 2
@@ -73,27 +86,30 @@ def test_a_failed_query_is_restarted_until_it_ends_and_each_restart_is_counted()
 def test_gives_up_after_max_restarts_without_progress():
     queries = [ScriptedQuery(0, "SinkAuthError: refused") for _ in range(4)]
     start, started = starter(queries)
-    sup = Supervisor(start, Supervise(max_restarts=2, **FAST), name="q", once=False,
-                     stop=threading.Event())
+    sup = Supervisor(start, Supervise(max_restarts=2, **FAST), name="q", once=False, stop=threading.Event())
     assert sup.run() == 1
     assert len(started) == 3, "the first start and two restarts"
 
 
 def test_progress_between_failures_resets_the_count_in_a_row():
     # Each query completes a batch before failing: never `max_restarts` failures in a row.
-    queries = [ScriptedQuery(0, "boom", progress={"batchId": i}) for i in range(4)] + [
-        ScriptedQuery(0, None)]
+    queries = [ScriptedQuery(0, "boom", progress={"batchId": i}) for i in range(4)] + [ScriptedQuery(0, None)]
     start, _ = starter(queries)
-    sup = Supervisor(start, Supervise(max_restarts=1, **FAST), name="q", once=True,
-                     stop=threading.Event())
+    sup = Supervisor(start, Supervise(max_restarts=1, **FAST), name="q", once=True, stop=threading.Event())
     assert sup.run() == 0 and sup.report.restarts == 4
 
 
 def test_a_stop_request_stops_the_running_query():
     stop = threading.Event()
     query = ScriptedQuery(10**9, None)
-    sup = Supervisor(lambda: query, Supervise(**FAST), name="q", once=False, stop=stop,
-                     outlets=Outlets(heartbeat=lambda hb: stop.set()))
+    sup = Supervisor(
+        lambda: query,
+        Supervise(**FAST),
+        name="q",
+        once=False,
+        stop=stop,
+        outlets=Outlets(heartbeat=lambda hb: stop.set()),
+    )
     assert sup.run() == 0
     assert query.stopped
 
@@ -104,14 +120,20 @@ def test_a_stalled_query_fires_monitor_lagging_and_an_undeliverable_alert_is_kep
     def alert(record):
         attempts.append(record)
         if len(attempts) == 1:
-            raise ConnectionError("Redis down")      # the first delivery fails...
-        delivered.append(record)                     # ...and is tried again on the next beat
+            raise ConnectionError("Redis down")  # the first delivery fails...
+        delivered.append(record)  # ...and is tried again on the next beat
 
     ticks = iter(range(10**6))
-    query = ScriptedQuery(30, None)    # running, but never reports a batch
-    sup = Supervisor(lambda: query, Supervise(stalled_after_s=5, **FAST), name="q",
-                     once=False, stop=threading.Event(), outlets=Outlets(alert=alert),
-                     clock=lambda: float(next(ticks)))       # one second per look at the clock
+    query = ScriptedQuery(30, None)  # running, but never reports a batch
+    sup = Supervisor(
+        lambda: query,
+        Supervise(stalled_after_s=5, **FAST),
+        name="q",
+        once=False,
+        stop=threading.Event(),
+        outlets=Outlets(alert=alert),
+        clock=lambda: float(next(ticks)),
+    )  # one second per look at the clock
     assert sup.run() == 0
     assert [a["status"] for a in sup.report.alerts] == ["firing"]
     assert [a["name"] for a in delivered] == ["MonitorLagging"]
@@ -122,7 +144,6 @@ def test_a_failure_no_restart_can_mend_ends_the_run_with_its_reason():
     queries = [ScriptedQuery(0, "StateFormatError: checkpoint made with 64 buckets")]
     start, started = starter(queries)
     fatal = lambda exc: "refused" if "StateFormatError" in str(exc) else None  # noqa: E731
-    sup = Supervisor(start, Supervise(**FAST), name="q", once=True, stop=threading.Event(),
-                     fatal=fatal)
+    sup = Supervisor(start, Supervise(**FAST), name="q", once=True, stop=threading.Event(), fatal=fatal)
     assert sup.run() == 2
     assert len(started) == 1 and sup.report.fatal == "refused" and sup.report.restarts == 0
