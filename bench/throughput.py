@@ -225,8 +225,8 @@ def _read_only(key, frames, state):
 def one_run(spark, work: Path, args, n: int) -> dict:
     from pyspark.sql import functions as F
 
-    from replmon.streaming.parse import contract_reason, parse_events
     from replmon.streaming.checkpoint import balanced_keys
+    from replmon.streaming.parse import contract_reason, parse_events
     from replmon.streaming.query import monitor_outputs
     from replmon.streaming.settings import Settings
     from replmon.streaming.sources import file_source

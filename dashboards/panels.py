@@ -171,7 +171,7 @@ def _table(title: str, description: str, targets: list[dict], transformations: l
 def _hide(*names: str) -> dict:
     return {
         "id": "organize",
-        "options": {"excludeByName": {n: True for n in names}, "renameByName": {}, "indexByName": {}},
+        "options": {"excludeByName": dict.fromkeys(names, True), "renameByName": {}, "indexByName": {}},
     }
 
 

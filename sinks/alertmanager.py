@@ -20,8 +20,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from datetime import datetime, timezone
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveFloat, field_validator
 
@@ -62,7 +62,7 @@ class AlertmanagerSettings(BaseModel):
 
 
 def rfc3339(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
 
 
 def to_postable(alert: Mapping, generator_url: str = "") -> dict:

@@ -14,10 +14,11 @@ import argparse
 import json
 import logging
 import sys
-from importlib import resources
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import niquests
@@ -64,7 +65,7 @@ class GrafanaSettings(BaseSettings):
     redis_tls_skip_verify: bool = False
 
     @model_validator(mode="after")
-    def _one_way_to_authenticate(self) -> "GrafanaSettings":
+    def _one_way_to_authenticate(self) -> GrafanaSettings:
         basic = self.username is not None or self.password is not None
         if self.token is not None and basic:
             raise ValueError("set REPLMON_GRAFANA_TOKEN or USERNAME/PASSWORD, not both")

@@ -14,7 +14,8 @@ GrafanaAuthError (401/403: stop, a person must fix the token), AnnotationRefused
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlencode
 
 import niquests

@@ -22,8 +22,8 @@ import logging
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import redis
 from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, SecretStr, field_validator

@@ -14,8 +14,9 @@ function here accepts strings and numbers alike. See docs/grafana.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from replmon.sinks.keys import part
 

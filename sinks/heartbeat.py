@@ -8,7 +8,7 @@ looks fresh to a reader who only checks that the key exists.
 from __future__ import annotations
 
 import logging
-from typing import Mapping
+from collections.abc import Mapping
 
 import redis
 

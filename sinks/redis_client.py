@@ -50,7 +50,7 @@ class RedisConnectionSettings(BaseModel):
         return url
 
     @model_validator(mode="after")
-    def _tls_options_need_rediss(self) -> "RedisConnectionSettings":
+    def _tls_options_need_rediss(self) -> RedisConnectionSettings:
         tls = [n for n in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile") if getattr(self, n)]
         if tls and urlsplit(self.url).scheme != "rediss":
             raise ValueError(f"{', '.join(tls)} set but url is not rediss://")

@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from replmon.sinks.errors import SinkWriteError
 from replmon.sinks.keys import Keys, part, partition_member, replica_member

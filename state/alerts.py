@@ -69,7 +69,7 @@ class AlertBook:
         ]
 
     @classmethod
-    def from_rows(cls, rows) -> "AlertBook":
+    def from_rows(cls, rows) -> AlertBook:
         """The book `to_rows` describes."""
         book = cls()
         for name, subject, aid, started_ms, *rest in rows:

@@ -318,7 +318,7 @@ def _check_fields(wanted: tuple, position: dict) -> None:
         raise StateFormatError(f"the checkpoint's state lacks the field(s) {missing}. {_WHAT_TO_DO}.")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _builder(cls, names: tuple):
     """A function from a row of values (in the order of `names`) to a new `cls` object with
     those fields, without calling __init__. Decoding builds one per partition and replica, so

@@ -36,7 +36,7 @@ def format_failure(f: Failure) -> str:
 class _Observed:
     """What one event produced beyond the partition state (ticks: the pre-tick view; fetches: the outcome)."""
 
-    __slots__ = ("out_of_sync_before", "legacy_before", "shrink_proposed", "fetch")
+    __slots__ = ("fetch", "legacy_before", "out_of_sync_before", "shrink_proposed")
 
     def __init__(self) -> None:
         self.out_of_sync_before: tuple[int, ...] | None = None

@@ -22,8 +22,8 @@ from replmon.state.explain import (
     hw_holders,
     out_of_isr_cause,
 )
-from replmon.state.partition import PartitionConfig, PartitionLeader
 from replmon.state.fetcher import FetcherRoot, fetcher_id, fetcher_key
+from replmon.state.partition import PartitionConfig, PartitionLeader
 from replmon.state.root_cause import root_id
 from replmon.state.texts import fmt_clock
 
@@ -74,30 +74,30 @@ class PartitionWatch:
     """The monitor's view of one partition: the leader's state plus alert bookkeeping."""
 
     __slots__ = (
-        "cluster",
-        "topic",
-        "partition",
-        "name",
-        "leader",
-        "time_ms",
-        "next_tick_ms",
-        "deadline_ms",
-        "reported_isr",
-        "ever_in_isr",
-        "last_isr",
-        "exits",
-        "hw_seen",
-        "hw_last_advanced_ms",
-        "hw_waiting_since_ms",
-        "last_event_ms",
-        "book",
-        "dirty",
-        "significant",
-        "last_status_ms",
         "auto_assign",
+        "book",
+        "cluster",
+        "deadline_ms",
+        "dirty",
+        "ever_in_isr",
+        "exits",
+        "hw_last_advanced_ms",
+        "hw_seen",
+        "hw_waiting_since_ms",
         "lag_override",
-        "min_isr_override",
+        "last_event_ms",
+        "last_isr",
+        "last_status_ms",
+        "leader",
         "leo_seen",
+        "min_isr_override",
+        "name",
+        "next_tick_ms",
+        "partition",
+        "reported_isr",
+        "significant",
+        "time_ms",
+        "topic",
     )
 
     def __init__(

@@ -7,8 +7,9 @@ Called once per event on the streaming hot path, so it keeps tuples/sets and sma
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping, NamedTuple
+from typing import NamedTuple
 
 from .legacy import RULE_SETS, is_out_of_sync
 from .replica import (
@@ -84,28 +85,28 @@ class PartitionLeader:
     (except `config`, which the streaming job replaces when metadata changes L or min ISR)."""
 
     __slots__ = (
+        "adding_replicas",
+        "broker_epochs",
         "config",
+        "election_ms",
+        "failed_isr_updates",
+        "fenced",
+        "followers",
+        "hw",
+        "isr",
+        "isr_expands",
+        "isr_shrinks",
         "leader",
         "leader_epoch",
-        "replicas",
-        "adding_replicas",
-        "isr",
+        "leader_epoch_start_offset",
+        "leader_leo",
+        "leader_log_start_offset",
         "maximal_isr",
         "pending",
         "pending_ids",
         "pending_retry",
-        "hw",
-        "leader_leo",
-        "leader_epoch_start_offset",
-        "leader_log_start_offset",
-        "election_ms",
-        "followers",
-        "fenced",
+        "replicas",
         "shutting_down",
-        "broker_epochs",
-        "isr_expands",
-        "isr_shrinks",
-        "failed_isr_updates",
     )
 
     def __init__(

@@ -7,7 +7,8 @@ otherwise have to guess about (a missing field, a typo in an expectation key, an
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .legacy import LEGACY_RULE_SETS
 
@@ -176,7 +177,7 @@ EXPECTATION_KEYS: dict[str, Callable[[Any], str | None]] = {
     "under_replicated": _bool,
     "leader_epoch_start_offset": _int,
     "follower_view": _by_id(_fields(_FOLLOWER_VIEW_FIELDS)),
-    "legacy": _fields({rule_set: _ids for rule_set in LEGACY_RULE_SETS}),
+    "legacy": _fields(dict.fromkeys(LEGACY_RULE_SETS, _ids)),
 }
 # Keys that only make sense after one kind of event.
 EXPECTATION_EVENT_TYPES = {

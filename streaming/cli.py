@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from datetime import UTC
 from pathlib import Path
 
 from replmon.streaming.console import setup_logging
@@ -202,13 +203,13 @@ def run_embedded(settings, args) -> int:
 
 
 def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None = None) -> int:
-    from replmon.streaming.bridge import OutputRouter
-    from replmon.streaming.session import build_session
     from replmon.streaming import preflight
-    from replmon.streaming.sources import file_source, kafka_options, kafka_source
-    from replmon.streaming.query import start_query
-    from replmon.streaming.supervise import Supervisor
+    from replmon.streaming.bridge import OutputRouter
     from replmon.streaming.checkpoint import with_checkpoint_buckets
+    from replmon.streaming.query import start_query
+    from replmon.streaming.session import build_session
+    from replmon.streaming.sources import file_source, kafka_options, kafka_source
+    from replmon.streaming.supervise import Supervisor
 
     settings = with_checkpoint_buckets(settings)
     redis_sink = silences = alertmanager = None
@@ -392,9 +393,9 @@ def print_timeline(alerts_dir: Path, out=None) -> None:
 
 def timeline_line(r: dict) -> str:
     """One alert transition: '00:00:29.975  FIRING   warning  ReplicaOutOfSync  sim/orders-0/2  reason'."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    when = datetime.fromtimestamp(r["ts"] / 1000, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+    when = datetime.fromtimestamp(r["ts"] / 1000, tz=UTC).strftime("%H:%M:%S.%f")[:-3]
     return f"{when}  {r['status'].upper():8} {r['severity']:8} {r['name']:20} {r['subject']:28} {r['reason']}"
 
 

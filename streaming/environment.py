@@ -11,7 +11,7 @@ fails until you do).
 from __future__ import annotations
 
 import difflib
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 PREFIX = "REPLMON_"
 

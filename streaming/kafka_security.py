@@ -9,7 +9,7 @@ appear in a message, except the protocol and mechanism names, which are not.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 OPTION_NAME = re.compile(r"^[a-z][a-z0-9]*([.-][a-z0-9]+)*$")
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

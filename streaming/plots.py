@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import io
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.ticker  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+import matplotlib.ticker
 
 SEVERITY_COLOR = {"critical": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
 MAX_LINES = 12
@@ -23,7 +23,7 @@ DPI = 100
 
 
 def _t(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 def _png(fig) -> bytes:
@@ -35,7 +35,7 @@ def _png(fig) -> bytes:
 
 def _time_axis(ax, window) -> None:
     ax.set_xlim(_t(window.start_ms), _t(window.end_ms))
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=timezone.utc))
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=UTC))
     ax.grid(True, alpha=0.3)
 
 

@@ -16,7 +16,8 @@ import logging
 from dataclasses import dataclass, field
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession, Window as SqlWindow
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Window as SqlWindow
 from pyspark.sql import functions as F
 
 from replmon.state.bucket import TS, Bucket

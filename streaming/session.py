@@ -75,7 +75,7 @@ def ship_code(spark: SparkSession) -> Path:
 
     path = code_zip(Path(tempfile.gettempdir()))
     sc = spark.sparkContext
-    if path.name not in sc._python_includes:  # noqa: SLF001 - what addPyFile has added
+    if path.name not in sc._python_includes:
         sc.addPyFile(str(path))
         log.info("shipping replmon's code to the executors as %s", path)
     return path

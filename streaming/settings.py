@@ -20,16 +20,15 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import SettingsError as PydanticSettingsError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+from pydantic_settings import SettingsError as PydanticSettingsError
 
 from replmon.state.monitor import MonitorConfig
-
 
 _toml_file: ContextVar[str | None] = ContextVar("replmon_toml_file", default=None)
 
@@ -204,7 +203,7 @@ class Settings(BaseSettings):
         return tuple(sources)
 
     @model_validator(mode="after")
-    def _evict_after_the_telemetry_gap(self) -> "Settings":
+    def _evict_after_the_telemetry_gap(self) -> Settings:
         if self.stream.evict_after_ms <= self.alerts.telemetry_gap_ms:
             raise ValueError(
                 f"stream.evict_after_ms ({self.stream.evict_after_ms}) must be above "

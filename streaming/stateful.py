@@ -12,17 +12,17 @@ import gc
 import json
 import os
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from itertools import repeat
-from typing import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
 
 from replmon.state.bucket import EVENT_FIELDS, Bucket
 from replmon.state.codec import TAG_BYTES, decode, encode, tag_of
-from replmon.streaming.contract import ARRAY_FIELDS, COLUMN_FIELDS, bounded_quarantine, describe
 from replmon.state.monitor import MonitorConfig
+from replmon.streaming.contract import ARRAY_FIELDS, COLUMN_FIELDS, bounded_quarantine, describe
 
 OUTPUT_SCHEMA = "kind string, payload string"
 STATE_SCHEMA = "blob binary"

@@ -194,14 +194,12 @@ def test_executors_mount_the_same_checkpoint_volume_as_the_driver(k8s_objects):
     kubernetes_validate.validate(template, K8S_VERSION, strict=True)
     pod = _one(k8s_objects, "Deployment")["spec"]["template"]["spec"]
     claim = lambda spec: {
-        v["name"]: v["persistentVolumeClaim"]["claimName"]  # noqa: E731
+        v["name"]: v["persistentVolumeClaim"]["claimName"]
         for v in spec["volumes"]
         if "persistentVolumeClaim" in v
     }
     mount = lambda spec: {
-        m["name"]: m["mountPath"]
-        for c in spec["containers"]  # noqa: E731
-        for m in c.get("volumeMounts", [])
+        m["name"]: m["mountPath"] for c in spec["containers"] for m in c.get("volumeMounts", [])
     }
     assert claim(template["spec"]) == claim(pod) == {"checkpoint": "replmon-checkpoint"}
     assert mount(template["spec"])["checkpoint"] == mount(pod)["checkpoint"]

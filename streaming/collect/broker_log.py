@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from datetime import timezone, tzinfo
+from datetime import UTC, tzinfo
 
 from replmon.streaming.collect import infer
 from replmon.streaming.collect.requestlog import BadLine, Request, follower_of, parse_line
@@ -20,9 +20,7 @@ class BrokerLog:
     `counts` says what was skipped and why (nothing is dropped silently).
     """
 
-    def __init__(
-        self, cluster: str, broker: int, names, wanted=lambda topic: True, tz: tzinfo = timezone.utc
-    ) -> None:
+    def __init__(self, cluster: str, broker: int, names, wanted=lambda topic: True, tz: tzinfo = UTC) -> None:
         self.cluster, self.broker, self.names, self.wanted, self.tz = cluster, broker, names, wanted, tz
         self.sessions = FetchSessions()
         self.bounds = infer.LeoBounds()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import threading
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 log = logging.getLogger(__name__)
@@ -102,7 +101,7 @@ def main(argv: list[str]) -> int:
     from replmon.streaming.cli import stop_on_signals
     from replmon.streaming.collect.admin import AdminView
     from replmon.streaming.collect.collector import Collector
-    from replmon.streaming.collect.publish import PublishError, Publisher
+    from replmon.streaming.collect.publish import Publisher, PublishError
 
     metrics_bootstrap = args.metrics_bootstrap or args.bootstrap
     if args.create_topic:

@@ -16,6 +16,7 @@ import os
 import queue
 import threading
 import time
+from datetime import UTC
 from pathlib import Path
 
 from replmon.streaming.collect.broker_log import BrokerLog
@@ -48,15 +49,12 @@ class Collector:
         tz=None,
         clock=time.time,
     ) -> None:
-        from datetime import timezone
 
         self.cluster, self.admin, self.publisher, self.clock = cluster, admin_view, publisher, clock
         self.state_dir = Path(state_dir)
         self.heartbeat_ms, self.metadata_ms = heartbeat_ms, metadata_ms
         self.tails = {b: FileTail(p) for b, p in request_logs.items()}
-        self.logs = {
-            b: BrokerLog(cluster, b, admin_view.name_of, wanted, tz or timezone.utc) for b in request_logs
-        }
+        self.logs = {b: BrokerLog(cluster, b, admin_view.name_of, wanted, tz or UTC) for b in request_logs}
         self.buffer = ReorderBuffer(hold_ms, max_held)
         self._last_heartbeat = 0
         self.published = 0

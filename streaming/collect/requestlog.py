@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone, tzinfo
+from datetime import UTC, datetime, tzinfo
 
 MARKER = "Completed request:"
 _FOLLOWER_CLIENT = re.compile(r"^broker-(\d+)-fetcher-(\d+)$")
@@ -55,7 +55,7 @@ class Request:
         return float(self.body.get("remoteTimeMs", 0.0))
 
 
-def log_time_ms(line: str, tz: tzinfo = timezone.utc) -> int:
+def log_time_ms(line: str, tz: tzinfo = UTC) -> int:
     m = _EPOCH_MS.match(line)
     if m:
         return int(m.group(1))
@@ -66,7 +66,7 @@ def log_time_ms(line: str, tz: tzinfo = timezone.utc) -> int:
     raise BadLine("no [epoch-ms] or [yyyy-MM-dd HH:mm:ss,SSS] date at the start of the line")
 
 
-def parse_line(line: str, tz: tzinfo = timezone.utc) -> Request | None:
+def parse_line(line: str, tz: tzinfo = UTC) -> Request | None:
     """The request on this line, None for lines that are not `Completed request:` lines
     (other loggers, continuation lines). Raises BadLine for a damaged request line."""
     at = line.find(MARKER)

@@ -15,8 +15,8 @@ import argparse
 import dataclasses
 import logging
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from . import scenarios, writers
 from .events import Event

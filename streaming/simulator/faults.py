@@ -6,8 +6,9 @@ knows nothing of how the model keeps its state. `describe` is the fault's truth 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 
 class ClusterOps(Protocol):

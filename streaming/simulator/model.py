@@ -22,7 +22,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from replmon.state.partition import PartitionConfig
 
@@ -56,9 +57,9 @@ class Simulation:
         self._out: list[ev.Event] = []
         all_brokers = spec.brokers + spec.spare_brokers
         self.broker_epoch = {b: FIRST_BROKER_EPOCH + 2 * i for i, b in enumerate(all_brokers)}
-        self.alive = {b: True for b in all_brokers}
-        self.fenced = {b: False for b in all_brokers}
-        self._tick_gen = {b: 0 for b in all_brokers}
+        self.alive = dict.fromkeys(all_brokers, True)
+        self.fenced = dict.fromkeys(all_brokers, False)
+        self._tick_gen = dict.fromkeys(all_brokers, 0)
         self.partitions: dict[tuple[str, int], PartitionSim] = {}
         for t, topic in enumerate(spec.topics):
             for p in range(topic.partitions):

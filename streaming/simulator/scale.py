@@ -10,7 +10,7 @@ up, so the expected truth is empty. Events are yielded as JSON lines, in ts orde
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

@@ -6,7 +6,7 @@ generator (steady state, no truth engine, hundreds of thousands of events per se
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .cluster import ClusterSpec, TopicSpec
 from .faults import BootstrapReplica, BrokerCrash, BurstyProducer, PausedFollower, SlowFollower

@@ -18,7 +18,8 @@ anything, so its truth is frozen.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from replmon.state.partition import FetchOutcome, PartitionConfig, PartitionLeader
 

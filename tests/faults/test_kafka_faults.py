@@ -5,7 +5,6 @@ alert transition exactly once."""
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections import Counter

@@ -21,8 +21,8 @@ from replmon.sinks.silences import SilenceStore
 from replmon.streaming import cli
 from replmon.streaming.bridge import OutputRouter
 from tests.redis_server import redis_client, redis_server  # noqa: F401 (fixtures)
-from tests.state.test_root_cause import RESTART_AT, T0, demo_events
 from tests.state.test_monitor_vs_truth import run_monitor
+from tests.state.test_root_cause import RESTART_AT, T0, demo_events
 
 from .conftest import ROOT
 
@@ -117,7 +117,7 @@ def test_broker_crash_pages_once_then_resolves(redis_client, alertmanager_url):
 def test_broker_maintenance_silence_end_to_end(
     redis_client,
     redis_server,
-    alertmanager_url,  # noqa: F811
+    alertmanager_url,
     monkeypatch,
     capsys,
 ):

@@ -21,12 +21,12 @@ import pytest
 import redis
 
 from replmon.sinks.keys import Keys
-from replmon.streaming.simulator import cli as simulate_cli
-from tests.integration.conftest import ROOT, parse_env_file
 from replmon.streaming.bridge import OutputRouter
 from replmon.streaming.query import start_query
 from replmon.streaming.settings import Settings
+from replmon.streaming.simulator import cli as simulate_cli
 from replmon.streaming.sources import file_source
+from tests.integration.conftest import ROOT, parse_env_file
 from tests.streaming.helpers import await_end, read_outputs
 from tests.streaming.test_outage import split_into_files, wait_for
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.conftest import local_services  # noqa: F401 - the fixture, re-exported
-from tests.judge.cluster import JudgeCluster
+from tests.judge.cluster import JudgeCluster, wait_for
 from tests.judge.pipeline import Pipeline, describe, wait_full_isr
-from tests.judge.cluster import wait_for
 
 LAG_MS = 6000  # replica.lag.time.max.ms on the judged brokers
 LONG_SESSION_MS = 60000  # broker.session.timeout.ms: above every pause, so no fencing first

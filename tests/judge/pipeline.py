@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -185,7 +184,7 @@ class Producer:
             i += 1
             self._stop.wait(1.0 / self.per_second)
 
-    def start(self) -> "Producer":
+    def start(self) -> Producer:
         self._thread.start()
         return self
 
@@ -265,7 +264,7 @@ class JavaProducer:
         self.log = log
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "JavaProducer":
+    def start(self) -> JavaProducer:
         self.proc = subprocess.Popen(
             self.args,
             cwd=ROOT,

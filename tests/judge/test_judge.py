@@ -162,7 +162,7 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline):
     victim = next(
         b
         for b in (3, 2, 1)
-        if b != active_controller and all(v["leader"] != b for v in before.values()) or b == 3
+        if (b != active_controller and all(v["leader"] != b for v in before.values())) or b == 3
     )
     pid = judge_cluster.pid(victim)
     os.kill(pid, signal.SIGTERM)

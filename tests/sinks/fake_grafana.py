@@ -51,7 +51,7 @@ class FakeGrafana:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._port}"
 
-    def __enter__(self) -> "FakeGrafana":
+    def __enter__(self) -> FakeGrafana:
         self._start()
         return self
 
@@ -160,7 +160,7 @@ class FakeGrafana:
             orgId=1,
             version=version,
             readOnly=False,
-            secureJsonFields={**previous.get("secureJsonFields", {}), **{k: True for k in secure}},
+            secureJsonFields={**previous.get("secureJsonFields", {}), **dict.fromkeys(secure, True)},
         )
         self.datasources[uid] = stored
         return stored

@@ -8,8 +8,8 @@ from pydantic import SecretStr, ValidationError
 from replmon.dashboards import build
 from replmon.sinks.grafana import (
     GrafanaAuthError,
-    GrafanaPublishError,
     GrafanaPublisher,
+    GrafanaPublishError,
     GrafanaSettings,
     connect,
     load_dashboards,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from replmon.state.bucket import Bucket
 from replmon.state.monitor import MonitorConfig
-from tests.state.test_monitor import L, T0, ev, meta, steady
+from tests.state.test_monitor import T0, L, ev, meta, steady
 
 EVICT = 120_000
 CFG = MonitorConfig(

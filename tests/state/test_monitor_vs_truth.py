@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
@@ -105,7 +105,7 @@ class ScenarioRun:
         return self.monitored.alerts
 
 
-@lru_cache(maxsize=None)
+@cache
 def scenario_run(name: str, seed: int = 0) -> ScenarioRun:
     spec = scenarios.get(name)
     events, truth = simulate(spec, seed=seed)

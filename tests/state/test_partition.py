@@ -4,10 +4,9 @@ import copy
 
 import pytest
 
-from replmon.state.partition import NON_RETRIABLE_ALTER_PARTITION_ERRORS, PartitionConfig
+from replmon.state.partition import PartitionConfig
 
 from .helpers import T, make, play
-
 
 # ---- rejected fetches change nothing (RULES §1.2, §10.3) ---------------------------------------------------
 

@@ -5,7 +5,7 @@ fenced; the decision is the same however the partitions are spread over buckets.
 from __future__ import annotations
 
 import zlib
-from functools import lru_cache
+from functools import cache
 
 from replmon.state.bucket import Bucket
 from replmon.state.monitor import MonitorConfig
@@ -13,20 +13,20 @@ from replmon.state.root_cause import merge_root_alerts
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.model import simulate
 
+from .test_monitor import T0, ev, meta, run
 from .test_monitor_vs_truth import TYPE_RANK, as_tuple, run_monitor
-from .test_monitor import T0, Bucket as _B, ev, meta, run  # noqa: F401 (shared event builders)
 
 CRASH_AT, RESTART_AT = 100_000, 130_000  # scenarios.demo: broker 3
 
 
-@lru_cache(maxsize=None)
+@cache
 def demo_events():
     spec = scenarios.get("demo")
     events, _ = simulate(spec, seed=0)
     return events, spec.replica_lag_time_max_ms
 
 
-@lru_cache(maxsize=None)
+@cache
 def demo_alerts(buckets: int = 1) -> tuple:
     events, lag_ms = demo_events()
     if buckets == 1:

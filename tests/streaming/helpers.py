@@ -12,7 +12,6 @@ from replmon.streaming.query import start_query
 from replmon.streaming.settings import Settings
 from replmon.streaming.sources import file_source
 
-
 QUERY_TIMEOUT_S = 300.0  # no test query should run this long: a hung query fails, not CI
 
 

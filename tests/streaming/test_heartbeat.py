@@ -18,15 +18,11 @@ START = Heartbeat(query="replmon", at_ms=T, running=True, started_ms=T, restarts
 
 
 def progress(batch_id, at_ms, rows, event_max_ms=None, duration_ms=800):
-    iso = (
-        lambda ms: (
-            __import__("datetime")
-            .datetime.fromtimestamp(  # noqa: E731
-                ms / 1000, tz=__import__("datetime").timezone.utc
-            )
-            .strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
-            + "Z"
-        )
+    iso = lambda ms: (
+        __import__("datetime")
+        .datetime.fromtimestamp(ms / 1000, tz=__import__("datetime").timezone.utc)
+        .strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+        + "Z"
     )
     p = {
         "batchId": batch_id,

@@ -8,7 +8,6 @@ that are read one per micro-batch, so that batches keep coming while Redis is aw
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
