@@ -226,6 +226,10 @@ class AnnotationConsumer:
             log.warning("alert entry %s was trimmed from %s before annotation", entry_id, self._stream)
             self._ack(entry_id)
             return True
+        if fields.get("status", fields.get(b"status")) in ("updated", b"updated"):
+            # an open alert's cause or counts changed: the region it drew stands as it is
+            self._ack(entry_id)
+            return True
         try:
             t = transition(fields)
         except AlertRecordError as exc:

@@ -82,8 +82,9 @@ return results
 WRITE_ALERT = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 7))
-if ARGV[2] == 'firing' then
-  -- a firing that arrives after its own resolve is history, not a firing alert
+if ARGV[2] == 'firing' or ARGV[2] == 'updated' then
+  -- a firing (or an update of one) that arrives after its own resolve is history, not a
+  -- firing alert
   if redis.call('EXISTS', KEYS[2]) == 0 then
     redis.call('HSET', KEYS[4], ARGV[1], ARGV[3])
     redis.call('HSET', KEYS[5], ARGV[1], ARGV[3])

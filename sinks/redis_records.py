@@ -31,7 +31,9 @@ ALERT_FIELDS = (
     "ts",
     "reason",
 )
-ALERT_STATUSES = ("firing", "resolved")
+# `updated`: an open alert's cause or counts changed (state/cluster.py); it replaces the firing
+# record in the firing hashes and is never notified
+ALERT_STATUSES = ("firing", "updated", "resolved")
 QUARANTINE_FIELDS = ("stage", "reason", "cluster", "ts", "raw", "size", "sha256")
 REPLICA_SERIES_FIELDS = ("lag_ms", "lag_messages", "leo")
 PARTITION_SERIES_FIELDS = ("hw", "leader_leo", "hw_stalled_ms")
@@ -197,10 +199,11 @@ def alert_call(keys: Keys, alert: Mapping[str, Any], seen_ttl_s: int, maxlen: in
         raise RecordError(f"alert {alert['alert_id']} has status {status!r}, not one of {ALERT_STATUSES}")
     alert_id, cluster = str(alert["alert_id"]), alert["cluster"]
     body = json.dumps(dict(alert), separators=(",", ":"), sort_keys=True)
+    seen = status if status != "updated" else f"updated-{alert['ts']}"  # an alert has many updates
     return ScriptCall(
         "write_alert",
         (
-            keys.alert_seen(alert_id, status),
+            keys.alert_seen(alert_id, seen),
             keys.alert_seen(alert_id, "resolved"),
             keys.alerts_stream(),
             keys.alerts_firing(),

@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from replmon.state import alert_rules
-from replmon.state.alerts import AlertBook, alert_id, is_notified
+from replmon.state.alerts import AlertBook, is_notified
 from replmon.state.fetcher import (
     FETCHER_STALLED,
     Member,
@@ -27,7 +27,7 @@ from replmon.state.fetcher import (
 )
 from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionLeader
-from replmon.state.root_cause import BROKER_UNAVAILABLE, BrokerRoot, broker_root, broker_subject, cause_of
+from replmon.state.root_cause import BROKER_UNAVAILABLE, broker_root, broker_subject, cause_of
 from replmon.state.texts import fmt_clock
 
 REPLICA_ROOTED = ("IsrExitImminent", "ReplicaOutOfSync")
@@ -100,13 +100,33 @@ class ClusterView:
     roots: dict = field(default_factory=dict)  # unavailable broker -> BrokerRoot
     root_book: AlertBook = field(default_factory=AlertBook)  # this bucket's share of the root alerts
     fetcher_roots: dict = field(default_factory=dict)  # fetcher key -> FetcherRoot (state/fetcher.py)
-    silent_roots: dict = field(default_factory=dict)  # silent broker -> BrokerRoot (cause silent)
+    # broker -> [start, end] of its current run of activity in this bucket (fetches it makes as
+    # follower, events of partitions it leads), runs split where it was quiet for longer than
+    # alerts.stuck_after_ms; and the runs this micro-batch closed or extended, for the cluster step
+    activity: dict = field(default_factory=dict)
+    activity_out: dict = field(default_factory=dict)
     registered_ms: dict = field(default_factory=dict)  # broker -> time of its latest broker event
     # Broker events not yet applied by every partition, (ts, broker, state, broker_epoch) in
     # arrival order, and the roots (unavailable brokers) as of the log's start.
     broker_log: list = field(default_factory=list)
     base_roots: dict = field(default_factory=dict)
     roots_cache: list = field(default_factory=list)  # derived: roots after each log entry
+
+    def active(self, broker: int, ts: int, quiet_ms: int) -> None:
+        """`broker` did something at `ts` (state/cluster.py merges these runs over buckets)."""
+        if broker < 0:
+            return
+        run = self.activity.get(broker)
+        if run is None:
+            self.activity[broker] = [ts, ts]
+            self.activity_out.setdefault(broker, [])
+        elif ts - run[1] > quiet_ms:
+            self.activity_out.setdefault(broker, []).append((run[0], run[1]))
+            run[0] = run[1] = ts
+        elif ts > run[1]:
+            run[1] = ts
+            if broker not in self.activity_out:
+                self.activity_out[broker] = []
 
     def settled_ms(self, lateness_ms: int) -> int:
         """Event time up to which every partition of the cluster may be moved without its own
@@ -206,13 +226,16 @@ class Bucket:
                 if watch is None:
                     watch = self._start(key, ev, ts, view, cfg, auto=True)
                 self._fetch(watch, ev, ts, quarantine)
-                if view.fetcher_roots or view.silent_roots:  # does this fetch end a stall?
+                view.active(ev[REPLICA], ts, cfg.stuck_after_ms)
+                view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
+                if view.fetcher_roots:  # does this fetch end a stall?
                     self._fetch_resumed(cluster, view, watch, ev[REPLICA], ts, cfg, alerts)
             elif kind == "append":
                 if watch is None:
                     watch = self._start(key, ev, ts, view, cfg, auto=True)
                 if ev[LEADER_LEO] > watch.leader.leader_leo:
                     watch.leader.append(ts, ev[LEADER_LEO])
+                view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
             elif kind == "metadata":
                 if not ev[REPLICAS]:  # the cluster no longer lists the partition: deleted
                     if watch is not None:
@@ -237,11 +260,11 @@ class Bucket:
             self._fetcher_triggers(cfg, alerts, mark)
 
     def _roots(self, key: tuple, view: ClusterView) -> dict:
-        if not (view.broker_log or view.fetcher_roots or view.silent_roots):
+        if not (view.broker_log or view.fetcher_roots):
             return view.base_roots  # the common case: no broker event pending, nothing stalled
         roots = view.roots_at(key[0], self.broker_pos.get(key, 0))
-        if view.fetcher_roots or view.silent_roots:  # rare: a stalled fetcher or a silent broker
-            roots = {**view.fetcher_roots, **view.silent_roots, **roots}
+        if view.fetcher_roots:  # rare: a stalled fetcher
+            roots = {**view.fetcher_roots, **roots}
         return roots
 
     def _owns(self, cluster: str) -> bool:
@@ -387,8 +410,6 @@ class Bucket:
         broker, state, epoch, ts = ev[BROKER], ev[STATE], ev[BROKER_EPOCH], ev[TS]
         view.broker_log.append((ts, broker, state, epoch))
         view.registered_ms[broker] = ts
-        if broker in view.silent_roots:  # the controller has spoken: that is the cause from now on
-            self._close_silent_root(ev[CLUSTER], broker, view, alerts, ts)
         watches = [w for (c, _, _), w in self.partitions.items() if c == ev[CLUSTER]]
         self._broker_root(ev[CLUSTER], broker, state, ts, view, watches, alerts)
 
@@ -585,24 +606,17 @@ class Bucket:
         now: int,
     ) -> None:
         key = fetcher_key(follower, leader, k)
-        if key in view.fetcher_roots or follower in view.roots or follower in view.silent_roots:
+        if key in view.fetcher_roots or follower in view.roots:
             return
-        groups, led = self._broker_involvement(cluster, follower, cfg)
+        groups, _ = self._broker_involvement(cluster, follower, cfg)
         stuck = cfg.stuck_after_ms
         stuck_groups = {
             g for g, members in groups.items() if all(now - st.leo_update_ms > stuck for _, st in members)
         }
-        led_silent = all(now - w.last_event_ms > stuck for w in led)
-        leaders = {g[2] for g in groups}
-        if stuck_groups == set(groups) and led_silent and (len(leaders) >= 2 or (led and groups)):
-            last = max(
-                [st.leo_update_ms for members in groups.values() for _, st in members]
-                + [w.last_event_ms for w in led]
-            )
-            self._open_silent_root(cluster, follower, last + stuck + 1, view, alerts)
-            return
         if stuck_groups == set(groups):
-            return  # the broker is not seen fetching anywhere here: not one thread's doing
+            # the broker is not seen fetching anywhere here: not one thread's doing (whether the
+            # broker itself went silent is the cluster step's call: state/cluster.py)
+            return
         members = groups[key]
         since = stalled_since(
             [Member(w.name, st.leo_update_ms, w.last_event_ms) for w, st in members],
@@ -628,64 +642,14 @@ class Bucket:
                 groups.setdefault(key, []).append((w, p.followers[broker]))
         return groups, led
 
-    def _open_silent_root(
-        self, cluster: str, broker: int, since: int, view: ClusterView, alerts: list
-    ) -> None:
-        """A broker that stopped everywhere (fetching as follower, reporting as leader) while
-        still registered: BrokerUnavailable with cause broker_silent. Its id comes from what every
-        bucket knows alike (the broker's latest registration event), so the buckets' shares fold;
-        `since` is this bucket's view and the merge keeps the earliest."""
-        aid = alert_id(
-            BROKER_UNAVAILABLE, f"{broker_subject(cluster, broker)}/silent", view.registered_ms.get(broker, 0)
-        )
-        root = view.silent_roots[broker] = BrokerRoot(aid, "silent", since)
-        view.root_book.update(
-            alerts,
-            BROKER_UNAVAILABLE,
-            broker_subject(cluster, broker),
-            True,
-            since,
-            (cluster, None, None, broker),
-            "",
-            cause="broker_silent",
-        )
-        view.root_book.open[(BROKER_UNAVAILABLE, broker_subject(cluster, broker))].alert_id = aid
-        record = alerts[-1]
-        record.update(alert_id=aid, counts={"leaders_lost": 0})
-        self._name_root(cluster, broker, root, since, alerts)
-
-    def _close_silent_root(self, cluster: str, broker: int, view: ClusterView, alerts: list, at: int) -> None:
-        root = view.silent_roots.pop(broker)
-        view.root_book.update(
-            alerts,
-            BROKER_UNAVAILABLE,
-            broker_subject(cluster, broker),
-            False,
-            max(at, root.since_ms),
-            (cluster, None, None, broker),
-            "",
-        )
-
-    def _name_root(self, cluster: str, broker: int, root, since: int, alerts: list) -> None:
-        """Replica alerts of `broker` that started with the root (possibly earlier in this batch)
-        name it, and so do the partition alerts that named one of them."""
-        watches = [w for (c, _, _), w in self.partitions.items() if c == cluster]
-        _adopt_episodes(root.alert_id, cluster, broker, watches, since, alerts)
-
     def _fetch_resumed(
         self, cluster: str, view: ClusterView, watch, replica: int, ts: int, cfg: MonitorConfig, alerts: list
     ) -> None:
-        """An accepted fetch of a stalled fetcher's partition ends the stall at its time; any
-        event from a silent broker (a fetch it makes, or its partitions reporting) ends its
-        silence."""
+        """An accepted fetch of a stalled fetcher's partition ends the stall at its time."""
         p = watch.leader
-        if p.leader in view.silent_roots:
-            self._close_silent_root(cluster, p.leader, view, alerts, ts)
         st = p.followers.get(replica)
         if st is None or st.leo_update_ms != ts or p.leader < 0:
             return
-        if replica in view.silent_roots:
-            self._close_silent_root(cluster, replica, view, alerts, ts)
         key = fetcher_key(
             replica, p.leader, fetcher_id(watch.topic, watch.partition, cfg.num_replica_fetchers)
         )
@@ -745,6 +709,34 @@ class Bucket:
             if self._owns(c) and not v.book.open
         ]
         return min(owned) if owned else None
+
+    def activity_reports(self) -> list[dict]:
+        """What this micro-batch showed of each broker's activity, for the cluster step
+        (state/cluster.py): the runs it closed or extended, and how many of this bucket's
+        partitions each broker leads and holds a replica of. Cleared once reported."""
+        out = []
+        for cluster, view in self.clusters.items():
+            if not view.activity_out:
+                continue
+            led: dict[int, int] = {}
+            held: dict[int, int] = {}
+            for (c, _, _), w in self.partitions.items():
+                if c != cluster:
+                    continue
+                p = w.leader
+                if p.leader >= 0:
+                    led[p.leader] = led.get(p.leader, 0) + 1
+                for r in p.replicas:
+                    held[r] = held.get(r, 0) + 1
+            brokers: dict[str, dict] = {}
+            for b, closed in view.activity_out.items():
+                run = view.activity.get(b)
+                brokers[str(b)] = {"segments": [list(x) for x in closed] + ([list(run)] if run else [])}
+            for b in {*led, *held, *view.activity}:
+                brokers.setdefault(str(b), {}).update(led=led.get(b, 0), replicas=held.get(b, 0))
+            view.activity_out = {}
+            out.append({"cluster": cluster, "bucket": self.bucket_id, "brokers": brokers})
+        return out
 
     # -- status -------------------------------------------------------------------------------
     def statuses(self, cfg: MonitorConfig, partitions: list, replicas: list, force: bool = False) -> None:

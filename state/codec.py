@@ -45,7 +45,6 @@ from replmon.state.root_cause import (
     BrokerRoot,
     fetcher_roots_from_book,
     roots_from_book,
-    silent_roots_from_book,
 )
 
 FORMAT_VERSION = 2
@@ -152,6 +151,12 @@ def encode(bucket: Bucket, tag: bytes = bytes(TAG_BYTES)) -> bytes:
             if getattr(v, "broker_log", None)
         },
         "broker_pos": list(getattr(bucket, "broker_pos", {}).items()),
+        # each broker's current run of activity (state/cluster.py); absent before it existed
+        "activity": {
+            name: list(v.activity.items())
+            for name, v in bucket.clusters.items()
+            if getattr(v, "activity", None)
+        },
     }
     if len(tag) != TAG_BYTES:
         raise ValueError(f"tag must be {TAG_BYTES} bytes, got {len(tag)}")
@@ -201,8 +206,12 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
         if root_book:  # the open root-cause alerts; the roots are derived from them
             view.root_book = AlertBook.from_rows(root_book[0])
             view.roots = roots_from_book(view.root_book)
+            # a silent broker is the cluster step's to decide now (state/cluster.py): a bucket's
+            # own silent root from an older checkpoint is dropped
+            for k, a in list(view.root_book.open.items()):
+                if a.cause == "broker_silent":
+                    del view.root_book.open[k]
             view.fetcher_roots = fetcher_roots_from_book(view.root_book)
-            view.silent_roots = silent_roots_from_book(view.root_book)
     for view in bucket.clusters.values():
         view.base_roots = dict(view.roots)  # with no log, the roots as of its start are today's
     for name, (log, base_roots) in doc.get("broker_logs", {}).items():
@@ -210,6 +219,8 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
         view.broker_log = list(log)
         view.base_roots = {b: BrokerRoot(*r) for b, r in base_roots.items()}
     bucket.broker_pos = dict(doc.get("broker_pos", ()))
+    for name, runs in doc.get("activity", {}).items():
+        bucket.clusters[name].activity = {b: list(run) for b, run in runs}
     fields = doc["fields"]
     rows = (
         _rows_from_columns(doc["partitions"], fields)

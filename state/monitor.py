@@ -31,9 +31,10 @@ BROKER_CAUSES = (BROKER_FENCED, BROKER_SHUTTING_DOWN)
 
 
 def explains_lag(root) -> bool:
-    """A root cause that stops a replica's fetching: a stalled fetcher or a silent broker (a
-    fenced or shutting-down broker explains the ISR exit itself, not lag before it)."""
-    return root is not None and (isinstance(root, FetcherRoot) or root.state == "silent")
+    """A root cause that stops a replica's fetching: a stalled fetcher (a fenced or
+    shutting-down broker explains the ISR exit itself, not lag before it; a silent broker is
+    the cluster step's to decide: state/cluster.py)."""
+    return isinstance(root, FetcherRoot)
 
 
 NEVER = 1 << 62
@@ -59,6 +60,7 @@ class MonitorConfig:
     status_interval_ms: int = 1000  # at most one routine status per partition per this much event time
     evict_after_ms: int = 600000  # a partition with no event for this long leaves the state
     num_replica_fetchers: int = 1  # Kafka's num.replica.fetchers (ReplicaFetcherStalled groups)
+    group_wait_ms: int = 5000  # every alert waits this long (event time) for a root to claim it
 
     def partition_config(self, lag_ms: int | None = None, min_isr: int | None = None) -> PartitionConfig:
         return PartitionConfig(
@@ -424,6 +426,27 @@ class PartitionWatch:
         self.dirty = True
         if len(out) > emitted:
             self.significant = True
+            self._annotate(out, emitted, holders)
+
+    def _annotate(self, out: list, start: int, holders) -> None:
+        """The brokers each new record depends on, for the cluster step (state/cluster.py):
+        the partition's leader, and for a partition alert the brokers whose absence explains it
+        (the replicas missing from the ISR, the HW holders, every replica when offline)."""
+        p = self.leader
+        missing = [r for r in p.replicas if r not in p.isr and r not in p.adding_replicas]
+        for rec in out[start:]:
+            rec["leader"] = p.leader
+            name = rec["name"]
+            if rec["replica"] is not None:
+                rec["brokers"] = [rec["replica"]]
+            elif name == "HighWatermarkStalled":
+                rec["brokers"] = list(holders)
+            elif name == "OfflinePartition":
+                rec["brokers"] = list(p.replicas)
+            elif name == "TelemetryMissing":
+                rec["brokers"] = [p.leader] if p.leader >= 0 else []
+            else:
+                rec["brokers"] = missing
 
     def _roots_here(self, roots: dict, cfg: MonitorConfig) -> dict:
         """Replica -> the outage or fetcher stall that explains it, for this partition."""

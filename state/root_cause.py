@@ -62,15 +62,6 @@ def roots_from_book(book) -> dict:
     }
 
 
-def silent_roots_from_book(book) -> dict:
-    """The brokers a bucket's open root alerts say went silent (broker -> root)."""
-    return {
-        a.labels[3]: BrokerRoot(a.alert_id, "silent", a.started_ms)
-        for (name, _), a in book.open.items()
-        if name == BROKER_UNAVAILABLE and a.cause == "broker_silent"
-    }
-
-
 def fetcher_roots_from_book(book) -> dict:
     """The ongoing fetcher stalls that a bucket's open root alerts describe (key -> root)."""
     from replmon.state.fetcher import FetcherRoot, parse_fetcher_subject

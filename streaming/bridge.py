@@ -14,16 +14,19 @@ from collections import Counter
 from pathlib import Path
 
 from replmon.sinks.silences import apply_silences
-from replmon.state.root_cause import ROOT_ALERTS, merge_root_alerts
+from replmon.state.monitor import MonitorConfig
+from replmon.streaming.cluster_state import ClusterStepRunner
 
 log = logging.getLogger(__name__)
 KINDS = ("alerts", "partition_status", "replica_status", "quarantine")
+# what the stateful step says of each broker's activity: for the cluster step only, not an output
+ACTIVITY = "activity"
 
 
 def split_batch(rows) -> dict[str, list[tuple[str, dict]]]:
     """(kind, payload) rows -> (payload, decoded record) per kind, in a deterministic order
     (event time, then the text). Each payload is decoded once, for both outputs."""
-    out: dict[str, list[tuple[str, dict]]] = {k: [] for k in KINDS}
+    out: dict[str, list[tuple[str, dict]]] = {k: [] for k in (*KINDS, ACTIVITY)}
     for kind, payload in rows:
         out[kind].append((payload, json.loads(payload)))
     for records in out.values():
@@ -31,15 +34,14 @@ def split_batch(rows) -> dict[str, list[tuple[str, dict]]]:
     return out
 
 
-def merge_roots(records: dict[str, list[tuple[str, dict]]]) -> None:
-    """Fold the buckets' shares of each root-cause alert into one record (state/root_cause.py),
-    re-encoding only what changed."""
-    alerts = records["alerts"]
-    if not any(r["name"] in ROOT_ALERTS for _, r in alerts):
-        return
-    merged = merge_root_alerts([r for _, r in alerts])
-    by_id = {id(r): payload for payload, r in alerts}
-    records["alerts"] = [(by_id.get(id(r)) or json.dumps(r, separators=(",", ":")), r) for r in merged]
+def decide_alerts(
+    records: dict[str, list[tuple[str, dict]]], cluster_step, batch_id: int, flush: bool = False
+) -> None:
+    """The buckets' alert records through the cluster step (state/cluster.py): roots, claims,
+    what pages, held alerts released in event-time order. Replaces records["alerts"]."""
+    activity = [r for _, r in records.pop(ACTIVITY, [])]
+    decided = cluster_step.run(batch_id, [r for _, r in records["alerts"]], activity, flush=flush)
+    records["alerts"] = [(json.dumps(r, separators=(",", ":")), r) for r in decided]
 
 
 def write_files(output_dir: str, batch_id: int, records: dict[str, list[tuple[str, dict]]]) -> None:
@@ -80,7 +82,11 @@ class OutputRouter:
         alertmanager=None,
         silences=None,
         clock=time.time,
+        cluster_step: ClusterStepRunner | None = None,
     ) -> None:
+        """`cluster_step`: the cluster-wide step with its state (streaming/cluster_state.py);
+        by default one with the default settings, its state in memory."""
+        self.cluster_step = cluster_step or ClusterStepRunner(MonitorConfig(), None)
         self.output_dir = output_dir
         self.redis_sink = redis_sink
         self.alertmanager = alertmanager
@@ -92,7 +98,19 @@ class OutputRouter:
         table = batch_df.toArrow()
         rows = zip(table.column("kind").to_pylist(), table.column("payload").to_pylist())
         records = split_batch(rows)
-        merge_roots(records)
+        decide_alerts(records, self.cluster_step, batch_id)
+        self._output(batch_id, records)
+
+    def flush(self) -> None:
+        """The input has ended (a bounded run): release the alerts the cluster step still holds,
+        as one more batch."""
+        batch_id = self.cluster_step.last_batch + 1
+        records = split_batch([])
+        decide_alerts(records, self.cluster_step, batch_id, flush=True)
+        if records["alerts"]:
+            self._output(batch_id, records)
+
+    def _output(self, batch_id: int, records: dict[str, list[tuple[str, dict]]]) -> None:
         if self.silences is not None:
             held = silence(records, self.silences, int(self.clock() * 1000))
             if held:

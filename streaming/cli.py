@@ -205,6 +205,7 @@ def run_embedded(settings, args) -> int:
 def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None = None) -> int:
     from replmon.streaming import preflight
     from replmon.streaming.bridge import OutputRouter
+    from replmon.streaming.cluster_state import ClusterStepRunner
     from replmon.streaming.checkpoint import with_checkpoint_buckets
     from replmon.streaming.query import start_query
     from replmon.streaming.session import build_session
@@ -247,6 +248,7 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
         redis_sink,
         alertmanager=alertmanager,
         silences=silences,
+        cluster_step=ClusterStepRunner(settings.monitor_config(), settings.checkpoint_dir),
     )
     outlets = monitor_outlets(settings, redis_sink, alertmanager)
     if alertmanager is not None:
@@ -263,6 +265,8 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
                 fatal=checkpoint_refusal(settings),
             )
             rc = supervisor.run()
+        if once and rc == 0 and not supervisor.report.fatal:
+            router.flush()  # the input has ended: what the cluster step still holds is decided
     finally:
         if alertmanager is not None:
             alertmanager.close()

@@ -149,6 +149,9 @@ class Alerts(_Section):
     telemetry_gap_ms: int = Field(default=30000, ge=1)
     stuck_after_ms: int = Field(default=3000, ge=1)
     caught_up_grace_ms: int = Field(default=2000, ge=0)
+    # Every alert is held this long (event time) so that a root cause found meanwhile claims it
+    # (state/cluster.py); a broker's silence is decided stuck_after_ms after its last activity.
+    group_wait_ms: int = Field(default=5000, ge=0)
 
 
 class Stream(_Section):
@@ -228,6 +231,7 @@ class Settings(BaseSettings):
             reorder_tolerance_ms=self.stream.reorder_tolerance_ms,
             stuck_after_ms=self.alerts.stuck_after_ms,
             caught_up_grace_ms=self.alerts.caught_up_grace_ms,
+            group_wait_ms=self.alerts.group_wait_ms,
             status_interval_ms=self.stream.status_interval_ms,
             evict_after_ms=self.stream.evict_after_ms,
         )

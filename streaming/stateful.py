@@ -295,6 +295,7 @@ def make_state_func(
         partitions: list = []
         replicas: list = []
         bucket.statuses(cfg, partitions, replicas)
+        activity = bucket.activity_reports()
         phases.lap("engine")
         timeout = bucket.next_timeout_ms(cfg)
         save_bucket(state, bucket, cfg)
@@ -306,10 +307,11 @@ def make_state_func(
             + ["partition_status"] * len(partitions)
             + ["replica_status"] * len(replicas)
             + ["quarantine"] * len(quarantine)
+            + ["activity"] * len(activity)
         )
         out = None
         if kinds:
-            payload = [_encode(r) for r in (*alerts, *partitions, *replicas, *quarantine)]
+            payload = [_encode(r) for r in (*alerts, *partitions, *replicas, *quarantine, *activity)]
             out = pd.DataFrame({"kind": kinds, "payload": payload})
             phases.lap("output")
         phases.write(

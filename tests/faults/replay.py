@@ -11,6 +11,7 @@ import zlib
 import pandas as pd
 
 from replmon.state.bucket import EVENT_FIELDS, Bucket
+from replmon.state.cluster import ClusterStep, cluster_config
 from replmon.state.monitor import MonitorConfig
 from replmon.streaming.contract import BROADCAST, FIELDS, pack_extra
 from replmon.streaming.simulator.events import encode
@@ -51,7 +52,9 @@ def run_batches(batches: list[list[dict]], cfg: MonitorConfig, buckets: int = 4)
     alerts: list = []
     quarantine: list = []
     seq = 0
+    cluster = ClusterStep(cluster_config(cfg))  # as the bridge runs it on the driver
     for batch in batches:
+        bucket_alerts: list = []
         per_bucket: dict[int, tuple[list, list]] = {}
         reasons = _frame(batch, list(range(len(batch))))["reason"].tolist() if batch else []
         for e, reason in zip(batch, reasons):
@@ -64,6 +67,9 @@ def run_batches(batches: list[list[dict]], cfg: MonitorConfig, buckets: int = 4)
             if b in per_bucket:
                 evs, seqs = per_bucket[b]
                 events = events_from_frames([_frame(evs, seqs)], quarantine)
-                bucket.process(events, cfg, alerts, quarantine)
-            bucket.advance(cfg, alerts)
+                bucket.process(events, cfg, bucket_alerts, quarantine)
+            bucket.advance(cfg, bucket_alerts)
+        activity = [r for bucket in state.values() for r in bucket.activity_reports()]
+        alerts += cluster.step(bucket_alerts, activity)
+    alerts += cluster.step([], [], flush=True)
     return alerts, quarantine

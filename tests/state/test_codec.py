@@ -193,7 +193,8 @@ def test_a_format1_blob_is_read_as_the_state_it_was_written_from_and_goes_on_ali
     assert codec.tag_of(blob) == b"format-1"
     restored = decode(blob, bucket_id=0, buckets=1, cfg=cfg)
     rebuilt, _ = feed(events[:2600], cfg, roundtrip=False)
-    assert state_of(restored) == state_of(rebuilt)
+    # the brokers' activity runs (for state/cluster.py) came after format 1: a blob of it has none
+    assert state_of(restored) == {**state_of(rebuilt), "activity": {}}
     open_now = {a.alert_id: key for w in restored.partitions.values() for key, a in w.book.open.items()}
     assert open_now == FORMAT0_OPEN
     _, (alerts, quarantine, _, _) = feed(events[2600:], cfg, roundtrip=True, bucket=restored)

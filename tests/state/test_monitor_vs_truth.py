@@ -24,7 +24,7 @@ heartbeat). tests/streaming/test_simulated_truth.py runs the same checks on the 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 import pytest
@@ -62,6 +62,7 @@ class Monitored:
     partition_status: list[dict]
     replica_status: list[dict]
     quarantine: list[dict]
+    activity: list[dict] = field(default_factory=list)  # for the cluster step (state/cluster.py)
 
 
 def run_monitor(
@@ -72,6 +73,7 @@ def run_monitor(
     would), then let time run out (`advance`) as the end of a stream does."""
     cfg = MonitorConfig(replica_lag_time_max_ms=lag_ms)
     bucket, alerts, quarantine, partitions, replicas = Bucket(0, 1), [], [], [], []
+    activity: list = []
     raws = raws or [None] * len(events)
     order = sorted(
         range(len(events)), key=lambda i: (events[i]["ts"], TYPE_RANK[events[i]["type"]])
@@ -82,6 +84,7 @@ def run_monitor(
         if chunk_end is not None and ts >= chunk_end:
             bucket.process(chunk, cfg, alerts, quarantine)
             bucket.statuses(cfg, partitions, replicas)
+            activity += bucket.activity_reports()
             chunk = []
         if chunk_end is None or ts >= chunk_end:
             chunk_end = (ts // status_every_ms + 1) * status_every_ms
@@ -89,7 +92,8 @@ def run_monitor(
     bucket.process(chunk, cfg, alerts, quarantine)
     bucket.advance(cfg, alerts)
     bucket.statuses(cfg, partitions, replicas, force=True)
-    return Monitored(alerts, partitions, replicas, quarantine)
+    activity += bucket.activity_reports()
+    return Monitored(alerts, partitions, replicas, quarantine, activity)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from functools import cache
 
 from replmon.state.bucket import Bucket
 from replmon.state.monitor import MonitorConfig
-from replmon.state.root_cause import merge_root_alerts
+from replmon.state.cluster import fold_batches
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.model import simulate
 
@@ -30,8 +30,9 @@ def demo_events():
 def demo_alerts(buckets: int = 1) -> tuple:
     events, lag_ms = demo_events()
     if buckets == 1:
-        return tuple(merge_root_alerts(run_monitor(events, lag_ms).alerts))
-    return tuple(merge_root_alerts(run_buckets(events, lag_ms, buckets)))
+        m = run_monitor(events, lag_ms)
+        return tuple(fold_batches([(m.alerts, m.activity)], MonitorConfig(replica_lag_time_max_ms=lag_ms)))
+    return tuple(run_buckets(events, lag_ms, buckets))
 
 
 def run_buckets(events, lag_ms, n):
@@ -40,14 +41,14 @@ def run_buckets(events, lag_ms, n):
     cfg = MonitorConfig(replica_lag_time_max_ms=lag_ms)
     buckets = [Bucket(i, n) for i in range(n)]
     order = sorted(events, key=lambda e: (e["ts"], TYPE_RANK[e["type"]]))
-    out = []
     batch_end, batch = None, [[] for _ in range(n)]
+    batches = []
 
     def flush():
         alerts = []
         for b, evs in zip(buckets, batch):
             b.process(evs, cfg, alerts, [])
-        out.extend(merge_root_alerts(alerts))
+        batches.append((alerts, [r for b in buckets for r in b.activity_reports()]))
 
     for e in order:
         if batch_end is not None and e["ts"] >= batch_end:
@@ -62,7 +63,7 @@ def run_buckets(events, lag_ms, n):
             key = f"{e['cluster']}/{e['topic']}/{e['partition']}".encode()
             batch[zlib.crc32(key) % n].append(as_tuple(e))
     flush()
-    return out
+    return fold_batches(batches, cfg)
 
 
 def during_crash(alerts):
@@ -78,9 +79,18 @@ def test_the_crash_notifies_one_root_cause_alert():
     ], "one page for one dead broker"
     root = notified[0]
     assert root["broker"] == 3 and root["replica"] is None and root["caused_by"] is None
-    assert root["counts"] == {"under_replicated": 8, "under_min_isr": 0, "offline": 0, "leaders_lost": 2}
-    assert "broker 3 of sim was fenced" in root["reason"]
-    assert "8 partitions under-replicated" in root["reason"] and "2 leaders lost" in root["reason"]
+    # Nothing more is heard from broker 3 from the crash at +100 s: silent at its last activity
+    # + stuck_after_ms (3 s); the controller fences it at +109 s, which updates the same alert
+    # (no second page); the outage's counts grow on updates and are whole when it resolves.
+    assert root["cause"] == "broker_silent" and root["started_ms"] == T0 + 103_001
+    assert "broker 3 of sim went silent" in root["reason"]
+    episode = [a for a in demo_alerts() if a["alert_id"] == root["alert_id"]]
+    assert [a["status"] for a in episode if a["status"] != "updated"] == ["firing", "resolved"]
+    assert {a["cause"] for a in episode if a["status"] != "firing"} == {"broker_fenced"}
+    assert not any(a["notify"] for a in episode if a["status"] == "updated")
+    last = episode[-1]
+    assert last["counts"] == {"under_replicated": 8, "under_min_isr": 0, "offline": 0, "leaders_lost": 2}
+    assert last["status"] == "resolved" and "running again" in last["reason"]
 
 
 def test_partition_and_replica_alerts_name_the_broker_and_say_why():
@@ -128,7 +138,8 @@ def test_same_ids_and_counts_however_partitions_are_bucketed():
         ]
 
     one, four = demo_alerts(1), demo_alerts(4)
-    assert roots(one) == roots(four) and len(roots(one)) == 2, "one firing, one resolved"
+    assert roots(one) == roots(four)
+    assert [r[1] for r in roots(one) if r[1] != "updated"] == ["firing", "resolved"]
     key = lambda a: (a["alert_id"], a["status"], a["caused_by"])  # noqa: E731
     assert sorted(map(key, one)) == sorted(map(key, four))
 
@@ -188,8 +199,8 @@ def test_shutdown_then_fences_then_offline_each_counted_under_the_outage_that_ca
         ]
     )
     events.sort(key=lambda e: e[1])
-    _, alerts, _ = run(events, cfg)
-    alerts = merge_root_alerts(alerts)
+    bucket, alerts, _ = run(events, cfg)
+    alerts = fold_batches([(alerts, bucket.activity_reports())], cfg)
     roots = {a["broker"]: a for a in alerts if a["name"] == "BrokerUnavailable"}
     assert {b: (a["cause"], a["counts"]) for b, a in roots.items()} == {
         3: (
@@ -262,16 +273,16 @@ def stopped_broker_events(stop_ms=5000, resume_ms=40_000, end_ms=50_000):
 
 def test_a_stopped_broker_the_controller_has_not_fenced_is_one_silent_root():
     cfg = MonitorConfig(replica_lag_time_max_ms=10_000)
-    _, alerts, _ = run(stopped_broker_events(), cfg)
-    alerts = merge_root_alerts(alerts)
-    roots = [a for a in alerts if a["name"] == "BrokerUnavailable"]
+    bucket, alerts, _ = run(stopped_broker_events(), cfg)
+    alerts = fold_batches([(alerts, bucket.activity_reports())], cfg)
+    roots = [a for a in alerts if a["name"] == "BrokerUnavailable" and a["status"] != "updated"]
     assert [(a["status"], a["broker"], a["cause"]) for a in roots] == [
         ("firing", 3, "broker_silent"),
         ("resolved", 3, "broker_silent"),
     ]
     root = roots[0]
     assert "went silent" in root["reason"] and "still registered" in root["reason"]
-    assert roots[1]["ts"] == T0 + 40_102, "the first fetch from broker 3 again (+100 ms, +2 ms)"
+    assert roots[1]["ts"] == T0 + 40_100, "the first append on the partition broker 3 leads, again"
     caused = [
         a
         for a in alerts

@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 from replmon.streaming.bridge import OutputRouter
+from replmon.streaming.cluster_state import ClusterStepRunner
 from replmon.streaming.query import start_query
 from replmon.streaming.settings import Settings
 from replmon.streaming.sources import file_source
@@ -56,7 +57,9 @@ def write_events(
 def run_once(session, input_dir: Path, out_dir: Path, **settings) -> dict[str, list[dict]]:
     """One availableNow run of the real query; returns every output record by kind."""
     cfg = Settings(input_path=str(input_dir), output_dir=str(out_dir), **settings)
-    router = OutputRouter(str(out_dir))
+    router = OutputRouter(
+        str(out_dir), cluster_step=ClusterStepRunner(cfg.monitor_config(), cfg.checkpoint_dir)
+    )
     spark = session
     source = file_source(spark, str(input_dir))
     query = start_query(spark, source, cfg, router, once=True, name=f"test_{uuid.uuid4().hex[:8]}")
@@ -65,6 +68,7 @@ def run_once(session, input_dir: Path, out_dir: Path, **settings) -> dict[str, l
         assert query.exception() is None
     finally:
         query.stop()
+    router.flush()  # as `replmon run --once` does at the end of its input
     return read_outputs(out_dir)
 
 
