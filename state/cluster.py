@@ -53,6 +53,7 @@ COUNTED = {
     "UnderMinIsr": "under_min_isr",
     "OfflinePartition": "offline",
 }
+REGROUP_MS = 300_000  # a lagging broker's alerts stay one group this long after the last resolves
 COUNTS_EVERY_MS = 1000  # at most one counts update per episode per this much event time
 SILENT, FENCED, SHUTTING_DOWN = "broker_silent", "broker_fenced", "broker_shutting_down"
 LEADER_UNAVAILABLE = "leader_unavailable"
@@ -103,6 +104,9 @@ class ClusterFacts:
     episodes: dict = field(default_factory=dict)  # broker -> open Episode
     ended: list = field(default_factory=list)  # episodes ended less than group_wait ago
     held: list = field(default_factory=list)  # alert records waiting for their release
+    # follower broker -> [first ReplicaOutOfSync id, its open ones, when the last one resolved]:
+    # a broker that lags on several partitions for its own reason is one notification
+    lagging: dict = field(default_factory=dict)
     decided: dict = field(default_factory=dict)  # released, still firing: alert_id -> decision
 
 
@@ -360,6 +364,7 @@ class ClusterStep:
         aid = rec["alert_id"]
         if rec["status"] != "firing":
             decision = facts.decided.pop(aid, None)
+            self._ungroup_lag(facts, rec)
             if decision is None:
                 if aid in self._held_firing:  # its firing is still held: resolved within group_wait
                     waiting.append(rec)
@@ -371,6 +376,7 @@ class ClusterStep:
             return
         self._held_firing.discard(aid)
         decision = self._decide(facts, rec)
+        self._group_lag(facts, rec, decision)
         resolves = [w for w in waiting if w["alert_id"] == aid]
         if resolves:  # over before its group_wait ended: recorded, not notified
             decision["quiet"] = True
@@ -438,6 +444,38 @@ class ClusterStep:
         elif caused_by in facts.aliases:
             caused_by = None
         return {"episode": ep, "caused_by": caused_by, "cause": cause}
+
+    def _group_lag(self, facts: ClusterFacts, rec: dict, decision: dict) -> None:
+        """A follower broker out of sync on several partitions for its own reason (no outage
+        explains it) is one notification: the first ReplicaOutOfSync of the broker stands for
+        the others while any is open, or it resolved less than REGROUP_MS ago (Alertmanager's
+        group_interval)."""
+        if (
+            rec["name"] != "ReplicaOutOfSync"
+            or decision["caused_by"] is not None
+            or rec.get("replica") is None
+        ):
+            return
+        group = facts.lagging.get(str(rec["replica"]))
+        at = rec["started_ms"]
+        if group is not None and (group[1] or at <= group[2] + REGROUP_MS):
+            decision["caused_by"] = group[0]
+            group[1].append(rec["alert_id"])
+            return
+        facts.lagging[str(rec["replica"])] = [rec["alert_id"], [rec["alert_id"]], -NEVER]
+
+    @staticmethod
+    def _ungroup_lag(facts: ClusterFacts, rec: dict) -> None:
+        if rec["name"] != "ReplicaOutOfSync" or rec.get("replica") is None:
+            return
+        group = facts.lagging.get(str(rec["replica"]))
+        if group is not None and rec["alert_id"] in group[1]:
+            group[1].remove(rec["alert_id"])
+            if not group[1]:
+                group[2] = rec["ts"]
+        for key, (_, members, ended) in list(facts.lagging.items()):
+            if not members and ended + REGROUP_MS < facts.horizon_ms:
+                del facts.lagging[key]
 
     @staticmethod
     def _apply(rec: dict, decision: dict) -> None:
@@ -543,6 +581,7 @@ def _facts_doc(f: ClusterFacts) -> dict:
         "open": [[b, id(ep)] for b, ep in f.episodes.items()],
         "ended": [id(ep) for ep in f.ended],
         "held": f.held,
+        "lagging": f.lagging,
         "decided": {aid: decision_doc(d) for aid, d in f.decided.items()},
     }
 
@@ -559,6 +598,7 @@ def _facts_from_doc(d: dict) -> ClusterFacts:
     f.episodes = {int(b): eps[k] for b, k in d["open"]}
     f.ended = [eps[k] for k in d["ended"]]
     f.held = list(d["held"])
+    f.lagging = {k: [v[0], list(v[1]), v[2]] for k, v in d.get("lagging", {}).items()}
     f.decided = {
         aid: {"caused_by": x["caused_by"], "cause": x["cause"], "episode": eps.get(x["episode"])}
         for aid, x in d["decided"].items()

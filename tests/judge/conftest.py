@@ -10,10 +10,13 @@ settings, so the cases that need other values live in their own module.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.integration.conftest import local_services  # noqa: F401 - the fixture, re-exported
-from tests.judge.cluster import JudgeCluster, wait_for
+from tests.judge.cluster import PORT_SHIFT, JudgeCluster, wait_for
+from tests.judge.oncall import JudgeAlertmanager
 from tests.judge.pipeline import Pipeline, describe, wait_full_isr
 
 LAG_MS = 6000  # replica.lag.time.max.ms on the judged brokers
@@ -53,8 +56,22 @@ def judge_admin(judge_cluster):
 
 
 @pytest.fixture(scope="module")
-def pipeline(judge_cluster, judge_admin, local_services, tmp_path_factory):  # noqa: F811
-    p = Pipeline(judge_cluster, local_services, tmp_path_factory.mktemp("judge"))
+def judge_alertmanager():
+    am = JudgeAlertmanager(int(os.environ.get("REPLMON_PORT_OFFSET", "0")) + PORT_SHIFT)
+    try:
+        yield am
+    finally:
+        am.close()
+
+
+@pytest.fixture(scope="module")
+def pipeline(judge_cluster, judge_admin, local_services, judge_alertmanager, tmp_path_factory):  # noqa: F811
+    p = Pipeline(
+        judge_cluster,
+        local_services,
+        tmp_path_factory.mktemp("judge"),
+        alertmanager_url=judge_alertmanager.url,
+    )
     p.start_collect()
     p.start_run()
     try:

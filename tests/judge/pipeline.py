@@ -19,8 +19,11 @@ CLUSTER = "judge"
 
 
 class Pipeline:
-    def __init__(self, judge: JudgeCluster, services: dict, workdir: Path) -> None:
+    def __init__(
+        self, judge: JudgeCluster, services: dict, workdir: Path, alertmanager_url: str | None = None
+    ) -> None:
         tag = uuid.uuid4().hex[:8]
+        self.alertmanager_url = alertmanager_url
         self.judge, self.services, self.workdir = judge, services, workdir
         self.metrics_topic = f"judge-metrics-{tag}"
         self.prefix = f"judge{tag}"
@@ -75,6 +78,8 @@ class Pipeline:
             REPLMON_RULES__MIN_INSYNC_REPLICAS="2",
             REPLMON_SPARK__JARS=json.dumps(self.services["spark_jars"]),
         )
+        if self.alertmanager_url:
+            env["REPLMON_ALERTMANAGER__URL"] = self.alertmanager_url
         self._spawn(
             "run",
             [

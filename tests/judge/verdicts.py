@@ -49,3 +49,35 @@ def report(label: str, rows: list[str]) -> None:
     print(f"\n[judge] {label}")
     for r in rows:
         print(f"[judge]   {r}")
+
+
+def notified_since(pipeline: Pipeline, am, since_ms: int, wall_ms: int, settle_s: float = 10.0):
+    """What reached on-call since a fault: the notified firing transitions on replmon's Redis
+    on-call stream that started at or after since_ms (event time), and the notifications the
+    real Alertmanager sent since wall_ms, once both stopped changing for settle_s (replmon
+    holds every alert alerts.group_wait_ms of event time before it notifies)."""
+    from tests.judge.oncall import redis_notified, wait_quiet
+
+    wait_quiet(
+        "the on-call channels",
+        lambda: (len(redis_notified(pipeline, since_ms)), len(am.notifications(wall_ms, CLUSTER))),
+        settle_s,
+        120,
+    )
+    return redis_notified(pipeline, since_ms), am.notifications(wall_ms, CLUSTER)
+
+
+def last_counts(pipeline: Pipeline, alert_id: str) -> dict:
+    """The counts on the newest transition of a root alert (they grow on its updates)."""
+    records = [a for a in pipeline.alerts() if a["alert_id"] == alert_id]
+    return json.loads(records[-1]["counts"]) if records and records[-1].get("counts") else {}
+
+
+def describe_pages(redis: list[dict], am: list[dict]) -> str:
+    pages = sum(1 for r in redis if r.get("severity") == "critical")
+    return (
+        f"notified {len(redis)} ({pages} pages): "
+        + ", ".join(f"{r['name']}[{r.get('cause')}] broker {r.get('broker')}" for r in redis)
+        + f"; Alertmanager notifications {len(am)}: "
+        + ", ".join("+".join(sorted(a["alertname"] for a in n["alerts"])) for n in am)
+    )
