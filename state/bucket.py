@@ -360,7 +360,7 @@ class Bucket:
         if epoch < p.leader_epoch:
             return  # an older view of the partition: the leader ignores it too
         if leader_id != p.leader:
-            # A different broker leads now: it knows nothing of the followers (RULES §1.4).
+            # A different broker leads now: it knows nothing of the followers (docs/kafka-rules.md §1.4).
             leo = ev[LEADER_LEO] if ev[LEADER_LEO] is not None else p.leader_leo
             hw = ev[HW] if ev[HW] is not None else min(p.hw, leo)
             new = PartitionLeader(

@@ -1,4 +1,4 @@
-"""Run one conformance scenario (RULES.md §10) against the engine and list what disagrees.
+"""Run one conformance scenario (docs/kafka-rules.md §10) against the engine and list what disagrees.
 
 Pure: takes an already-parsed scenario dict, returns failures; reading files is the caller's job
 (streaming/conformance_cmd.py).
@@ -55,7 +55,7 @@ def run_scenario(scenario: dict) -> list[Failure]:
     except Exception as e:  # reported like any other disagreement
         return [Failure(name, -1, "error", None, f"{type(e).__name__}: {e}")]
     failures = []
-    if p.hw != initial["hw"]:  # RULES §10.2: initial.hw is already the makeLeader HW computation
+    if p.hw != initial["hw"]:  # docs/kafka-rules.md §10.2: initial.hw is already makeLeader's HW
         failures.append(Failure(name, -1, "initial.hw", initial["hw"], p.hw))
     views = {int(r): FollowerView(**v) for r, v in initial.get("follower_view", {}).items()}
     expectations: dict[int, list[dict]] = {}
@@ -97,7 +97,7 @@ def _make_leader(config: dict, initial: dict) -> PartitionLeader:
 
 
 def _apply(p: PartitionLeader, views: dict[int, FollowerView], ev: dict) -> _Observed:
-    """Process one event (RULES §10.3)."""
+    """Process one event (docs/kafka-rules.md §10.3)."""
     t, kind = ev["t_ms"], ev["type"]
     observed = _Observed()
     if kind == "append":
@@ -174,7 +174,7 @@ def _check(
     t: int,
     observed: _Observed,
 ) -> list[Failure]:
-    """Compare the expectation keys of one block (RULES §10.4) with the state after event i."""
+    """Compare the expectation keys of one block (docs/kafka-rules.md §10.4) with the state after event i."""
     failures: list[Failure] = []
 
     def compare(key: str, expected: Any, got: Any) -> None:

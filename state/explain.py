@@ -84,8 +84,8 @@ def hw_holders(p: PartitionLeader, now_ms: int) -> tuple[int, ...]:
 
 
 # Why a follower is out of the ISR (or about to be), most specific first. The controller removes
-# fenced and shutting-down brokers from every ISR (KIP-841, RULES §4); a replica being added by a
-# reassignment has not joined yet; otherwise the leader's isr-expiration removed it for lag
+# fenced and shutting-down brokers from every ISR (KIP-841, docs/kafka-rules.md §4); a replica
+# being added by a reassignment has not joined yet; otherwise the leader's isr-expiration removed it for lag
 # (now - lcu > L), or the controller did while its broker was registered (an election).
 LAG = "lag"
 BROKER_FENCED = "broker_fenced"

@@ -1,7 +1,7 @@
 """ReplicaFetcherStalled: one follower broker's fetcher thread for one leader broker stopped.
 
 A follower broker F runs `num.replica.fetchers` threads per leader broker L; each carries every
-partition of L whose fetcher id is k, in one FETCH request per round (RULES §6.5). When the
+partition of L whose fetcher id is k, in one FETCH request per round (docs/kafka-rules.md §6.5). When the
 thread stalls, all those partitions stop fetching from L at once while F goes on elsewhere.
 
 Decided per bucket when one of the group's replicas goes out of sync (L after its last fetch,

@@ -1,4 +1,4 @@
-"""The follower's own view of a partition it replicates (RULES.md §5.2, §6.4, §7 ConsumerLag).
+"""The follower's own view of a partition it replicates (docs/kafka-rules.md §5.2, §6.4, §7 ConsumerLag).
 
 Mirrors `ReplicaFetcherThread.processPartitionData` and `AbstractFetcherThread`'s lag gauge.
 """

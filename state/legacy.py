@@ -1,4 +1,6 @@
-"""Out-of-sync rules of older Kafka versions, for what-if replays (RULES.md §3.2, §9, §10.4 `legacy`).
+"""Out-of-sync rules of older Kafka versions, for what-if replays.
+
+docs/kafka-rules.md §3.2, §9, §10.4 `legacy`.
 
 Each rule answers "would that version's isr-expiration call this ISR follower out of sync now?".
 Like the conformance model, they assume lcu and the last fetch start at the election time

@@ -505,7 +505,7 @@ class PartitionWatch:
 
     def _resolve_former_followers(self, now: int, out: list) -> None:
         """Per-replica alerts only concern followers: a replica that became the leader or left
-        the assignment closes its episodes (RULES §1.4: a leader is not a follower)."""
+        the assignment closes its episodes (docs/kafka-rules.md §1.4: a leader is not a follower)."""
         p = self.leader
         for (name, subject), alert in list(self.book.open.items()):
             r = alert.labels[3]

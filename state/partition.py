@@ -1,6 +1,6 @@
 """One partition as its leader sees it: ISR membership and high-watermark progress.
 
-Mirrors `kafka.cluster.Partition` (RULES.md §1.3-§5, §7) for one partition led by one broker.
+Mirrors `kafka.cluster.Partition` (docs/kafka-rules.md §1.3-§5, §7) for one partition led by one broker.
 Pure and synchronous: time is always an argument, AlterPartition answers arrive as calls.
 Called once per event on the streaming hot path, so it keeps tuples/sets and small objects only.
 """
@@ -47,7 +47,7 @@ NON_RETRIABLE_ALTER_PARTITION_ERRORS = frozenset(
 class PartitionConfig:
     replica_lag_time_max_ms: int = 30000
     min_insync_replicas: int = 1
-    alter_partition: str = IMMEDIATE  # or "manual" (RULES §10.1)
+    alter_partition: str = IMMEDIATE  # or "manual" (docs/kafka-rules.md §10.1)
     rule_set: str = "current"  # out-of-sync rule isr_expiration uses (legacy.RULE_SETS)
     replica_lag_max_messages: int = 4000  # only for rule_set v0_8
 
@@ -128,7 +128,7 @@ class PartitionLeader:
         broker_epochs: Mapping[int, int] | None = None,
         leader_log_start_offset: int = 0,
     ) -> None:
-        """The state just after `Partition.makeLeader` with a new leader epoch at now_ms (RULES §10.2)."""
+        """The state just after `Partition.makeLeader` with a new leader epoch at now_ms (§10.2)."""
         self.config = config
         self.leader = leader
         self.leader_epoch = leader_epoch
@@ -170,7 +170,7 @@ class PartitionLeader:
             self.followers[r] = _override(self.followers[r], r, override)
         self._maybe_increment_hw(now_ms)  # makeLeader always ends with maybeIncrementLeaderHW
 
-    # ---- partition predicates (RULES §3.4, §7) ------------------------------------------------------
+    # ---- partition predicates (docs/kafka-rules.md §3.4, §7) -----------------------------------------------
 
     @property
     def effective_min_isr(self) -> int:
@@ -266,7 +266,7 @@ class PartitionLeader:
         error: str | None = None,
         diverging_epoch: int | bool | None = None,
     ) -> FetchOutcome:
-        """A follower fetch the leader first processed at now_ms (Partition.fetchRecords, RULES §1.2-§1.3)."""
+        """A follower fetch the leader first processed at now_ms (Partition.fetchRecords, §1.2-§1.3)."""
         hw_before = self.hw
         state = self.followers.get(replica)
         if (

@@ -1,6 +1,6 @@
 """What the partition leader records about one follower, and the rules that read it.
 
-Mirrors `kafka.cluster.Replica` / `ReplicaState` (RULES.md §1.1, §1.2, §1.4, §2.1). Pure:
+Mirrors `kafka.cluster.Replica` / `ReplicaState` (docs/kafka-rules.md §1.1, §1.2, §1.4, §2.1). Pure:
 time is always an argument, nothing here reads a clock.
 """
 
@@ -22,7 +22,7 @@ class ReplicaState:
     last_fetch_leader_leo: int = 0  # lastFetchLeaderLogEndOffset (lflo)
     last_fetch_ms: int = 0  # lastFetchTimeMs (lft)
     broker_epoch: int | None = None  # brokerEpoch from the last fetch (KIP-903); None = none since reset
-    # Legacy rule sets (RULES.md §3.2, §10.4 `legacy`); both start at election / creation time.
+    # Legacy rule sets (docs/kafka-rules.md §3.2, §10.4 `legacy`); both start at election / creation time.
     leo_update_ms: int = 0  # 0.8's logEndOffsetUpdateTimeMs: every accepted fetch
     read_to_log_end_ms: int = 0  # 0.9's lastCaughtUpTimeMs: only fetches at the leader LEO at read time
 

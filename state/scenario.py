@@ -1,4 +1,4 @@
-"""The conformance scenario format (RULES.md §10) and its validation.
+"""The conformance scenario format (docs/kafka-rules.md §10) and its validation.
 
 A scenario is an already-parsed JSON object: config, the state just after makeLeader, events,
 and expectations after given events. `validate_scenario` rejects anything the runner would
@@ -206,7 +206,7 @@ def _check_block(where: str, block: Any, required: dict, optional: dict) -> None
 
 
 def validate_scenario(d: Any) -> None:
-    """Raise ValueError naming the first problem if d is not a well-formed scenario (RULES.md §10)."""
+    """Raise ValueError naming the first problem if d is not a well-formed scenario (§10)."""
     if not isinstance(d, dict):
         raise ValueError(f"a scenario must be a JSON object, got {type(d).__name__}")
     name = d.get("name")

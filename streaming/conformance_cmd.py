@@ -1,4 +1,6 @@
-"""`replmon conformance PATH...`: run conformance scenario files (JSON lines, RULES.md §10) against state/.
+"""`replmon conformance PATH...`: run conformance scenario files against state/.
+
+The files are JSON lines, one scenario each, in the format of docs/kafka-rules.md §10.
 
 Exit codes: 0 all scenarios pass, 1 some check failed, 2 a file is unreadable or malformed.
 """

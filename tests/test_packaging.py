@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_FOLDERS = ("state", "streaming", "sinks", "dashboards")
-SHARED_RULES = ROOT.parent / "shared" / "conformance" / "kafka_rules.jsonl"
+OWN_SCENARIOS = ROOT / "tests" / "state" / "data" / "conformance" / "replmon_rules.jsonl"
 
 
 def _pyproject() -> dict:
@@ -116,7 +116,7 @@ def test_wheel_help_and_imports_come_from_the_installed_package(installed, tmp_p
 
 
 def test_wheel_runs_conformance(installed, tmp_path):
-    proc = _replmon(installed, "conformance", str(SHARED_RULES), cwd=tmp_path)
+    proc = _replmon(installed, "conformance", str(OWN_SCENARIOS), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ", 0 failed" in proc.stdout
 

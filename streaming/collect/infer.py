@@ -109,7 +109,7 @@ def fetch_event(
         "leader_leo": f.fetch_offset if caught_up else leader_leo_lower_bound(f, proved),
     }
     if f.error_code or f.diverging_epoch is not None:
-        # Not an observation (RULES.md §11): the read failed, so it proves nothing about the LEO.
+        # Not an observation (docs/kafka-rules.md §11): the read failed, so it proves nothing about the LEO.
         ev["leader_leo"] = max(f.fetch_offset, proved)
     if f.current_leader_epoch is not None and f.current_leader_epoch >= 0:
         ev["leader_epoch"] = f.current_leader_epoch

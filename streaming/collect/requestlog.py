@@ -37,7 +37,7 @@ class Request:
     @property
     def read_ms(self) -> int:
         """When the broker started handling it: arrival plus time on the request queue
-        (Kafka's fetchTimeMs is taken at the start of the read, RULES.md §1.2)."""
+        (Kafka's fetchTimeMs is taken at the start of the read, docs/kafka-rules.md §1.2)."""
         return round(self.arrival_ms + float(self.body.get("requestQueueTimeMs", 0.0)))
 
     @property

@@ -4,7 +4,7 @@ An incremental fetch names only the partitions whose fetch state changed, and it
 only the partitions with records or a changed high watermark, log start or error; the leader
 still reads every partition of the session on every fetch (FetchSession.scala: the cached
 fetch offset is used for the ones not named). So each follower fetch is one observation per
-partition in the session (RULES.md §11), and the cache of the session must be kept here.
+partition in the session (docs/kafka-rules.md §11), and the cache of the session must be kept here.
 
 Epochs: sessionEpoch 0 opens a session with a full request (the response says its id),
 -1 is a full fetch without a session, > 0 is incremental on sessionId. A top-level error

@@ -126,14 +126,14 @@ class PartitionSim:
         self.leader_epoch = epoch
 
     def receive(self, replica: int, records: int, response_hw: int) -> None:
-        """The follower appends `records` from the leader and takes the response HW (RULES §5.2)."""
+        """The follower appends `records` and takes the response HW (docs/kafka-rules.md §5.2)."""
         if records:
             self.leo[replica] += records
             self.last_epoch[replica] = self.epoch_at(self.leo[replica] - 1)
         self.follower_hw[replica] = min(response_hw, self.leo[replica])
 
     def truncate(self, replica: int, offset: int) -> None:
-        """Truncate-on-fetch after a diverging-epoch answer (RULES §6.3)."""
+        """Truncate-on-fetch after a diverging-epoch answer (docs/kafka-rules.md §6.3)."""
         self.leo[replica] = offset
         self.last_epoch[replica] = self.epoch_at(offset - 1) if offset else -1
         self.follower_hw[replica] = min(self.follower_hw[replica], offset)

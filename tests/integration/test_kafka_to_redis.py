@@ -325,7 +325,7 @@ def test_out_of_sync_alerts_are_the_truths_episodes(first_run, redis_client):
     expands = first_run.truth_of("isr_change")
     for subject, episode in episodes.items():
         firing = by_status["firing"][subject]
-        # The first ms the follower fails isCaughtUp (RULES.md §2.1: now - lcu > L).
+        # The first ms the follower fails isCaughtUp (docs/kafka-rules.md §2.1: now - lcu > L).
         assert int(firing["ts"]) == int(firing["started_ms"]) == episode["start_ms"], (
             subject,
             int(firing["ts"]) - T0,
@@ -356,7 +356,7 @@ def test_out_of_sync_alerts_are_the_truths_episodes(first_run, redis_client):
 
 def test_under_replicated_fires_within_the_isr_expiration_window(first_run, redis_client):
     """The leader removes an out-of-sync follower at its next isr-expiration run, every L/2
-    from a phase an observer cannot know (RULES.md §11: allow (L, 1.5·L] after lcu). The
+    from a phase an observer cannot know (docs/kafka-rules.md §11: allow (L, 1.5·L] after lcu). The
     monitor runs the task on its own phase, or takes the shrink from the metadata report if
     that comes first, so its shrink time and the truth's can differ, within that window."""
     entries = stream_alerts(redis_client, first_run.keys)

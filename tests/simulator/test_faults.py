@@ -1,4 +1,6 @@
-"""Each scheduled fault shows in the truth the way Kafka's rules say it must (RULES.md §2-§5, §11)."""
+"""Each scheduled fault shows in the truth the way Kafka's rules say it must.
+
+docs/kafka-rules.md §2-§5, §11."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The follower's own HW and ConsumerLag (RULES §5.2, §6.4)."""
+"""The follower's own HW and ConsumerLag (docs/kafka-rules.md §5.2, §6.4)."""
 
 import pytest
 

@@ -1,4 +1,6 @@
-"""ISR shrink, the AlterPartition pending states and their answers, and leader changes (RULES §1.4, §3, §10.3)."""
+"""ISR shrink, the AlterPartition pending states and their answers, and leader changes.
+
+docs/kafka-rules.md §1.4, §3, §10.3."""
 
 import pytest
 
@@ -9,7 +11,7 @@ from .helpers import T, make, play
 L = 10000
 
 
-# ---- shrink (RULES §2.2, §3.3) -----------------------------------------------------------------------------
+# ---- shrink (docs/kafka-rules.md §2.2, §3.3) ---------------------------------------------------------------
 
 
 # Partition 1,2,3 with ISR {1,2,3}, leader LEO 100, HW 100; followers 2 and 3 fetched at the LEO at T+0.
@@ -80,7 +82,7 @@ def test_out_of_sync_is_empty_while_in_flight_unless_ignored():
     assert p.out_of_sync_replicas(T + L + 2, ignore_inflight=True) == (2,)
 
 
-# ---- AlterPartition pending states and answers (RULES §3.5) ------------------------------------------------
+# ---- AlterPartition pending states and answers (docs/kafka-rules.md §3.5) ----------------------------------
 
 
 def _pending_shrink():
@@ -182,7 +184,7 @@ def test_bad_answer_result_is_refused():
         make().alter_partition_response(T, "maybe")
 
 
-# ---- leader changes and controller updates (RULES §1.4) ----------------------------------------------------
+# ---- leader changes and controller updates (docs/kafka-rules.md §1.4) --------------------------------------
 
 
 def _led():

@@ -1,4 +1,4 @@
-"""Out-of-sync rules of older Kafka versions (RULES §3.2, §9, §10.4 `legacy`)."""
+"""Out-of-sync rules of older Kafka versions (docs/kafka-rules.md §3.2, §9, §10.4 `legacy`)."""
 
 import pytest
 

@@ -229,7 +229,7 @@ def test_alerts_of_a_follower_that_becomes_leader_or_leaves_are_resolved():
 
 def test_reason_of_a_follower_that_never_caught_up_has_no_epoch_sized_lag():
     # Broker 2 becomes leader (epoch 2) with ISR {1, 2}: replica 3 was in the ISR before, and
-    # the new leader sets its lcu to 0 ("never", RULES §1.4). Its ReplicaOutOfSync reason must
+    # the new leader sets its lcu to 0 ("never", docs/kafka-rules.md §1.4). Its ReplicaOutOfSync reason must
     # say so, not report a lag measured from 1970.
     events = [meta(T0)] + steady(T0 + 100, T0 + 2000)
     events.append(

@@ -4,13 +4,13 @@ The simulator's partition leaders are the rules engine driven with Kafka's own `
 schedule (every L/2 from each broker's start, at a random phase); its truth records what they
 decided. The monitor (`state.bucket.Bucket`) re-derives the same from the events alone, running
 isr-expiration every L/2 aligned to the epoch (t % (L/2) == 0) and evaluating alerts at exact
-deadlines. What must therefore agree, and how closely (docs/simulator.md, RULES.md §2-§3, §11):
+deadlines. What must therefore agree, and how closely (docs/simulator.md, docs/kafka-rules.md §2-§3, §11):
 
 * When a follower goes out of sync (`now - lcu > L`, LEO behind): at lcu + L + 1 in both, to the
   ms. It depends on the fetches only, not on when isr-expiration runs.
 * When the leader removes it from the ISR: at the first isr-expiration run after that, in both,
   but the runs have different phases. Both runs lie in [out of sync, out of sync + L/2], so the
-  two shrink times are at most L/2 apart (RULES §11: an observer must allow (L, 1.5 L]). The
+  two shrink times are at most L/2 apart (docs/kafka-rules.md §11: an observer must allow (L, 1.5 L]). The
   monitor also applies the ISR a `metadata` event reports, so it is never later than the report
   of the truth's shrink.
 * When a follower rejoins (a fetch reaching the HW), and what the controller does (fencing,

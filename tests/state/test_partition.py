@@ -8,7 +8,7 @@ from replmon.state.partition import PartitionConfig
 
 from .helpers import T, make, play
 
-# ---- rejected fetches change nothing (RULES §1.2, §10.3) ---------------------------------------------------
+# ---- rejected fetches change nothing (docs/kafka-rules.md §1.2, §10.3) -------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -74,7 +74,7 @@ def test_fetch_outcome_reports_pre_update_hw_and_changes():
     assert second == (True, None, 100, False, False)
 
 
-# ---- ISR expansion (RULES §4.1) -----------------------------------------------------------------------------
+# ---- ISR expansion (docs/kafka-rules.md §4.1) --------------------------------------------------------------
 
 
 # Partition: replicas 1,2,3, ISR {1,2}, leader LEO 100, HW 80, epoch start offset 60; follower 3 fetches.
@@ -160,7 +160,7 @@ def test_no_expansion_while_a_change_is_in_flight():
     assert p.pending == "expand" and p.maximal_isr == (1, 2)
 
 
-# ---- high watermark (RULES §5.1) ---------------------------------------------------------------------------
+# ---- high watermark (docs/kafka-rules.md §5.1) -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -276,7 +276,7 @@ def test_makeleader_hw_recompute_runs_in_constructor():
     assert p.hw == 100
 
 
-# ---- partition predicates (RULES §3.4, §7) -----------------------------------------------------------------
+# ---- partition predicates (docs/kafka-rules.md §3.4, §7) ---------------------------------------------------
 
 
 @pytest.mark.parametrize(

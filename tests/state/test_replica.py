@@ -1,4 +1,4 @@
-"""Rules on one follower's ReplicaState (RULES.md §1.1, §1.2, §1.4, §2.1)."""
+"""Rules on one follower's ReplicaState (docs/kafka-rules.md §1.1, §1.2, §1.4, §2.1)."""
 
 import dataclasses
 
