@@ -6,6 +6,7 @@ that names the setting. Secrets are SecretStr and never printed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from contextvars import ContextVar
 from pathlib import Path
@@ -213,28 +214,53 @@ class Settings(BaseSettings):
         return self
 
     def monitor_config(self) -> MonitorConfig:
+        """The engine's frozen config: each field is the setting of the same name."""
         return MonitorConfig(
-            replica_lag_time_max_ms=self.rules.replica_lag_time_max_ms,
-            min_insync_replicas=self.rules.min_insync_replicas,
-            rule_set=self.rules.rule_set,
-            replica_lag_max_messages=self.rules.replica_lag_max_messages,
-            num_replica_fetchers=self.rules.num_replica_fetchers,
-            imminent_fraction=self.alerts.imminent_fraction,
-            hw_stall_ms=self.alerts.hw_stall_ms,
-            flap_count=self.alerts.flap_count,
-            flap_window_ms=self.alerts.flap_window_ms,
-            telemetry_gap_ms=self.alerts.telemetry_gap_ms,
-            lateness_ms=self.stream.lateness_ms,
-            reorder_tolerance_ms=self.stream.reorder_tolerance_ms,
-            stuck_after_ms=self.alerts.stuck_after_ms,
-            caught_up_grace_ms=self.alerts.caught_up_grace_ms,
-            status_interval_ms=self.stream.status_interval_ms,
-            evict_after_ms=self.stream.evict_after_ms,
+            **{name: getattr(getattr(self, section), name) for name, section in ENGINE_SETTINGS.items()}
         )
 
     @property
     def checkpoint_dir(self) -> str:
         return self.spark.checkpoint_dir or str(Path(self.output_dir) / "_checkpoint")
+
+
+# The sections whose settings the engine reads: every MonitorConfig field is the setting of the
+# same name in exactly one of them (checked below, on import, and by tests/test_config_once.py).
+ENGINE_SECTIONS = ("rules", "alerts", "stream")
+
+
+def _engine_settings() -> dict[str, str]:
+    """MonitorConfig field -> the section that states it."""
+    homes: dict[str, list[str]] = {f.name: [] for f in dataclasses.fields(MonitorConfig)}
+    for section in ENGINE_SECTIONS:
+        for name in Settings.model_fields[section].annotation.model_fields:  # type: ignore[union-attr]
+            homes.get(name, []).append(section)
+    wrong = {name: where for name, where in homes.items() if len(where) != 1}
+    if wrong:
+        raise TypeError(
+            "each MonitorConfig field must be a setting in exactly one of "
+            f"{', '.join(ENGINE_SECTIONS)}: {wrong}"
+        )
+    return {name: where[0] for name, where in homes.items()}
+
+
+ENGINE_SETTINGS = _engine_settings()
+
+
+def monitor_config(**changes) -> MonitorConfig:
+    """The engine config of the default settings, with `changes` (MonitorConfig field names,
+    validated as the settings validate them). Reads no environment and no file: for tests and
+    benches; a run takes `load_settings().monitor_config()`."""
+    unknown = sorted(set(changes) - set(ENGINE_SETTINGS))
+    if unknown:
+        raise TypeError(f"not MonitorConfig fields: {', '.join(unknown)}")
+    sections = {
+        section: Settings.model_fields[section].annotation.model_validate(  # type: ignore[union-attr]
+            {name: value for name, value in changes.items() if ENGINE_SETTINGS[name] == section}
+        )
+        for section in ENGINE_SECTIONS
+    }
+    return Settings.model_construct(**sections).monitor_config()
 
 
 class SettingsError(SystemExit):
