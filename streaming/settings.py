@@ -2,6 +2,18 @@
 
 Strict and frozen: an unknown key or a bad value fails before Spark starts, with a message
 that names the setting. Secrets are SecretStr and never printed.
+
+Every default is stated once (tests/test_config_once.py fails otherwise):
+- replmon's own defaults are stated here, as settings. The engine's frozen `MonitorConfig`
+  (state/monitor.py) has no defaults: `Settings.monitor_config()` fills each of its fields from
+  the setting of the same name in one of ENGINE_SECTIONS, and `monitor_config(**changes)` gives
+  tests and benches the defaults without reading the environment. A new engine field is one line
+  in MonitorConfig plus its setting here, in one of those sections; nothing else changes.
+- Kafka's own defaults (replica.lag.time.max.ms, ...) are stated with their provenance in
+  state/partition.py (KAFKA_DEFAULTS); the `rules` section takes them from there.
+- A sink's knobs are stated by its own settings model in sinks/ (sinks never import this
+  module); a section here that exposes one takes its default from there (`stated_by`), and the
+  sink is built from the section by field name (`sink_settings`), not by a hand copy.
 """
 
 from __future__ import annotations
@@ -10,7 +22,7 @@ import dataclasses
 import os
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -29,9 +41,31 @@ from pydantic_settings import (
 )
 from pydantic_settings import SettingsError as PydanticSettingsError
 
+from replmon.sinks.alertmanager import AlertmanagerSettings
+from replmon.sinks.redis_sink import RedisSinkSettings
 from replmon.state.monitor import MonitorConfig
+from replmon.state.partition import KAFKA_DEFAULTS
+from replmon.streaming.contract import METRICS_TOPIC
 
 _toml_file: ContextVar[str | None] = ContextVar("replmon_toml_file", default=None)
+
+
+def stated_by(model: type[BaseModel], name: str, **constraints: Any) -> Any:
+    """A setting whose default a sink's own settings model states (sinks never import this
+    module, so the one statement is there): that default, with this section's constraints."""
+    return Field(default=model.model_fields[name].default, **constraints)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def sink_settings(model: type[M], section: BaseModel, **extra: Any) -> M:
+    """A sink's settings model built from a settings section: every field the two share, by
+    name (the sink's own defaults for the rest), plus `extra`."""
+    shared = {
+        name: getattr(section, name) for name in model.model_fields if name in type(section).model_fields
+    }
+    return model(**shared, **extra)
 
 
 class _Section(BaseModel):
@@ -40,7 +74,7 @@ class _Section(BaseModel):
 
 class KafkaSource(_Section):
     bootstrap_servers: str | None = None
-    subscribe: str | None = "replmon.fetch-metrics"
+    subscribe: str | None = METRICS_TOPIC
     subscribe_pattern: str | None = None
     starting_offsets: str = "earliest"
     starting_timestamp_ms: int | None = None
@@ -64,7 +98,7 @@ class KafkaSource(_Section):
     @model_validator(mode="after")
     def _one_subscription(self):
         if self.subscribe_pattern and self.subscribe:
-            if self.subscribe != "replmon.fetch-metrics":
+            if self.subscribe != METRICS_TOPIC:
                 raise ValueError("give kafka.subscribe or kafka.subscribe_pattern, not both")
         return self
 
@@ -78,19 +112,19 @@ class RedisOut(_Section):
     ssl_ca_certs: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
-    prefix: str = "replmon"
-    alerts_maxlen: int = Field(default=100_000, ge=100)
-    series_maxlen: int = Field(default=4_096, ge=10)
-    quarantine_maxlen: int = Field(default=10_000, ge=100)
-    retries: int = Field(default=3, ge=0)
+    prefix: str = stated_by(RedisSinkSettings, "prefix")
+    alerts_maxlen: int = stated_by(RedisSinkSettings, "alerts_maxlen", ge=100)
+    series_maxlen: int = stated_by(RedisSinkSettings, "series_maxlen", ge=10)
+    quarantine_maxlen: int = stated_by(RedisSinkSettings, "quarantine_maxlen", ge=100)
+    retries: int = stated_by(RedisSinkSettings, "retries", ge=0)
 
 
 class AlertmanagerOut(_Section):
     """Where notified alerts are posted (sinks/alertmanager.py); off unless url is set."""
 
     url: str | None = None  # http://host:9093
-    resend_interval_s: float = Field(default=60.0, gt=0)  # keep well below its resolve_timeout
-    generator_url: str = ""
+    resend_interval_s: float = stated_by(AlertmanagerSettings, "resend_interval_s", gt=0)
+    generator_url: str = stated_by(AlertmanagerSettings, "generator_url")
 
     @field_validator("url")
     @classmethod
@@ -135,10 +169,13 @@ class Supervise(_Section):
 
 
 class Rules(_Section):
-    replica_lag_time_max_ms: int = Field(default=30000, ge=1)
-    min_insync_replicas: int = Field(default=1, ge=1)
-    rule_set: Literal["current", "v0_8", "v0_9_to_0_10_1", "v0_10_2_to_2_0"] = "current"
-    replica_lag_max_messages: int = Field(default=4000, ge=1)
+    # Kafka's own defaults, stated with their provenance in state/partition.py.
+    replica_lag_time_max_ms: int = Field(default=KAFKA_DEFAULTS.replica_lag_time_max_ms, ge=1)
+    min_insync_replicas: int = Field(default=KAFKA_DEFAULTS.min_insync_replicas, ge=1)
+    rule_set: Literal["current", "v0_8", "v0_9_to_0_10_1", "v0_10_2_to_2_0"] = Field(
+        default=KAFKA_DEFAULTS.rule_set
+    )
+    replica_lag_max_messages: int = Field(default=KAFKA_DEFAULTS.replica_lag_max_messages, ge=1)
     num_replica_fetchers: int = Field(default=1, ge=1)  # Kafka's num.replica.fetchers (ReplicaFetcherStalled)
 
 
