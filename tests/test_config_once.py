@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import itertools
 import operator
+import re
 import typing
 from pathlib import Path
 
 import pytest
 
 from replmon.sinks.alertmanager import AlertmanagerSettings
+from replmon.sinks.grafana import GrafanaSettings
+from replmon.sinks.grafana_annotation_consumer import AnnotationConsumerSettings
 from replmon.sinks.redis_client import RedisConnectionSettings
 from replmon.sinks.redis_sink import RedisSinkSettings
 from replmon.state.monitor import MonitorConfig
@@ -258,3 +262,51 @@ def test_the_metrics_topic_is_named_once():
         if isinstance(node, ast.Constant) and node.value == METRICS_TOPIC
     ]
     assert [place.split(":")[0] for place in places] == ["streaming/contract.py"], places
+
+
+# --- the documented defaults ----------------------------------------------------------------
+def documented_defaults(doc: str, header: str) -> dict[str, str | None]:
+    """A docs table of settings: lower-cased setting name -> the default it gives (None: blank).
+    Rows whose default is prose (e.g. 'host name') are left out."""
+    lines = (ROOT / "docs" / doc).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    documented: dict[str, str | None] = {}
+    for line in itertools.takewhile(lambda s: s.startswith("|"), lines[start + 2 :]):
+        names_cell, default_cell = (cell.strip() for cell in line.strip("|").split("|")[:2])
+        values = re.findall(r"`([^`]+)`", default_cell) or re.findall(r"^[\d.]+$", default_cell)
+        if default_cell and not values:
+            continue
+        names = re.findall(r"`([^`]+)`", names_cell)
+        for i, name in enumerate(names):
+            documented[name.lower()] = values[min(i, len(values) - 1)] if values else None
+    return documented
+
+
+def _same(documented: str | None, default: object) -> bool:
+    if documented is None or default is None:
+        return documented is default
+    if isinstance(default, bool):
+        return documented == str(default).lower()
+    if isinstance(default, int | float):
+        return float(documented) == default
+    return documented == str(default)
+
+
+@pytest.mark.parametrize(
+    "doc, header, model",
+    [
+        ("redis.md", "| setting | default | bounds |", RedisSinkSettings),
+        ("grafana.md", "| setting (`REPLMON_ANNOTATIONS_…`)", AnnotationConsumerSettings),
+        ("grafana.md", "| setting (`REPLMON_GRAFANA_…`)", GrafanaSettings),
+    ],
+    ids=["redis sink", "annotation consumer", "grafana publisher"],
+)
+def test_the_documented_defaults_are_the_models(doc, header, model):
+    documented = documented_defaults(doc, header)
+    assert documented, "the table is found"
+    wrong = {
+        name: (value, model.model_fields[name].default)
+        for name, value in documented.items()
+        if not _same(value, model.model_fields[name].default)
+    }
+    assert wrong == {}, f"docs/{doc} says (documented, default)"
