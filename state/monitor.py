@@ -41,11 +41,12 @@ NEVER = 1 << 62
 
 @dataclass(frozen=True, slots=True)
 class MonitorConfig:
-    """Defaults for every partition, and the alert thresholds: the engine's frozen config.
+    """The engine's frozen config: what a partition's metadata does not say, and the alert
+    thresholds.
 
-    No defaults here: each value is stated once, as a setting in streaming/settings.py (the
-    `rules`, `alerts` and `stream` sections), and `Settings.monitor_config()` fills every field
-    from the setting of the same name. A new field is this one line plus its setting, with its
+    No field has a default here: each value is stated once, as a setting in streaming/settings.py
+    (the `rules`, `alerts` and `stream` sections), and `Settings.monitor_config()` fills every
+    field from the setting of the same name. A new field is this one line plus its setting, with its
     default, in one of those sections; tests/test_config_once.py fails until both exist. Code
     that wants the defaults (tests, benches) calls replmon.streaming.settings.monitor_config().
     """

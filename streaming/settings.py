@@ -22,7 +22,7 @@ import dataclasses
 import os
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -266,11 +266,15 @@ class Settings(BaseSettings):
 ENGINE_SECTIONS = ("rules", "alerts", "stream")
 
 
+def _section_model(section: str) -> type[BaseModel]:
+    return cast(type[BaseModel], Settings.model_fields[section].annotation)  # every section is a model
+
+
 def _engine_settings() -> dict[str, str]:
     """MonitorConfig field -> the section that states it."""
     homes: dict[str, list[str]] = {f.name: [] for f in dataclasses.fields(MonitorConfig)}
     for section in ENGINE_SECTIONS:
-        for name in Settings.model_fields[section].annotation.model_fields:  # type: ignore[union-attr]
+        for name in _section_model(section).model_fields:
             homes.get(name, []).append(section)
     wrong = {name: where for name, where in homes.items() if len(where) != 1}
     if wrong:
@@ -292,7 +296,7 @@ def monitor_config(**changes) -> MonitorConfig:
     if unknown:
         raise TypeError(f"not MonitorConfig fields: {', '.join(unknown)}")
     sections = {
-        section: Settings.model_fields[section].annotation.model_validate(  # type: ignore[union-attr]
+        section: _section_model(section).model_validate(
             {name: value for name, value in changes.items() if ENGINE_SETTINGS[name] == section}
         )
         for section in ENGINE_SECTIONS
