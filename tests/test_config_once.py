@@ -9,10 +9,12 @@ import dataclasses
 import itertools
 import operator
 import re
+import tomllib
 import typing
 from pathlib import Path
 
 import pytest
+import yaml
 
 from replmon.sinks.alertmanager import AlertmanagerSettings
 from replmon.sinks.grafana import GrafanaSettings
@@ -310,3 +312,12 @@ def test_the_documented_defaults_are_the_models(doc, header, model):
         if not _same(value, model.model_fields[name].default)
     }
     assert wrong == {}, f"docs/{doc} says (documented, default)"
+
+
+def test_the_deploy_files_name_the_metrics_topic():
+    compose = yaml.safe_load((ROOT / "deploy" / "compose" / "docker-compose.yml").read_text())
+    command = compose["services"]["kafka-init"]["command"]
+    assert command[command.index("--topic") + 1] == METRICS_TOPIC
+    k8s = yaml.safe_load_all((ROOT / "deploy" / "k8s" / "replmon.yaml").read_text())
+    [config] = [d["data"]["replmon.toml"] for d in k8s if d and d["kind"] == "ConfigMap"]
+    assert tomllib.loads(config)["kafka"]["subscribe"] == METRICS_TOPIC
