@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from replmon.state.monitor import MonitorConfig
 from replmon.streaming import stateful
 from replmon.streaming.contract import FIELDS, pack_extra
+from replmon.streaming.settings import monitor_config
 
 T0 = 1_767_225_600_000
 INTERVAL_MS = 500
@@ -138,7 +138,7 @@ def main() -> int:
     for rows in rounds(args.partitions, args.batches):
         frames.append(frame(rows, seq))
         seq += len(rows)
-    cfg = MonitorConfig(status_interval_ms=10_000)  # as bench/throughput.py
+    cfg = monitor_config(status_interval_ms=10_000)  # as bench/throughput.py
     calls: list[dict] = []
     for _ in range(args.repeats):
         folder = tempfile.mkdtemp(prefix="replmon-bucket-step-")

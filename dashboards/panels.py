@@ -9,6 +9,7 @@ Panels carry no id or gridPos: dashboards.build lays them out.
 
 from __future__ import annotations
 
+from replmon.sinks.grafana_annotations import TAG as ANNOTATION_TAG  # what the annotation consumer tags
 from replmon.sinks.keys import Keys
 
 DATASOURCE_UID = "replmon-redis"
@@ -65,7 +66,7 @@ def annotation_query(name: str, tags: list[str], color: str = "orange") -> dict:
         "enable": True,
         "hide": False,
         "iconColor": color,
-        "target": {"type": "tags", "tags": ["replmon", *tags], "matchAny": False, "limit": 500},
+        "target": {"type": "tags", "tags": [ANNOTATION_TAG, *tags], "matchAny": False, "limit": 500},
     }
 
 

@@ -39,7 +39,9 @@ from replmon.sinks.grafana_annotations import (
     patch_for,
     transition,
 )
-from replmon.sinks.keys import DEFAULT_PREFIX, Keys
+from replmon.sinks.keys import Keys
+from replmon.sinks.redis_client import RedisConnectionSettings
+from replmon.sinks.redis_sink import RedisSinkSettings
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +56,14 @@ class AnnotationConsumerSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="REPLMON_ANNOTATIONS_", frozen=True, extra="forbid")
 
-    redis_url: str = "redis://127.0.0.1:6379/0"  # no password in it: use REDIS_PASSWORD
+    # The Redis the sink writes: redis_<name> is RedisConnectionSettings' <name>, and its default.
+    redis_url: str = RedisConnectionSettings.model_fields["url"].default  # no password in it
     redis_username: str | None = None
     redis_password: SecretStr | None = None
-    key_prefix: str = DEFAULT_PREFIX  # the Redis sink's prefix
+    redis_ssl_ca_certs: str | None = None  # with a rediss:// url
+    redis_ssl_certfile: str | None = None
+    redis_ssl_keyfile: str | None = None
+    key_prefix: str = RedisSinkSettings.model_fields["prefix"].default  # the Redis sink's prefix
     group: str = "grafana-annotations"
     consumer: str = socket.gethostname()  # a restarted member with the same name resumes its own entries
     start_id: str = "0"  # where a new group starts: '0' the whole stream, '$' new entries only
@@ -72,7 +78,9 @@ class AnnotationConsumerSettings(BaseSettings):
     backoff_max_s: PositiveFloat = 30.0
     mapping_ttl_s: PositiveInt = 30 * 24 * 3600  # how long alert id -> annotation id is kept
     dashboard_uid: str | None = None  # None: organization annotations (shown by tag on every board)
-    quarantine_maxlen: PositiveInt = 10_000
+    quarantine_maxlen: PositiveInt = RedisSinkSettings.model_fields[
+        "quarantine_maxlen"
+    ].default  # the sink's stream
 
     @field_validator("key_prefix")
     @classmethod
@@ -86,6 +94,19 @@ class AnnotationConsumerSettings(BaseSettings):
         if value != "$" and not all(p.isdigit() for p in value.split("-", 1)):
             raise ValueError("start_id is '0', '$' or a stream id such as 1700000000000-0")
         return value
+
+
+def redis_connection(settings: AnnotationConsumerSettings) -> RedisConnectionSettings:
+    """The consumer's Redis connection: its redis_<name> settings, by name."""
+    prefix = "redis_"
+    return RedisConnectionSettings(
+        **{
+            name.removeprefix(prefix): getattr(settings, name)
+            for name in AnnotationConsumerSettings.model_fields
+            if name.startswith(prefix)
+        },
+        client_name=f"replmon-annotations-{settings.consumer}",
+    )
 
 
 @dataclass
@@ -340,18 +361,11 @@ class AnnotationConsumer:
 def build(sleep: Callable[[float], None] = time.sleep) -> AnnotationConsumer:
     """The consumer from REPLMON_ANNOTATIONS_* and REPLMON_GRAFANA_* (ValueError names a bad one)."""
     from replmon.sinks.grafana import GrafanaSettings, connect
-    from replmon.sinks.redis_client import RedisConnectionSettings, build_client
+    from replmon.sinks.redis_client import build_client
 
     settings = AnnotationConsumerSettings()
     grafana = GrafanaSettings()
-    client = build_client(
-        RedisConnectionSettings(
-            url=settings.redis_url,
-            username=settings.redis_username,
-            password=settings.redis_password,
-            client_name=f"replmon-annotations-{settings.consumer}",
-        )
-    )
+    client = build_client(redis_connection(settings))
     return AnnotationConsumer(client, AnnotationApi(connect(grafana), grafana.url), settings, sleep=sleep)
 
 

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from .follower import FollowerView, process_fetch_response
 from .legacy import CURRENT, LEGACY_RULE_SETS
-from .partition import FetchOutcome, PartitionConfig, PartitionLeader
+from .partition import KAFKA_DEFAULTS, FetchOutcome, PartitionConfig, PartitionLeader
 from .scenario import validate_scenario
 
 __all__ = ["Failure", "format_failure", "run_scenario", "validate_scenario"]
@@ -78,7 +78,9 @@ def _make_leader(config: dict, initial: dict) -> PartitionLeader:
             replica_lag_time_max_ms=config["replica_lag_time_max_ms"],
             min_insync_replicas=config["min_insync_replicas"],
             alter_partition=config["alter_partition"],
-            replica_lag_max_messages=config.get("legacy_replica_lag_max_messages", 4000),
+            replica_lag_max_messages=config.get(
+                "legacy_replica_lag_max_messages", KAFKA_DEFAULTS.replica_lag_max_messages
+            ),
         ),
         now_ms=initial["t_ms"],
         leader=initial["leader"],

@@ -137,8 +137,8 @@ def explain_replica(
     now_ms: int,
     *,
     ever_in_isr: bool,
-    stuck_after_ms: int = 3000,
-    caught_up_grace_ms: int = 2000,
+    stuck_after_ms: int,  # alerts.stuck_after_ms and alerts.caught_up_grace_ms (MonitorConfig)
+    caught_up_grace_ms: int,
 ) -> ReplicaView:
     state = p.followers.get(replica)
     if state is None:

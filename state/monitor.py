@@ -42,25 +42,33 @@ NEVER = 1 << 62
 
 @dataclass(frozen=True, slots=True)
 class MonitorConfig:
-    """Defaults for every partition, and the alert thresholds."""
+    """The engine's frozen config: what a partition's metadata does not say, and the alert
+    thresholds.
 
-    replica_lag_time_max_ms: int = 30000
-    min_insync_replicas: int = 1
-    rule_set: str = "current"
-    replica_lag_max_messages: int = 4000
-    imminent_fraction: float = 0.5  # IsrExitImminent after this fraction of the limit
-    hw_stall_ms: int = 10000  # HighWatermarkStalled after this long behind the LEO
-    flap_count: int = 3  # IsrFlapping: this many ISR exits ...
-    flap_window_ms: int = 600000  # ... within this window
-    telemetry_gap_ms: int = 30000  # TelemetryMissing after this much silence
-    lateness_ms: int = 10000  # how far behind its cluster's clock a partition may lag
-    reorder_tolerance_ms: int = 1000  # out-of-order events within this are taken at partition time
-    stuck_after_ms: int = 3000
-    caught_up_grace_ms: int = 2000
-    status_interval_ms: int = 1000  # at most one routine status per partition per this much event time
-    evict_after_ms: int = 600000  # a partition with no event for this long leaves the state
-    num_replica_fetchers: int = 1  # Kafka's num.replica.fetchers (ReplicaFetcherStalled groups)
-    group_wait_ms: int = 5000  # every alert waits this long (event time) for a root to claim it
+    No field has a default here: each value is stated once, as a setting in streaming/settings.py
+    (the `rules`, `alerts` and `stream` sections), and `Settings.monitor_config()` fills every
+    field from the setting of the same name. A new field is this one line plus its setting, with its
+    default, in one of those sections; tests/test_config_once.py fails until both exist. Code
+    that wants the defaults (tests, benches) calls replmon.streaming.settings.monitor_config().
+    """
+
+    replica_lag_time_max_ms: int
+    min_insync_replicas: int
+    rule_set: str
+    replica_lag_max_messages: int
+    imminent_fraction: float  # IsrExitImminent after this fraction of the limit
+    hw_stall_ms: int  # HighWatermarkStalled after this long behind the LEO
+    flap_count: int  # IsrFlapping: this many ISR exits ...
+    flap_window_ms: int  # ... within this window
+    telemetry_gap_ms: int  # TelemetryMissing after this much silence
+    lateness_ms: int  # how far behind its cluster's clock a partition may lag
+    reorder_tolerance_ms: int  # out-of-order events within this are taken at partition time
+    stuck_after_ms: int
+    caught_up_grace_ms: int
+    status_interval_ms: int  # at most one routine status per partition per this much event time
+    evict_after_ms: int  # a partition with no event for this long leaves the state
+    num_replica_fetchers: int  # Kafka's num.replica.fetchers (ReplicaFetcherStalled groups)
+    group_wait_ms: int  # every alert waits this long (event time) for a root to claim it (state/cluster.py)
 
     def partition_config(self, lag_ms: int | None = None, min_isr: int | None = None) -> PartitionConfig:
         return PartitionConfig(

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .legacy import RULE_SETS, is_out_of_sync
+from .legacy import CURRENT, RULE_SETS, is_out_of_sync
 from .replica import (
     ReplicaState,
     is_broker_epoch_isr_eligible,
@@ -45,11 +45,14 @@ NON_RETRIABLE_ALTER_PARTITION_ERRORS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class PartitionConfig:
-    replica_lag_time_max_ms: int = 30000
-    min_insync_replicas: int = 1
+    """A partition's config; the defaults are Kafka's broker defaults, stated only here (replmon's
+    `rules` settings take theirs from KAFKA_DEFAULTS)."""
+
+    replica_lag_time_max_ms: int = 30000  # Kafka's default since 2.5 (KIP-537); 10000 before
+    min_insync_replicas: int = 1  # Kafka's default
     alter_partition: str = IMMEDIATE  # or "manual" (docs/kafka-rules.md §10.1)
-    rule_set: str = "current"  # out-of-sync rule isr_expiration uses (legacy.RULE_SETS)
-    replica_lag_max_messages: int = 4000  # only for rule_set v0_8
+    rule_set: str = CURRENT  # out-of-sync rule isr_expiration uses (legacy.RULE_SETS)
+    replica_lag_max_messages: int = 4000  # Kafka 0.8's default; only for rule_set v0_8
 
     def __post_init__(self) -> None:
         if self.replica_lag_time_max_ms < 1:
@@ -62,6 +65,9 @@ class PartitionConfig:
             raise ValueError(f"rule_set must be one of {', '.join(RULE_SETS)}, got {self.rule_set!r}")
         if self.replica_lag_max_messages < 0:
             raise ValueError(f"replica_lag_max_messages must be >= 0, got {self.replica_lag_max_messages}")
+
+
+KAFKA_DEFAULTS = PartitionConfig()
 
 
 class FetchOutcome(NamedTuple):

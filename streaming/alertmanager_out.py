@@ -5,15 +5,11 @@ from __future__ import annotations
 import logging
 
 from replmon.sinks.alertmanager import AlertmanagerSettings, AlertmanagerSink
-from replmon.streaming.settings import AlertmanagerOut
+from replmon.streaming.settings import AlertmanagerOut, sink_settings
 
 log = logging.getLogger(__name__)
 
 
 def build_alertmanager_sink(conf: AlertmanagerOut) -> AlertmanagerSink:
     log.info("posting notified alerts to Alertmanager at %s", conf.url)
-    return AlertmanagerSink(
-        AlertmanagerSettings(
-            url=conf.url, resend_interval_s=conf.resend_interval_s, generator_url=conf.generator_url
-        )
-    )
+    return AlertmanagerSink(sink_settings(AlertmanagerSettings, conf))

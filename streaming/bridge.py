@@ -14,8 +14,8 @@ from collections import Counter
 from pathlib import Path
 
 from replmon.sinks.silences import apply_silences
-from replmon.state.monitor import MonitorConfig
 from replmon.streaming.cluster_state import ClusterStepRunner
+from replmon.streaming.settings import monitor_config
 
 log = logging.getLogger(__name__)
 KINDS = ("alerts", "partition_status", "replica_status", "quarantine")
@@ -86,7 +86,7 @@ class OutputRouter:
     ) -> None:
         """`cluster_step`: the cluster-wide step with its state (streaming/cluster_state.py);
         by default one with the default settings, its state in memory."""
-        self.cluster_step = cluster_step or ClusterStepRunner(MonitorConfig(), None)
+        self.cluster_step = cluster_step or ClusterStepRunner(monitor_config(), None)
         self.output_dir = output_dir
         self.redis_sink = redis_sink
         self.alertmanager = alertmanager

@@ -8,6 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 
+# The Kafka topic the collector and the simulator publish events to and `replmon run` reads by
+# default (kafka.subscribe).
+METRICS_TOPIC = "replmon.fetch-metrics"
+
 # field -> kind ("int", "str", "ints")
 FIELDS = {
     "type": "str",

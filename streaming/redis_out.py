@@ -11,32 +11,19 @@ from replmon.sinks.heartbeat import HeartbeatWriter
 from replmon.sinks.keys import Keys
 from replmon.sinks.redis_client import RedisConnectionSettings, build_client
 from replmon.sinks.redis_sink import RedisSink, RedisSinkSettings
-from replmon.streaming.settings import RedisOut, Supervise
+from replmon.streaming.settings import RedisOut, Supervise, sink_settings
 
 log = logging.getLogger(__name__)
 
 
 def build_redis_client(conf: RedisOut) -> redis.Redis:
-    connection = RedisConnectionSettings(
-        url=conf.url,
-        username=conf.username,
-        password=conf.password,
-        ssl_ca_certs=conf.ssl_ca_certs,
-        ssl_certfile=conf.ssl_certfile,
-        ssl_keyfile=conf.ssl_keyfile,
-    )
-    log.info("writing alerts and metrics to %s (prefix %s)", connection.redacted_url(), conf.prefix)
+    connection = sink_settings(RedisConnectionSettings, conf)
+    log.info("Redis outputs at %s (key prefix %s)", connection.redacted_url(), conf.prefix)
     return build_client(connection)
 
 
 def build_redis_sink(conf: RedisOut, client: redis.Redis | None = None) -> RedisSink:
-    sink = RedisSinkSettings(
-        prefix=conf.prefix,
-        alerts_maxlen=conf.alerts_maxlen,
-        series_maxlen=conf.series_maxlen,
-        quarantine_maxlen=conf.quarantine_maxlen,
-        retries=conf.retries,
-    )
+    sink = sink_settings(RedisSinkSettings, conf)
     return RedisSink(client if client is not None else build_redis_client(conf), sink)
 
 

@@ -2,14 +2,27 @@
 
 Strict and frozen: an unknown key or a bad value fails before Spark starts, with a message
 that names the setting. Secrets are SecretStr and never printed.
+
+Every default is stated once (tests/test_config_once.py fails otherwise):
+- replmon's own defaults are stated here, as settings. The engine's frozen `MonitorConfig`
+  (state/monitor.py) has no defaults: `Settings.monitor_config()` fills each of its fields from
+  the setting of the same name in one of ENGINE_SECTIONS, and `monitor_config(**changes)` gives
+  tests and benches the defaults without reading the environment. A new engine field is one line
+  in MonitorConfig plus its setting here, in one of those sections; nothing else changes.
+- Kafka's own defaults (replica.lag.time.max.ms, ...) are stated with their provenance in
+  state/partition.py (KAFKA_DEFAULTS); the `rules` section takes them from there.
+- A sink's knobs are stated by its own settings model in sinks/ (sinks never import this
+  module); a section here that exposes one takes its default from there (`stated_by`), and the
+  sink is built from the section by field name (`sink_settings`), not by a hand copy.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -28,9 +41,31 @@ from pydantic_settings import (
 )
 from pydantic_settings import SettingsError as PydanticSettingsError
 
+from replmon.sinks.alertmanager import AlertmanagerSettings
+from replmon.sinks.redis_sink import RedisSinkSettings
 from replmon.state.monitor import MonitorConfig
+from replmon.state.partition import KAFKA_DEFAULTS
+from replmon.streaming.contract import METRICS_TOPIC
 
 _toml_file: ContextVar[str | None] = ContextVar("replmon_toml_file", default=None)
+
+
+def stated_by(model: type[BaseModel], name: str, **constraints: Any) -> Any:
+    """A setting whose default a sink's own settings model states (sinks never import this
+    module, so the one statement is there): that default, with this section's constraints."""
+    return Field(default=model.model_fields[name].default, **constraints)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def sink_settings(model: type[M], section: BaseModel, **extra: Any) -> M:
+    """A sink's settings model built from a settings section: every field the two share, by
+    name (the sink's own defaults for the rest), plus `extra`."""
+    shared = {
+        name: getattr(section, name) for name in model.model_fields if name in type(section).model_fields
+    }
+    return model(**shared, **extra)
 
 
 class _Section(BaseModel):
@@ -39,7 +74,7 @@ class _Section(BaseModel):
 
 class KafkaSource(_Section):
     bootstrap_servers: str | None = None
-    subscribe: str | None = "replmon.fetch-metrics"
+    subscribe: str | None = METRICS_TOPIC
     subscribe_pattern: str | None = None
     starting_offsets: str = "earliest"
     starting_timestamp_ms: int | None = None
@@ -63,7 +98,7 @@ class KafkaSource(_Section):
     @model_validator(mode="after")
     def _one_subscription(self):
         if self.subscribe_pattern and self.subscribe:
-            if self.subscribe != "replmon.fetch-metrics":
+            if self.subscribe != METRICS_TOPIC:
                 raise ValueError("give kafka.subscribe or kafka.subscribe_pattern, not both")
         return self
 
@@ -77,19 +112,19 @@ class RedisOut(_Section):
     ssl_ca_certs: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
-    prefix: str = "replmon"
-    alerts_maxlen: int = Field(default=100_000, ge=100)
-    series_maxlen: int = Field(default=4_096, ge=10)
-    quarantine_maxlen: int = Field(default=10_000, ge=100)
-    retries: int = Field(default=3, ge=0)
+    prefix: str = stated_by(RedisSinkSettings, "prefix")
+    alerts_maxlen: int = stated_by(RedisSinkSettings, "alerts_maxlen", ge=100)
+    series_maxlen: int = stated_by(RedisSinkSettings, "series_maxlen", ge=10)
+    quarantine_maxlen: int = stated_by(RedisSinkSettings, "quarantine_maxlen", ge=100)
+    retries: int = stated_by(RedisSinkSettings, "retries", ge=0)
 
 
 class AlertmanagerOut(_Section):
     """Where notified alerts are posted (sinks/alertmanager.py); off unless url is set."""
 
     url: str | None = None  # http://host:9093
-    resend_interval_s: float = Field(default=60.0, gt=0)  # keep well below its resolve_timeout
-    generator_url: str = ""
+    resend_interval_s: float = stated_by(AlertmanagerSettings, "resend_interval_s", gt=0)
+    generator_url: str = stated_by(AlertmanagerSettings, "generator_url")
 
     @field_validator("url")
     @classmethod
@@ -134,10 +169,13 @@ class Supervise(_Section):
 
 
 class Rules(_Section):
-    replica_lag_time_max_ms: int = Field(default=30000, ge=1)
-    min_insync_replicas: int = Field(default=1, ge=1)
-    rule_set: Literal["current", "v0_8", "v0_9_to_0_10_1", "v0_10_2_to_2_0"] = "current"
-    replica_lag_max_messages: int = Field(default=4000, ge=1)
+    # Kafka's own defaults, stated with their provenance in state/partition.py.
+    replica_lag_time_max_ms: int = Field(default=KAFKA_DEFAULTS.replica_lag_time_max_ms, ge=1)
+    min_insync_replicas: int = Field(default=KAFKA_DEFAULTS.min_insync_replicas, ge=1)
+    rule_set: Literal["current", "v0_8", "v0_9_to_0_10_1", "v0_10_2_to_2_0"] = Field(
+        default=KAFKA_DEFAULTS.rule_set
+    )
+    replica_lag_max_messages: int = Field(default=KAFKA_DEFAULTS.replica_lag_max_messages, ge=1)
     num_replica_fetchers: int = Field(default=1, ge=1)  # Kafka's num.replica.fetchers (ReplicaFetcherStalled)
 
 
@@ -216,29 +254,57 @@ class Settings(BaseSettings):
         return self
 
     def monitor_config(self) -> MonitorConfig:
+        """The engine's frozen config: each field is the setting of the same name."""
         return MonitorConfig(
-            replica_lag_time_max_ms=self.rules.replica_lag_time_max_ms,
-            min_insync_replicas=self.rules.min_insync_replicas,
-            rule_set=self.rules.rule_set,
-            replica_lag_max_messages=self.rules.replica_lag_max_messages,
-            num_replica_fetchers=self.rules.num_replica_fetchers,
-            imminent_fraction=self.alerts.imminent_fraction,
-            hw_stall_ms=self.alerts.hw_stall_ms,
-            flap_count=self.alerts.flap_count,
-            flap_window_ms=self.alerts.flap_window_ms,
-            telemetry_gap_ms=self.alerts.telemetry_gap_ms,
-            lateness_ms=self.stream.lateness_ms,
-            reorder_tolerance_ms=self.stream.reorder_tolerance_ms,
-            stuck_after_ms=self.alerts.stuck_after_ms,
-            caught_up_grace_ms=self.alerts.caught_up_grace_ms,
-            group_wait_ms=self.alerts.group_wait_ms,
-            status_interval_ms=self.stream.status_interval_ms,
-            evict_after_ms=self.stream.evict_after_ms,
+            **{name: getattr(getattr(self, section), name) for name, section in ENGINE_SETTINGS.items()}
         )
 
     @property
     def checkpoint_dir(self) -> str:
         return self.spark.checkpoint_dir or str(Path(self.output_dir) / "_checkpoint")
+
+
+# The sections whose settings the engine reads: every MonitorConfig field is the setting of the
+# same name in exactly one of them (checked below, on import, and by tests/test_config_once.py).
+ENGINE_SECTIONS = ("rules", "alerts", "stream")
+
+
+def _section_model(section: str) -> type[BaseModel]:
+    return cast(type[BaseModel], Settings.model_fields[section].annotation)  # every section is a model
+
+
+def _engine_settings() -> dict[str, str]:
+    """MonitorConfig field -> the section that states it."""
+    homes: dict[str, list[str]] = {f.name: [] for f in dataclasses.fields(MonitorConfig)}
+    for section in ENGINE_SECTIONS:
+        for name in _section_model(section).model_fields:
+            homes.get(name, []).append(section)
+    wrong = {name: where for name, where in homes.items() if len(where) != 1}
+    if wrong:
+        raise TypeError(
+            "each MonitorConfig field must be a setting in exactly one of "
+            f"{', '.join(ENGINE_SECTIONS)}: {wrong}"
+        )
+    return {name: where[0] for name, where in homes.items()}
+
+
+ENGINE_SETTINGS = _engine_settings()
+
+
+def monitor_config(**changes) -> MonitorConfig:
+    """The engine config of the default settings, with `changes` (MonitorConfig field names,
+    validated as the settings validate them). Reads no environment and no file: for tests and
+    benches; a run takes `load_settings().monitor_config()`."""
+    unknown = sorted(set(changes) - set(ENGINE_SETTINGS))
+    if unknown:
+        raise TypeError(f"not MonitorConfig fields: {', '.join(unknown)}")
+    sections = {
+        section: _section_model(section).model_validate(
+            {name: value for name, value in changes.items() if ENGINE_SETTINGS[name] == section}
+        )
+        for section in ENGINE_SECTIONS
+    }
+    return Settings.model_construct(**sections).monitor_config()
 
 
 class SettingsError(SystemExit):

@@ -70,8 +70,8 @@ def matchers_of(args) -> dict:
 
 
 def run(args, out=None, now_ms: int | None = None) -> int:
-    from replmon.sinks.redis_client import RedisConnectionSettings, build_client
     from replmon.sinks.silences import SilenceError, SilenceStore, new_silence
+    from replmon.streaming.redis_out import build_redis_client
     from replmon.streaming.settings import load_settings
 
     out = out or sys.stdout
@@ -85,16 +85,7 @@ def run(args, out=None, now_ms: int | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    client = build_client(
-        RedisConnectionSettings(
-            url=redis_conf.url,
-            username=redis_conf.username,
-            password=redis_conf.password,
-            ssl_ca_certs=redis_conf.ssl_ca_certs,
-            ssl_certfile=redis_conf.ssl_certfile,
-            ssl_keyfile=redis_conf.ssl_keyfile,
-        )
-    )
+    client = build_redis_client(redis_conf)
     store = SilenceStore(client, redis_conf.prefix)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     if args.action == "add":

@@ -7,8 +7,9 @@ import logging
 import sys
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from replmon.streaming.contract import METRICS_TOPIC
+
 log = logging.getLogger(__name__)
-DEFAULT_TOPIC = "replmon.fetch-metrics"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -23,7 +24,7 @@ def parser() -> argparse.ArgumentParser:
         help="a broker id and its kafka-request.log (repeat per broker)",
     )
     p.add_argument("--metrics-bootstrap", help="where the metrics topic lives (default: --bootstrap)")
-    p.add_argument("--metrics-topic", default=DEFAULT_TOPIC)
+    p.add_argument("--metrics-topic", default=METRICS_TOPIC)
     p.add_argument(
         "--create-topic",
         type=int,

@@ -25,8 +25,8 @@ def encode(ev: dict) -> bytes:
 
 class Publisher:
     def __init__(
-        self, bootstrap: str, topic: str, options: dict | None = None, timeout_s: float = 60.0
-    ) -> None:
+        self, bootstrap: str, topic: str, options: dict | None = None, *, timeout_s: float
+    ) -> None:  # timeout_s: --publish-timeout-s states its default (collect/cli.py)
         from kafka import KafkaProducer
 
         self.topic, self.timeout_s = topic, timeout_s

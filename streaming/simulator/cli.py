@@ -18,14 +18,14 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from replmon.streaming.contract import METRICS_TOPIC
+
 from . import scenarios, writers
 from .events import Event
 from .model import DEFAULT_START_MS, Simulation
 from .scale import scale
 
 log = logging.getLogger(__name__)
-
-DEFAULT_TOPIC = "replmon.fetch-metrics"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--bootstrap", default="localhost:9092", help="Kafka bootstrap servers (with --to kafka)"
     )
-    parser.add_argument("--topic", default=DEFAULT_TOPIC, help=f"Kafka topic (default {DEFAULT_TOPIC})")
+    parser.add_argument("--topic", default=METRICS_TOPIC, help=f"Kafka topic (default {METRICS_TOPIC})")
     parser.add_argument("--create-topic", action="store_true", help="create the topic first (admin client)")
     parser.add_argument(
         "--partitions", type=int, default=3, help="partitions of the created topic (default 3)"

@@ -7,6 +7,7 @@ from replmon.streaming.collect.collector import Collector
 from tests.collect.lines import TOPIC_ID, fetch_line, produce_line
 
 T = 1_795_437_650_000
+PACE = {"metadata_ms": 1000, "max_held": 1_000_000}  # what these tests do not vary
 
 
 class Recorder:
@@ -41,7 +42,15 @@ class Clock:
 
 def collector(tmp_path, log, rec, clock):
     return Collector(
-        "c", {1: str(log)}, NoAdmin(), rec, tmp_path / "state", hold_ms=1000, heartbeat_ms=10**9, clock=clock
+        "c",
+        {1: str(log)},
+        NoAdmin(),
+        rec,
+        tmp_path / "state",
+        hold_ms=1000,
+        heartbeat_ms=10**9,
+        clock=clock,
+        **PACE,
     )
 
 
@@ -94,7 +103,15 @@ def test_heartbeat_carries_the_release_watermark(tmp_path):
     log.write_text("")
     rec = Recorder()
     c = Collector(
-        "c", {1: str(log)}, NoAdmin(), rec, tmp_path / "s", hold_ms=1500, heartbeat_ms=1000, clock=Clock(T)
+        "c",
+        {1: str(log)},
+        NoAdmin(),
+        rec,
+        tmp_path / "s",
+        hold_ms=1500,
+        heartbeat_ms=1000,
+        clock=Clock(T),
+        **PACE,
     )
     c.start()
     c.step()
@@ -131,6 +148,7 @@ def test_admin_events_are_stamped_when_the_answer_came(tmp_path):
         hold_ms=1500,
         heartbeat_ms=10**9,
         clock=clock,
+        **PACE,
     )
     c.start()
     c.poll_admin()

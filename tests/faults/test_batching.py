@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from replmon.state.monitor import MonitorConfig
+from replmon.streaming.settings import monitor_config
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.model import simulate
 from tests.faults.replay import run_batches
 
-CFG = MonitorConfig(replica_lag_time_max_ms=10_000)
+CFG = monitor_config(replica_lag_time_max_ms=10_000)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from replmon.state.codec import StateFormatError, decode, encode
 from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionLeader
 from replmon.state.replica import ReplicaState
+from replmon.streaming.settings import monitor_config
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.model import simulate
 from tests.state.test_monitor_vs_truth import TYPE_RANK, as_tuple
@@ -56,7 +57,7 @@ def feed(events, cfg, *, roundtrip: bool, slice_ms: int = 1000, bucket=None):
 def test_a_bucket_decoded_between_every_batch_says_what_one_kept_in_memory_says(name):
     spec = scenarios.get(name)
     events, _ = simulate(spec, seed=1)
-    cfg = MonitorConfig(replica_lag_time_max_ms=spec.replica_lag_time_max_ms)
+    cfg = monitor_config(replica_lag_time_max_ms=spec.replica_lag_time_max_ms)
     kept, expected = feed(events, cfg, roundtrip=False)
     decoded, got = feed(events, cfg, roundtrip=True)
     assert expected[2] and expected[3], "the scenario reports statuses"
@@ -82,7 +83,7 @@ def test_every_slot_is_stored_or_declared_derived(cls, fields):
 def _bucket_with_alerts(buckets: int = 1) -> tuple[Bucket, MonitorConfig]:
     spec = scenarios.get("paused_and_slow")
     events, _ = simulate(spec, seed=0)
-    cfg = MonitorConfig(replica_lag_time_max_ms=spec.replica_lag_time_max_ms)
+    cfg = monitor_config(replica_lag_time_max_ms=spec.replica_lag_time_max_ms)
     bucket, _ = feed(events[:2600], cfg, roundtrip=False, bucket=Bucket(0, buckets))
     return bucket, cfg
 
@@ -103,7 +104,7 @@ def test_the_partition_config_is_rebuilt_from_the_settings_and_the_partitions_ov
     # metadata overrides (min_insync_replicas 2, replica_lag_time_max_ms 10000) are kept; the
     # rest follows the run's settings, so a changed default applies to restored partitions.
     bucket, cfg = _bucket_with_alerts()
-    other = MonitorConfig(replica_lag_time_max_ms=99_000, rule_set="v0_8")
+    other = monitor_config(replica_lag_time_max_ms=99_000, rule_set="v0_8")
     back = decode(encode(bucket), bucket_id=0, buckets=1, cfg=other)
     config = next(iter(back.partitions.values())).leader.config
     assert (config.replica_lag_time_max_ms, config.min_insync_replicas, config.rule_set) == (10000, 2, "v0_8")
@@ -138,7 +139,7 @@ def test_an_unknown_format_version_is_refused_with_what_to_do():
         match=r"format 3, and this replmon reads formats 0 to 2.*"
         r"spark\.checkpoint_dir",
     ):
-        decode(newer, bucket_id=0, buckets=1, cfg=MonitorConfig())
+        decode(newer, bucket_id=0, buckets=1, cfg=monitor_config())
 
 
 @pytest.mark.parametrize(
@@ -154,7 +155,7 @@ def test_an_unknown_format_version_is_refused_with_what_to_do():
 )
 def test_a_blob_that_is_not_a_state_is_refused(blob, why):
     with pytest.raises(StateFormatError, match=why):
-        decode(blob, bucket_id=0, buckets=1, cfg=MonitorConfig())
+        decode(blob, bucket_id=0, buckets=1, cfg=monitor_config())
 
 
 def test_a_stored_field_this_code_does_not_know_is_ignored(monkeypatch):
@@ -187,7 +188,7 @@ def test_a_format1_blob_is_read_as_the_state_it_was_written_from_and_goes_on_ali
     events (compared in today's format), and it goes on to resolve the same episodes."""
     spec = scenarios.get("paused_and_slow")
     events, _ = simulate(spec, seed=0)
-    cfg = MonitorConfig(replica_lag_time_max_ms=10000, min_insync_replicas=2)
+    cfg = monitor_config(replica_lag_time_max_ms=10000, min_insync_replicas=2)
     blob = (DATA / "bucket_format1.bin").read_bytes()
     assert blob[len(codec.MAGIC) : len(codec.MAGIC) + 2] == b"\x00\x01"
     assert codec.tag_of(blob) == b"format-1"
@@ -221,7 +222,7 @@ def test_a_bucket_without_partitions_round_trips_even_with_another_field_list(mo
     monkeypatch.setattr(codec, "WATCH_FIELDS", codec.WATCH_FIELDS + ("added_later",))
     blob = encode(Bucket(0, 1))
     monkeypatch.undo()
-    assert decode(blob, bucket_id=0, buckets=1, cfg=MonitorConfig()).partitions == {}
+    assert decode(blob, bucket_id=0, buckets=1, cfg=monitor_config()).partitions == {}
 
 
 # ---- format 0: the pickle written before the state had a format ------------------------------
@@ -243,7 +244,7 @@ def test_a_format0_blob_is_migrated_with_its_open_episodes_which_then_resolve_as
     time the old code did (replica 3 caught up again)."""
     spec = scenarios.get("paused_and_slow")
     events, _ = simulate(spec, seed=0)
-    cfg = MonitorConfig(replica_lag_time_max_ms=10000, min_insync_replicas=2)
+    cfg = monitor_config(replica_lag_time_max_ms=10000, min_insync_replicas=2)
     migrated = decode((DATA / "bucket_format0.pickle").read_bytes(), bucket_id=0, buckets=1, cfg=cfg)
     open_now = {a.alert_id: key for w in migrated.partitions.values() for key, a in w.book.open.items()}
     assert open_now == FORMAT0_OPEN
@@ -259,10 +260,10 @@ def test_a_format0_blob_is_migrated_with_its_open_episodes_which_then_resolve_as
 def test_a_format0_blob_written_with_another_bucket_count_is_refused():
     blob = (DATA / "bucket_format0.pickle").read_bytes()
     with pytest.raises(StateFormatError, match="stream.buckets = 1, and this run has stream.buckets = 64"):
-        decode(blob, bucket_id=0, buckets=64, cfg=MonitorConfig())
+        decode(blob, bucket_id=0, buckets=64, cfg=monitor_config())
 
 
 def test_a_format0_blob_may_name_only_engine_classes():
     evil = pickle.dumps(json.JSONEncoder())
     with pytest.raises(StateFormatError, match="format 0"):
-        decode(evil, bucket_id=0, buckets=1, cfg=MonitorConfig())
+        decode(evil, bucket_id=0, buckets=1, cfg=monitor_config())

@@ -6,11 +6,11 @@ replicas (the cluster no longer lists it: the topic was deleted)."""
 from __future__ import annotations
 
 from replmon.state.bucket import Bucket
-from replmon.state.monitor import MonitorConfig
+from replmon.streaming.settings import monitor_config
 from tests.state.test_monitor import T0, L, ev, meta, steady
 
 EVICT = 120_000
-CFG = MonitorConfig(
+CFG = monitor_config(
     replica_lag_time_max_ms=L, telemetry_gap_ms=30_000, lateness_ms=10_000, evict_after_ms=EVICT
 )
 

@@ -7,6 +7,7 @@ from replmon.state.explain import explain_partition, explain_replica, hw_holders
 from .helpers import T, make, play
 
 L = 10000
+TIMES = {"stuck_after_ms": 3000, "caught_up_grace_ms": 2000}  # the rows' timings assume these
 
 
 # Partition 1,2,3 with ISR {1,2}, leader LEO 100, HW 100; steps then explain replica 2 at `at` (offset from T).
@@ -94,13 +95,13 @@ L = 10000
 def test_state_classification(steps, replica, at, ever_in_isr, state):
     p = make(replicas=(1, 2, 3), isr=(1, 2), leo=100, hw=100, lag=L)
     play(p, steps)
-    assert explain_replica(p, replica, T + at, ever_in_isr=ever_in_isr).state == state
+    assert explain_replica(p, replica, T + at, ever_in_isr=ever_in_isr, **TIMES).state == state
 
 
 def test_view_fields_for_a_lagging_follower():
     p = make(replicas=(1, 2), isr=(1, 2), leo=100, hw=0, lag=L)
     play(p, [("fetch", 100, 2, 100), ("append", 200, 150), ("fetch", 300, 2, 120)])
-    v = explain_replica(p, 2, T + 1300, ever_in_isr=True)
+    v = explain_replica(p, 2, T + 1300, ever_in_isr=True, **TIMES)
     assert (v.replica, v.leo, v.leader_leo, v.lag_messages) == (2, 120, 150, 30)
     assert (v.last_caught_up_ms, v.lag_ms, v.last_fetch_ms) == (T + 100, 1200, T + 300)
     assert (v.in_isr, v.caught_up, v.eligible) == (True, True, True)
@@ -120,7 +121,7 @@ def test_view_fields_for_a_lagging_follower():
 def test_view_lag_and_deadlines(steps, expected):
     p = make(replicas=(1, 2), isr=(1, 2), leo=100, hw=0, lag=L)
     play(p, steps)
-    v = explain_replica(p, 2, T + 1, ever_in_isr=True)
+    v = explain_replica(p, 2, T + 1, ever_in_isr=True, **TIMES)
     assert (v.lag_messages, v.out_of_sync_at_ms, v.removable_by_ms) == expected
 
 
@@ -172,7 +173,7 @@ def test_hw_holders(kw, steps, holders):
     assert hw_holders(p, T + 2) == holders
     assert explain_partition(p, T + 2).hw_holders == holders
     for r in p.followers:
-        assert explain_replica(p, r, T + 2, ever_in_isr=True).holds_hw is (r in holders)
+        assert explain_replica(p, r, T + 2, ever_in_isr=True, **TIMES).holds_hw is (r in holders)
 
 
 def test_explain_partition_mirrors_partition_state():
@@ -191,4 +192,4 @@ def test_explain_partition_mirrors_partition_state():
 
 def test_explaining_a_non_follower_is_refused():
     with pytest.raises(ValueError, match="not a follower"):
-        explain_replica(make(), 1, T, ever_in_isr=True)
+        explain_replica(make(), 1, T, ever_in_isr=True, **TIMES)

@@ -7,8 +7,8 @@ import pytest
 
 from replmon.state.bucket import PARTITION, TOPIC, TYPE, Bucket
 from replmon.state.fetcher import Member, fetcher_id, java_string_hash, stalled_since
-from replmon.state.monitor import MonitorConfig
 from replmon.state.root_cause import merge_root_alerts
+from replmon.streaming.settings import monitor_config
 
 from .test_monitor import T0, ev, run
 
@@ -121,7 +121,7 @@ def stalled_fetcher_events(stop_ms=5000, resume_ms=30_000, end_ms=40_000):
 
 
 def test_one_alert_for_the_thread_and_its_partitions_point_at_it():
-    cfg = MonitorConfig(replica_lag_time_max_ms=10_000, min_insync_replicas=2)
+    cfg = monitor_config(replica_lag_time_max_ms=10_000, min_insync_replicas=2)
     _, alerts, _ = run(stalled_fetcher_events(), cfg)
     alerts = merge_root_alerts(alerts)
     roots = [a for a in alerts if a["name"] == "ReplicaFetcherStalled"]
@@ -204,7 +204,7 @@ def test_buckets_each_holding_part_of_the_group_agree_on_one_alert():
                         )
                     )
     events.sort(key=lambda e: e[1])
-    cfg = MonitorConfig(replica_lag_time_max_ms=10_000)
+    cfg = monitor_config(replica_lag_time_max_ms=10_000)
 
     def stalls(n):
         buckets = [Bucket(i, n) for i in range(n)]
@@ -233,7 +233,7 @@ def test_buckets_each_holding_part_of_the_group_agree_on_one_alert():
 def test_an_ongoing_stall_survives_the_state_format():
     from replmon.state.codec import decode, encode
 
-    cfg = MonitorConfig(replica_lag_time_max_ms=10_000)
+    cfg = monitor_config(replica_lag_time_max_ms=10_000)
     bucket, alerts, _ = run([e for e in stalled_fetcher_events() if e[1] < T0 + 20_000], cfg)
     root = bucket.clusters["c1"].fetcher_roots[("fetcher", 2, 1, 0)]
     back = decode(encode(bucket), bucket_id=0, buckets=1, cfg=cfg)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from replmon.state.bucket import EVENT_FIELDS, Bucket
-from replmon.state.monitor import MonitorConfig
+from replmon.streaming.settings import monitor_config
 
 T0 = 1_767_225_600_000
 L = 10_000
@@ -52,7 +52,7 @@ def steady(start, end, stop=None, leo0=0, step=100, per_step=10, slow=None):
 
 
 def run(events, cfg=None, advance=True):
-    cfg = cfg or MonitorConfig(replica_lag_time_max_ms=L)
+    cfg = cfg or monitor_config(replica_lag_time_max_ms=L)
     bucket, alerts, quarantine = Bucket(0, 1), [], []
     bucket.process(events, cfg, alerts, quarantine)
     if advance:
@@ -99,7 +99,7 @@ def test_slow_follower_in_isr_stalls_the_high_watermark():
     # each fetch raises the HW though, so it is not stalled.  Then replica 3 stops: the HW stays
     # at its last LEO while appends continue, and after hw_stall_ms (10 s) of no HW movement
     # the HighWatermarkStalled alert fires, before the follower is dropped (L = 30 s here).
-    cfg = MonitorConfig(replica_lag_time_max_ms=30_000, hw_stall_ms=10_000)
+    cfg = monitor_config(replica_lag_time_max_ms=30_000, hw_stall_ms=10_000)
     events = [
         ev(
             "metadata",

@@ -30,7 +30,7 @@ from functools import cache
 import pytest
 
 from replmon.state.bucket import EVENT_FIELDS, Bucket
-from replmon.state.monitor import MonitorConfig
+from replmon.streaming.settings import monitor_config
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.model import simulate
 
@@ -71,7 +71,7 @@ def run_monitor(
     """Feed the events to one Bucket (all partitions in it), in event-time order, in slices of
     `status_every_ms` of event time with the statuses taken after each slice (as micro-batches
     would), then let time run out (`advance`) as the end of a stream does."""
-    cfg = MonitorConfig(replica_lag_time_max_ms=lag_ms)
+    cfg = monitor_config(replica_lag_time_max_ms=lag_ms)
     bucket, alerts, quarantine, partitions, replicas = Bucket(0, 1), [], [], [], []
     activity: list = []
     raws = raws or [None] * len(events)

@@ -8,8 +8,8 @@ import zlib
 from functools import cache
 
 from replmon.state.bucket import Bucket
-from replmon.state.monitor import MonitorConfig
 from replmon.state.cluster import fold_batches
+from replmon.streaming.settings import monitor_config
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.model import simulate
 
@@ -31,14 +31,14 @@ def demo_alerts(buckets: int = 1) -> tuple:
     events, lag_ms = demo_events()
     if buckets == 1:
         m = run_monitor(events, lag_ms)
-        return tuple(fold_batches([(m.alerts, m.activity)], MonitorConfig(replica_lag_time_max_ms=lag_ms)))
+        return tuple(fold_batches([(m.alerts, m.activity)], monitor_config(replica_lag_time_max_ms=lag_ms)))
     return tuple(run_buckets(events, lag_ms, buckets))
 
 
 def run_buckets(events, lag_ms, n):
     """Like the streaming job: partitions hashed into n buckets, broker and heartbeat events to
     every bucket, one micro-batch per second of event time, shares merged per batch."""
-    cfg = MonitorConfig(replica_lag_time_max_ms=lag_ms)
+    cfg = monitor_config(replica_lag_time_max_ms=lag_ms)
     buckets = [Bucket(i, n) for i in range(n)]
     order = sorted(events, key=lambda e: (e["ts"], TYPE_RANK[e["type"]]))
     batch_end, batch = None, [[] for _ in range(n)]
@@ -146,7 +146,7 @@ def test_same_ids_and_counts_however_partitions_are_bucketed():
 
 def test_hw_frozen_under_min_isr_is_not_called_a_stall_on_a_replica():
     # min ISR 2, replica 3 crashes out of the ISR {1,3}... modelled with metadata: ISR {1} only.
-    cfg = MonitorConfig(replica_lag_time_max_ms=10_000, min_insync_replicas=2, hw_stall_ms=5_000)
+    cfg = monitor_config(replica_lag_time_max_ms=10_000, min_insync_replicas=2, hw_stall_ms=5_000)
     events = [
         meta(T0, isr=(1, 2)),
         ev("append", T0 + 10, leader_leo=100),
@@ -168,7 +168,7 @@ def test_hw_frozen_under_min_isr_is_not_called_a_stall_on_a_replica():
 def test_an_ongoing_outage_survives_the_state_format():
     from replmon.state.codec import decode, encode
 
-    cfg = MonitorConfig(replica_lag_time_max_ms=10_000)
+    cfg = monitor_config(replica_lag_time_max_ms=10_000)
     events = [meta(T0), ev("broker", T0 + 100, broker=3, state="fenced", broker_epoch=7)]
     bucket, alerts, _ = run(events, cfg, advance=False)
     back = decode(encode(bucket), bucket_id=0, buckets=1, cfg=cfg)
@@ -185,7 +185,7 @@ def test_shutdown_then_fences_then_offline_each_counted_under_the_outage_that_ca
     # under min ISR), broker 1 is fenced (+15 s: no leader).
     from .test_monitor import steady
 
-    cfg = MonitorConfig(replica_lag_time_max_ms=10_000, min_insync_replicas=2)
+    cfg = monitor_config(replica_lag_time_max_ms=10_000, min_insync_replicas=2)
     events = (
         [meta(T0)]
         + steady(T0 + 100, T0 + 20_000, stop=T0 + 5000)
@@ -272,7 +272,7 @@ def stopped_broker_events(stop_ms=5000, resume_ms=40_000, end_ms=50_000):
 
 
 def test_a_stopped_broker_the_controller_has_not_fenced_is_one_silent_root():
-    cfg = MonitorConfig(replica_lag_time_max_ms=10_000)
+    cfg = monitor_config(replica_lag_time_max_ms=10_000)
     bucket, alerts, _ = run(stopped_broker_events(), cfg)
     alerts = fold_batches([(alerts, bucket.activity_reports())], cfg)
     roots = [a for a in alerts if a["name"] == "BrokerUnavailable" and a["status"] != "updated"]

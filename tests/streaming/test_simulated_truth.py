@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from replmon.state.cluster import fold_batches
-from replmon.state.monitor import MonitorConfig
+from replmon.streaming.settings import monitor_config
 from replmon.streaming.simulator import cli as simulate_cli
 from replmon.streaming.simulator import scenarios
 from tests.state.test_monitor_vs_truth import (
@@ -59,7 +59,7 @@ def test_query_alerts_are_the_pure_monitors_and_match_the_truth(spark, tmp_path,
     assert out["alerts"], "the scenario has faults: the query must raise alerts"
     # the query decides cluster-wide (roots, claims, what pages) in the cluster step on the
     # driver (streaming/bridge.py, state/cluster.py), the same as the pure fold
-    decided = fold_batches([(pure.alerts, pure.activity)], MonitorConfig(replica_lag_time_max_ms=lag_ms))
+    decided = fold_batches([(pure.alerts, pure.activity)], monitor_config(replica_lag_time_max_ms=lag_ms))
     assert by_transition(out["alerts"]) == by_transition(decided)
 
     alerts = out["alerts"]

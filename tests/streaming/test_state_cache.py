@@ -9,10 +9,10 @@ import pytest
 
 from replmon.state.bucket import Bucket
 from replmon.state.codec import StateFormatError
-from replmon.state.monitor import MonitorConfig
 from replmon.streaming import stateful
+from replmon.streaming.settings import monitor_config
 
-CFG = MonitorConfig()
+CFG = monitor_config()
 
 
 class FakeState:
@@ -71,7 +71,7 @@ def test_a_kept_bucket_is_not_used_for_another_bucket_count_or_other_settings():
     with pytest.raises(StateFormatError, match="stream.buckets = 2, and this run has stream.buckets = 3"):
         stateful.load_bucket(state, CFG, 0, 3)
     stateful.save_bucket(state, Bucket(0, 2), CFG)
-    other = MonitorConfig(replica_lag_time_max_ms=5000)
+    other = monitor_config(replica_lag_time_max_ms=5000)
     kept = stateful._WRITTEN[(0, 2, CFG)][1]
     assert stateful.load_bucket(state, other, 0, 2) is not kept
 
