@@ -21,6 +21,7 @@ from pyspark.sql import Window as SqlWindow
 from pyspark.sql import functions as F
 
 from replmon.state.bucket import TS, Bucket
+from replmon.state.cluster import fold_batches
 from replmon.streaming.parse import monitor_input, parse_events
 from replmon.streaming.replay_window import Window
 from replmon.streaming.settings import KafkaSource, Settings
@@ -165,7 +166,15 @@ def run_bucket(events: list, variant: Variant, window: Window, bucket: Bucket, *
     transitions, ISR exits and (when `sample`) the plotted series, as lists of dicts."""
     cfg = variant.config
     step = window.sample_ms(cfg.status_interval_ms, cfg.flap_window_ms)
-    out = {"alerts": [], "isr_exit": [], "replica_lag": [], "partition": [], "urp": [], "quarantine": []}
+    out = {
+        "alerts": [],
+        "isr_exit": [],
+        "replica_lag": [],
+        "partition": [],
+        "urp": [],
+        "quarantine": [],
+        "activity": [],
+    }
     seen_exits: set = set()
     times = [e[TS] for e in events]
     i = 0
@@ -175,6 +184,7 @@ def run_bucket(events: list, variant: Variant, window: Window, bucket: Bucket, *
         j = bisect.bisect_left(times, boundary, lo=i)
         bucket.process(events[i:j], cfg, out["alerts"], out["quarantine"])
         bucket.advance(cfg, out["alerts"])
+        out["activity"] += bucket.activity_reports()
         _record_exits(bucket, seen_exits, out["isr_exit"])
         if sample and window.start_ms - step <= boundary <= window.end_ms + step:
             _sample(bucket, boundary, cfg, out)
@@ -257,6 +267,13 @@ def collect(rows: DataFrame, window: Window, variants: list[Variant], events: in
     result = ReplayResult(window, variants, events)
     for variant_id, kind, payload in rows.collect():
         result.records.setdefault((variant_id, kind), []).append(json.loads(payload))
+    for v in variants:  # cluster-wide reasoning over every bucket's output, as the live query does
+        alerts = result.records.pop((v.variant_id, "alerts"), [])
+        activity = result.records.pop((v.variant_id, "activity"), [])
+        alerts.sort(key=lambda r: (r.get("ts") or 0, json.dumps(r, sort_keys=True)))
+        decided = fold_batches([(alerts, activity)], v.config)
+        if decided:
+            result.records[(v.variant_id, "alerts")] = decided
     for records in result.records.values():
         records.sort(key=lambda r: (r.get("ts") or 0, json.dumps(r, sort_keys=True)))
     return result

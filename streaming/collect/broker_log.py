@@ -25,6 +25,7 @@ class BrokerLog:
         self.sessions = FetchSessions()
         self.bounds = infer.LeoBounds()
         self.counts: Counter = Counter()
+        self.shutting_down: set[int] = set()  # brokers whose heartbeats ask to shut down
 
     def _topic(self, topic_id: str | None, name: str | None) -> str | None:
         topic = name if name else (self.names(topic_id) if topic_id else None)
@@ -48,11 +49,39 @@ class BrokerLog:
         self.counts["lines"] += 1
         if req.api == "PRODUCE":
             return self._produce(req) if emit else []
+        if req.api == "BROKER_HEARTBEAT":
+            out = self._heartbeat(req)
+            return out if emit else []
         who = follower_of(req)
         if who is None:
             return []
         fetches = self.sessions.observe(req, *who)
         return self._fetch(req, who[0], fetches) if emit else []
+
+    def _heartbeat(self, req: Request) -> list[dict]:
+        """A broker's heartbeat to the KRaft controller, in the controller's request log: one
+        that asks to shut down (`wantShutDown`) starts a controlled shutdown, which the Admin
+        API does not show (it lists the broker as registered and unfenced until it is gone).
+        One `broker` event (shutting_down) per shutdown; the Admin API's fence and the broker's
+        registration when it is back follow as usual (admin.py)."""
+        request = req.body.get("request") or {}
+        broker = request.get("brokerId")
+        if not isinstance(broker, int) or isinstance(broker, bool):
+            self.counts["skipped: heartbeat without a broker id"] += 1
+            return []
+        if not request.get("wantShutDown"):
+            self.shutting_down.discard(broker)
+            return []
+        if broker in self.shutting_down:
+            return []
+        self.shutting_down.add(broker)
+        epoch = request.get("brokerEpoch")
+        event = {"type": "broker", "ts": req.log_ms, "cluster": self.cluster, "broker": broker}
+        event["state"] = "shutting_down"
+        if isinstance(epoch, int) and epoch >= 0:
+            event["broker_epoch"] = epoch
+        self.counts["controlled shutdowns"] += 1
+        return [event]
 
     def _produce(self, req: Request) -> list[dict]:
         out = []

@@ -153,3 +153,37 @@ def produce_line(log_ms, partition, base_offset, *, topic="t1", total=10.0, queu
         "remoteTimeMs": 5.0,
     }
     return f"[{log_ms}] Completed request:{json.dumps(body)}"
+
+
+def heartbeat_line(log_ms, broker, *, want_shutdown=False, epoch=19):
+    """A broker's heartbeat as the KRaft controller logs it (the shape of a real Kafka 4.3 line)."""
+    body = {
+        "isForwarded": False,
+        "requestHeader": {
+            "requestApiKey": 63,
+            "requestApiVersion": 2,
+            "correlationId": 2,
+            "clientId": str(broker),
+            "requestApiKeyName": "BROKER_HEARTBEAT",
+        },
+        "request": {
+            "brokerId": broker,
+            "brokerEpoch": epoch,
+            "currentMetadataOffset": 19,
+            "wantFence": False,
+            "wantShutDown": want_shutdown,
+        },
+        "response": {
+            "throttleTimeMs": 0,
+            "errorCode": 0,
+            "isCaughtUp": True,
+            "isFenced": False,
+            "shouldShutDown": False,
+        },
+        "totalTimeMs": 3.2,
+        "requestQueueTimeMs": 0.1,
+        "localTimeMs": 2.0,
+        "remoteTimeMs": 0.0,
+        "listener": "CONTROLLER",
+    }
+    return f"[{log_ms}] Completed request:{json.dumps(body)}"

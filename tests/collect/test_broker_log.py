@@ -7,7 +7,7 @@ import pytest
 
 from replmon.streaming.collect.broker_log import BrokerLog
 from replmon.streaming.collect.requestlog import BadLine, log_time_ms, parse_line
-from tests.collect.lines import TOPIC_ID, fetch_line, produce_line
+from tests.collect.lines import TOPIC_ID, fetch_line, heartbeat_line, produce_line
 
 
 def names(topic_id):
@@ -193,3 +193,39 @@ def test_session_state_survives_a_checkpoint():
     other.sessions.restore(bl.sessions.snapshot())
     evs = other.events(fetch_line(9_600, 2, epoch=1, total=501, remote=500))
     assert fetches(evs) == [(0, 2, 10, 10, 9099)]
+
+
+def test_a_heartbeat_that_asks_to_shut_down_is_one_shutting_down_event_per_shutdown():
+    """Kafka's controlled shutdown (KIP-631): the broker's heartbeats to the controller carry
+    wantShutDown until it is let go; the Admin API shows nothing of it (the broker stays
+    registered and unfenced). One event when the first such heartbeat is logged, none for the
+    repeats, and a later shutdown (after heartbeats without it: the broker came back) is new."""
+    bl = new_log()
+    lines = [
+        heartbeat_line(1000, 3),
+        heartbeat_line(2000, 3, want_shutdown=True, epoch=21),
+        heartbeat_line(2500, 3, want_shutdown=True, epoch=21),
+        heartbeat_line(2600, 2),
+        heartbeat_line(9000, 3, epoch=40),
+        heartbeat_line(12000, 3, want_shutdown=True, epoch=40),
+    ]
+    events = [e for line in lines for e in bl.events(line)]
+    assert events == [
+        {
+            "type": "broker",
+            "ts": 2000,
+            "cluster": "c",
+            "broker": 3,
+            "state": "shutting_down",
+            "broker_epoch": 21,
+        },
+        {
+            "type": "broker",
+            "ts": 12000,
+            "cluster": "c",
+            "broker": 3,
+            "state": "shutting_down",
+            "broker_epoch": 40,
+        },
+    ]
+    assert bl.counts["controlled shutdowns"] == 2

@@ -21,7 +21,15 @@ import pytest
 from tests.judge.cluster import wait_for
 from tests.judge.conftest import TOPIC
 from tests.judge.pipeline import Producer, controller, describe, wait_full_isr
-from tests.judge.verdicts import firing, firing_now, leaders_as_described, report
+from tests.judge.verdicts import (
+    describe_pages,
+    firing,
+    firing_now,
+    last_counts,
+    leaders_as_described,
+    notified_since,
+    report,
+)
 
 pytestmark = [pytest.mark.services, pytest.mark.spark, pytest.mark.judge]
 
@@ -55,6 +63,37 @@ def _victim(before: dict, active_controller: int) -> int:
     )
 
 
+UNAVAILABLE = ("broker_fenced", "broker_silent", "broker_shutting_down")
+
+
+def _fenced_at(pipeline, root: dict) -> int | None:
+    """The event time replmon said the controller fenced the root's broker (its firing, or the
+    update of the same alert that moved its cause to broker_fenced)."""
+    for a in pipeline.alerts():
+        if a["alert_id"] == root["alert_id"] and a.get("cause") == "broker_fenced":
+            return a["ts"] if a["status"] != "firing" else a["started_ms"]
+    return None
+
+
+def _one_page_for(
+    pipeline, am, victim: int, before: dict, since_ms: int, run: int, what: str, severity: str = "critical"
+) -> None:
+    """Exactly one notification, the victim's BrokerUnavailable, at replmon's on-call stream and
+    at the real Alertmanager; its counts say the partitions it took out of their ISR."""
+    redis, at_am = notified_since(pipeline, am, since_ms - 1000, since_ms - 1000)
+    counts = last_counts(pipeline, redis[0]["alert_id"]) if redis else {}
+    expected = sum(1 for v in before.values() if victim in v["isr"])
+    report(
+        f"run {run}: on-call for the {what} of broker {victim}",
+        [describe_pages(redis, at_am), f"root's counts {counts}; partitions it was in the ISR of {expected}"],
+    )
+    assert [(r["name"], int(r["broker"]), r["severity"]) for r in redis] == [
+        ("BrokerUnavailable", victim, severity)
+    ], redis
+    assert [sorted(a["alertname"] for a in n["alerts"]) for n in at_am] == [["BrokerUnavailable"]], at_am
+    assert counts.get("under_replicated") == expected, (counts, before)
+
+
 def _broker_root(pipeline, victim: int, since_ms: int):
     return [
         a
@@ -63,7 +102,10 @@ def _broker_root(pipeline, victim: int, since_ms: int):
     ]
 
 
-def test_paused_broker_fenced_by_the_controller_before_any_lag_rule(judge_cluster, judge_admin, pipeline):
+@pytest.mark.parametrize("run", [1, 2, 3])
+def test_paused_broker_fenced_by_the_controller_before_any_lag_rule(
+    judge_cluster, judge_admin, pipeline, judge_alertmanager, run
+):
     """A broker SIGSTOPped for 1.5 x L (past lcu + L + L/2, when a running leader's isr-expiration
     would surely have removed it) with the default session timeout: the controller fences it,
     its leaderships move and no running leader logs a `Shrinking ISR` for it. replmon reports
@@ -152,19 +194,27 @@ def test_paused_broker_fenced_by_the_controller_before_any_lag_rule(judge_cluste
             f"still firing after the return: {still}; BrokerUnavailable episodes {len(roots)}",
         ],
     )
-    assert root.get("cause") == "broker_fenced", root
-    assert root["started_ms"] >= fenced_ms, (root, fenced_ms)
-    assert root["started_ms"] - fenced_ms <= ADMIN_SEEN_WITHIN_MS, (root, fenced_ms)
+    # One episode: silent first (nothing more from the broker, cluster-wide), then the
+    # controller's fence updates the same alert; the fence is seen after the controller decided
+    # it, and before any lag rule could act.
+    assert len(roots) == 1, roots
+    fenced_at = _fenced_at(pipeline, root)
+    assert fenced_at is not None, f"replmon never said the controller fenced broker {victim}: {root}"
+    assert fenced_at >= fenced_ms and fenced_at - fenced_ms <= ADMIN_SEEN_WITHIN_MS, (root, fenced_ms)
     assert root["started_ms"] < paused_ms + LAG_MS, (
-        f"replmon saw the fence after L: the case does not show what it should ({root})"
+        f"replmon saw the outage after L: the case does not show what it should ({root})"
     )
     assert [a for a in window if a.get("cause") == "lag"] == [], window
     for a in window:
         if a["replica"] == victim:
-            assert (a.get("cause"), a.get("caused_by")) == ("broker_fenced", root["alert_id"]), a
+            assert a.get("cause") in UNAVAILABLE and a.get("caused_by") == root["alert_id"], a
+    _one_page_for(pipeline, judge_alertmanager, victim, before, paused_ms, run, "pause, default session")
 
 
-def test_killed_leader_fenced_leaders_move_and_return(judge_cluster, judge_admin, pipeline):
+@pytest.mark.parametrize("run", [1, 2, 3])
+def test_killed_leader_fenced_leaders_move_and_return(
+    judge_cluster, judge_admin, pipeline, judge_alertmanager, run
+):
     """SIGKILL a broker that leads a partition: the controller fences it after the session
     timeout and moves its leaderships (required: the fault happened). replmon's leaders,
     leader epochs and ISRs are describe_topics' after the move and again after the broker is
@@ -226,7 +276,59 @@ def test_killed_leader_fenced_leaders_move_and_return(judge_cluster, judge_admin
     )
     assert all(moved[p]["leader"] != victim for p in led) and led
     assert fences, f"the controller never logged fencing broker {victim}"
-    assert [a.get("cause") for a in roots] == ["broker_fenced"], roots
+    assert len(roots) == 1 and _fenced_at(pipeline, roots[0]) is not None, roots
     assert any(a["name"] == "ReplicaOutOfSync" and a.get("replica") == victim for a in seen), (
         "replmon never saw the killed broker leave the ISRs"
+    )
+    _one_page_for(pipeline, judge_alertmanager, victim, before, killed_ms, run, "SIGKILL")
+
+
+@pytest.mark.parametrize("run", [1, 2, 3])
+def test_controlled_shutdown_reported_not_paged(
+    judge_cluster, judge_admin, pipeline, judge_alertmanager, run
+):
+    """SIGTERM a broker that leads a partition: Kafka's controlled shutdown moves its leaderships
+    and takes it out of every ISR before the process exits, so no partition goes under min ISR
+    (2 of 3) or offline. replmon reports it once, as a warning (no page), and nothing else."""
+    before = wait_full_isr(judge_admin, TOPIC, 60)
+    victim = _victim(before, controller(judge_admin))
+    producer = Producer(judge_cluster.bootstrap, TOPIC, len(before)).start()
+    try:
+        time.sleep(2)
+        stopped_ms = int(time.time() * 1000)
+        pid = judge_cluster.pid(victim)
+        os.kill(pid, signal.SIGTERM)
+        wait_for("the broker to shut down", lambda: not os.path.exists(f"/proc/{pid}") or None, 60)
+        moved = wait_for(
+            f"broker {victim}'s leaders to move", lambda: _fenced_and_moved(judge_admin, victim), 30, 1.0
+        )
+        time.sleep(LAG_MS / 1000)  # down for a while: every consequence has had its time
+        judge_cluster.services("up", "--brokers", "3")
+        wait_full_isr(judge_admin, TOPIC, 120)
+    finally:
+        producer.stop()
+    wait_for(
+        "replmon's replication alerts to resolve",
+        lambda: not firing_now(pipeline, REPLICATION, TOPIC) or None,
+        90,
+        1.0,
+    )
+    roots = _broker_root(pipeline, victim, stopped_ms)
+    report(
+        f"run {run}: SIGTERM (controlled shutdown) of broker {victim}",
+        [
+            f"leaders moved {[(p, before[p]['leader'], moved[p]['leader']) for p in before]}",
+            f"replmon's BrokerUnavailable {[(a.get('cause'), a['severity'], a['started_ms'] - stopped_ms) for a in roots]}",
+        ],
+    )
+    assert len(roots) == 1, roots
+    _one_page_for(
+        pipeline,
+        judge_alertmanager,
+        victim,
+        before,
+        stopped_ms,
+        run,
+        "controlled shutdown",
+        severity="warning",
     )

@@ -19,7 +19,7 @@ import pytest
 from tests.judge.cluster import wait_for
 from tests.judge.conftest import LAG_MS, PARTITIONS, TOPIC
 from tests.judge.pipeline import JavaProducer, Producer, controller, describe, wait_full_isr
-from tests.judge.verdicts import firing, report
+from tests.judge.verdicts import describe_pages, firing, last_counts, notified_since, report
 
 pytestmark = [pytest.mark.services, pytest.mark.spark, pytest.mark.judge]
 
@@ -29,7 +29,8 @@ LCU_TOLERANCE_MS = 1000  # the issue's bound on replmon's last caught-up time vs
 FIRING_TOLERANCE_MS = 50
 
 
-def test_paused_follower_long_session_timeout(judge_cluster, judge_admin, pipeline):
+@pytest.mark.parametrize("run", [1, 2, 3])
+def test_paused_follower_long_session_timeout(judge_cluster, judge_admin, pipeline, judge_alertmanager, run):
     """A broker SIGSTOPped for 3 x L, with broker.session.timeout.ms above the pause: every
     shrink the leaders log is matched by replmon's ReplicaOutOfSync for that replica, no later
     in event time, with its lcu within 1 s of the broker's; replmon calls no replica out of
@@ -109,6 +110,22 @@ def test_paused_follower_long_session_timeout(judge_cluster, judge_admin, pipeli
         60,
         1.0,
     )
+    # On-call: one notification, the paused broker's BrokerUnavailable, at replmon's on-call
+    # stream and at the real Alertmanager; nothing about its followers before or after it resumed
+    # (the running leaders' followers, and the paused leader's own, are its consequences).
+    redis, am = notified_since(pipeline, judge_alertmanager, paused_ms - 1000, paused_ms - 1000)
+    counts = last_counts(pipeline, redis[0]["alert_id"]) if redis else {}
+    shrunk_partitions = sorted({s.partition for s in shrinks})
+    report(
+        f"run {run}: on-call for the pause of broker {victim} (leads {led_by_victim})",
+        [
+            describe_pages(redis, am),
+            f"root's counts {counts}; partitions the brokers shrank {shrunk_partitions}",
+        ],
+    )
+    assert [(r["name"], int(r["broker"])) for r in redis] == [("BrokerUnavailable", victim)], redis
+    assert [sorted(a["alertname"] for a in n["alerts"]) for n in am] == [["BrokerUnavailable"]], am
+    assert counts.get("under_replicated") == len(shrunk_partitions), (counts, shrinks)
 
 
 def test_bursty_acks_all_producer_no_shrink_no_out_of_sync(judge_cluster, judge_admin, pipeline):
