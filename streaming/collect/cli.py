@@ -7,14 +7,17 @@ import logging
 import sys
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from replmon.streaming.cli_flags import UsageError
+
 log = logging.getLogger(__name__)
 DEFAULT_TOPIC = "replmon.fetch-metrics"
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="replmon collect", description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", required=True, help="the cluster's name in every event")
-    p.add_argument("--bootstrap", required=True, help="the monitored cluster (Admin API)")
+    p.add_argument(
+        "--bootstrap", required=True, metavar="HOST:PORT", help="the monitored cluster (Admin API)"
+    )
     p.add_argument(
         "--request-log",
         action="append",
@@ -22,8 +25,15 @@ def parser() -> argparse.ArgumentParser:
         metavar="BROKER=PATH",
         help="a broker id and its kafka-request.log (repeat per broker)",
     )
-    p.add_argument("--metrics-bootstrap", help="where the metrics topic lives (default: --bootstrap)")
-    p.add_argument("--metrics-topic", default=DEFAULT_TOPIC)
+    p.add_argument(
+        "--metrics-bootstrap",
+        metavar="HOST:PORT",
+        help="the Kafka cluster that holds the metrics topic (default: the settings' "
+        "kafka.bootstrap_servers, else --bootstrap)",
+    )
+    p.add_argument(
+        "--metrics-topic", help=f"the metrics topic (default: the settings' kafka.subscribe, {DEFAULT_TOPIC})"
+    )
     p.add_argument(
         "--create-topic",
         type=int,
@@ -51,7 +61,6 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--exclude-topic", action="append", default=[])
     p.add_argument("--include-internal", action="store_true", help="also report __* topics")
-    return p
 
 
 def request_logs(specs: list[str]) -> dict[int, str]:
@@ -59,7 +68,7 @@ def request_logs(specs: list[str]) -> dict[int, str]:
     for spec in specs:
         broker, sep, path = spec.partition("=")
         if not sep or not broker.isdigit() or not path:
-            raise SystemExit(f"replmon collect: --request-log wants BROKER=PATH, not {spec!r}")
+            raise UsageError(f"--request-log wants BROKER=PATH, not {spec!r}")
         out[int(broker)] = path
     return out
 
@@ -88,14 +97,22 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
         admin.close()
 
 
-def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+def metrics_destination(args, settings) -> tuple[str, str]:
+    """Where the events go: (bootstrap, topic). The flags, else the settings' kafka section (the
+    cluster and topic `replmon run` reads), else the monitored cluster and the default topic."""
+    bootstrap = args.metrics_bootstrap or settings.kafka.bootstrap_servers or args.bootstrap
+    return bootstrap, args.metrics_topic or settings.kafka.subscribe or DEFAULT_TOPIC
+
+
+def run(args) -> int:
+    from replmon.streaming.settings import load_settings
+
     try:
         tz = ZoneInfo(args.log_timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        print(f"replmon collect: --log-timezone {args.log_timezone!r} is not a time zone", file=sys.stderr)
-        return 2
+        raise UsageError(f"--log-timezone {args.log_timezone!r} is not a time zone") from None
     logs = request_logs(args.request_log)
+    metrics_bootstrap, args.metrics_topic = metrics_destination(args, load_settings(args.config))
     from kafka.admin import KafkaAdminClient
 
     from replmon.streaming.cli import stop_on_signals
@@ -103,7 +120,6 @@ def main(argv: list[str]) -> int:
     from replmon.streaming.collect.collector import Collector
     from replmon.streaming.collect.publish import Publisher, PublishError
 
-    metrics_bootstrap = args.metrics_bootstrap or args.bootstrap
     if args.create_topic:
         ensure_topic(metrics_bootstrap, args.metrics_topic, args.create_topic)
     wanted = topic_filter(args)

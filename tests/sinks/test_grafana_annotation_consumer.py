@@ -18,7 +18,6 @@ from replmon.sinks.grafana_annotation_api import AnnotationApi
 from replmon.sinks.grafana_annotation_consumer import (
     AnnotationConsumer,
     AnnotationConsumerSettings,
-    main,
 )
 from replmon.sinks.keys import Keys
 from replmon.sinks.redis_sink import RedisSink
@@ -285,8 +284,9 @@ def test_the_command_runs_once_and_exits_2_on_a_bad_setting(redis_server, redis_
         monkeypatch.setenv("REPLMON_ANNOTATIONS_REDIS_URL", redis_server.url)
         assert cli.main(["grafana-annotations", "--once"]) == 0  # as `replmon grafana-annotations --once`
         monkeypatch.setenv("REPLMON_ANNOTATIONS_BLOCK_MS", "-1")
-        assert main(["--once"]) == 2
-    assert "block_ms" in capsys.readouterr().err
+        assert cli.main(["grafana-annotations", "--once"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("replmon grafana-annotations: invalid settings") and "block_ms" in err
     assert the_one_annotation(grafana)["timeEnd"] == 45_000
 
 
