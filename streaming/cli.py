@@ -29,23 +29,23 @@ STATE_REFUSAL = re.compile(r"StateFormatError: ([^\n]+)")
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", help="file or folder of JSON-lines events instead of Kafka")
+    p.add_argument("--input", metavar="PATH", help="file or folder of JSON-lines events instead of Kafka")
     p.add_argument("--once", action="store_true", help="process what is there, then stop")
-    p.add_argument("--output", help="output folder (default ./replmon-out)")
+    p.add_argument("--output", metavar="DIR", help="output folder (default ./replmon-out)")
     p.add_argument(
         "--metrics-bootstrap",
         metavar="HOST:PORT",
         help="the Kafka cluster that holds the metrics topic, which run reads (kafka.bootstrap_servers)",
     )
     old_spelling(p, "--kafka-bootstrap", "--metrics-bootstrap")
-    p.add_argument("--redis-url", help="also write alerts and metrics to this Redis")
+    p.add_argument("--redis-url", metavar="URL", help="also write alerts and metrics to this Redis")
     p.add_argument(
         "--demo",
         action="store_true",
         help="no input of your own: simulate a cluster with faults and monitor it",
     )
-    p.add_argument("--scenario", help="simulated scenario for --demo (default: demo)")
-    p.add_argument("--master", help="Spark master, e.g. spark://host:7077 (default local[2])")
+    p.add_argument("--scenario", metavar="NAME", help="simulated scenario for --demo (default: demo)")
+    p.add_argument("--master", metavar="URL", help="Spark master, e.g. spark://host:7077 (default local[2])")
     p.add_argument("--quiet", action="store_true", help="do not print the alert timeline")
 
 

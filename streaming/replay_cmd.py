@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 def add_arguments(p) -> None:
     src = p.add_argument_group("input (default: the metrics topic of the settings' kafka section)")
-    src.add_argument("--input", help="a JSON-lines file or a folder of them")
+    src.add_argument("--input", metavar="PATH", help="a JSON-lines file or a folder of them")
     src.add_argument(
         "--metrics-bootstrap",
         metavar="HOST:PORT",
@@ -29,6 +29,7 @@ def add_arguments(p) -> None:
     src.add_argument(
         "--kafka-time-slack",
         default="5m",
+        metavar="DURATION",
         help="read Kafka records produced this much around the window (default 5m)",
     )
     win = p.add_argument_group("window")
@@ -49,10 +50,19 @@ def add_arguments(p) -> None:
         metavar="DURATION",
         help="how far before the warm-up the last metadata of each partition is searched (default 1h)",
     )
-    p.add_argument("--cluster", action="append", default=[], help="only this cluster (repeatable)")
-    p.add_argument("--topic", action="append", default=[], help="only this topic (repeatable)")
     p.add_argument(
-        "--partition", action="append", type=int, default=[], help="only this partition number (repeatable)"
+        "--cluster", action="append", default=[], metavar="NAME", help="only this cluster (repeatable)"
+    )
+    p.add_argument(
+        "--topic", action="append", default=[], metavar="NAME", help="only this topic (repeatable)"
+    )
+    p.add_argument(
+        "--partition",
+        action="append",
+        type=int,
+        default=[],
+        metavar="N",
+        help="only this partition number (repeatable)",
     )
     p.add_argument(
         "--what-if",
@@ -62,7 +72,9 @@ def add_arguments(p) -> None:
         help="a variant to compare with the actual settings (repeatable), e.g. "
         "rules.replica_lag_time_max_ms=10000 or rules.rule_set=v0_8",
     )
-    p.add_argument("--output", default="replmon-replay", help="output folder (default ./replmon-replay)")
+    p.add_argument(
+        "--output", default="replmon-replay", metavar="DIR", help="output folder (default ./replmon-replay)"
+    )
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots here")
 
 

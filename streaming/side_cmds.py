@@ -45,7 +45,7 @@ def conformance(args) -> int:
 
 
 def services_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("action", choices=["up", "down", "status"], help="start, stop or show the services")
     p.add_argument("--brokers", type=int, default=1, choices=[1, 3], help="1 or 3 local brokers (default 1)")
 
 

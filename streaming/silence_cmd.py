@@ -36,15 +36,16 @@ def group_arguments(p, inherited: bool = False) -> None:
     """`silence`'s own flags, also accepted after the action (`silence list --redis-url ...`)."""
     p.add_argument(
         "--redis-url",
+        metavar="URL",
         default=argparse.SUPPRESS if inherited else None,
         help="Redis holding the silences (default: the settings' redis.url)",
     )
 
 
 def _add_arguments(add) -> None:
-    add.add_argument("--broker", type=int, help="every alert about this broker (maintenance)")
-    add.add_argument("--cluster", help="restrict to this cluster")
-    add.add_argument("--alert-id", help="one alert episode")
+    add.add_argument("--broker", type=int, metavar="ID", help="every alert about this broker (maintenance)")
+    add.add_argument("--cluster", metavar="NAME", help="restrict to this cluster")
+    add.add_argument("--alert-id", metavar="ID", help="one alert episode")
     add.add_argument(
         "--match",
         action="append",
@@ -52,17 +53,19 @@ def _add_arguments(add) -> None:
         metavar="LABEL=VALUE",
         help="any label of docs/alerts.md (repeatable; all must match)",
     )
-    add.add_argument("--for", dest="duration", required=True, help="how long, e.g. 30m, 2h, 1h30m")
-    add.add_argument("--comment", default="")
-    add.add_argument("--created-by", default=None)
+    add.add_argument(
+        "--for", dest="duration", required=True, metavar="DURATION", help="how long, e.g. 30m, 2h, 1h30m"
+    )
+    add.add_argument("--comment", default="", help="why, for whoever lists the silences")
+    add.add_argument("--created-by", default=None, metavar="NAME", help="who (default: your user name)")
 
 
 def _list_arguments(ls) -> None:
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--json", action="store_true", help="as JSON, one object per silence")
 
 
 def _expire_arguments(ex) -> None:
-    ex.add_argument("silence_id")
+    ex.add_argument("silence_id", metavar="SILENCE_ID", help="as `silence add` and `silence list` print it")
 
 
 # The actions of `replmon silence`: name, help, their flags.

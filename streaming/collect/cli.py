@@ -14,7 +14,7 @@ DEFAULT_TOPIC = "replmon.fetch-metrics"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cluster", required=True, help="the cluster's name in every event")
+    p.add_argument("--cluster", required=True, metavar="NAME", help="the cluster's name in every event")
     p.add_argument(
         "--bootstrap", required=True, metavar="HOST:PORT", help="the monitored cluster (Admin API)"
     )
@@ -32,7 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "kafka.bootstrap_servers, else --bootstrap)",
     )
     p.add_argument(
-        "--metrics-topic", help=f"the metrics topic (default: the settings' kafka.subscribe, {DEFAULT_TOPIC})"
+        "--metrics-topic",
+        metavar="NAME",
+        help=f"the metrics topic (default: the settings' kafka.subscribe, {DEFAULT_TOPIC})",
     )
     p.add_argument(
         "--create-topic",
@@ -41,25 +43,50 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PARTITIONS",
         help="create the metrics topic with this many partitions if it is missing",
     )
-    p.add_argument("--state-dir", default="replmon-collect-state", help="checkpoint folder")
     p.add_argument(
-        "--hold-ms", type=int, default=1500, help="how long events wait to be released in event-time order"
+        "--state-dir",
+        default="replmon-collect-state",
+        metavar="DIR",
+        help="checkpoint folder (default ./replmon-collect-state)",
     )
-    p.add_argument("--heartbeat-ms", type=int, default=1000)
-    p.add_argument("--metadata-ms", type=int, default=1000, help="Admin API poll interval")
+    p.add_argument(
+        "--hold-ms",
+        metavar="MS",
+        type=int,
+        default=1500,
+        help="how long events wait to be released in event-time order",
+    )
+    p.add_argument(
+        "--heartbeat-ms",
+        metavar="MS",
+        type=int,
+        default=1000,
+        help="how often a heartbeat event is sent (default 1000)",
+    )
+    p.add_argument("--metadata-ms", metavar="MS", type=int, default=1000, help="Admin API poll interval")
     p.add_argument(
         "--publish-timeout-s",
+        metavar="SECONDS",
         type=float,
         default=60.0,
         help="give up (exit 3) when the metrics topic takes nothing for this long",
     )
-    p.add_argument("--max-held", type=int, default=1_000_000, help="bound on events waiting for release")
+    p.add_argument(
+        "--max-held", metavar="N", type=int, default=1_000_000, help="bound on events waiting for release"
+    )
     p.add_argument(
         "--log-timezone",
+        metavar="ZONE",
         default="UTC",
         help="time zone of the request log's dates when they are not epoch ms",
     )
-    p.add_argument("--exclude-topic", action="append", default=[])
+    p.add_argument(
+        "--exclude-topic",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="do not report this topic (repeatable)",
+    )
     p.add_argument("--include-internal", action="store_true", help="also report __* topics")
 
 

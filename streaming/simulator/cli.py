@@ -37,16 +37,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenario",
         default="demo",
+        metavar="NAME",
         help=f"one of {', '.join([*scenarios.SCENARIOS, 'scale'])} (default demo)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", metavar="N", type=int, default=0, help="random seed (default 0)")
     parser.add_argument(
         "--start-ms",
+        metavar="MS",
         type=int,
         default=DEFAULT_START_MS,
         help="event time of the start, ms since the epoch (default 2026-01-01T00:00:00Z)",
     )
-    parser.add_argument("--cluster", help="cluster name in the events (default: the scenario's, 'sim')")
+    parser.add_argument(
+        "--cluster", metavar="NAME", help="cluster name in the events (default: the scenario's, 'sim')"
+    )
     parser.add_argument("--output", type=Path, metavar="DIR", help="output folder (events/ and truth.jsonl)")
     old_spelling(parser, "--out", "--output")
     parser.add_argument(
@@ -61,24 +65,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     old_spelling(parser, "--bootstrap", "--metrics-bootstrap")
     parser.add_argument(
         "--metrics-topic",
+        metavar="NAME",
         help=f"with --to kafka: the metrics topic (default: kafka.subscribe, {DEFAULT_TOPIC})",
     )
     old_spelling(parser, "--topic", "--metrics-topic")
     parser.add_argument("--create-topic", action="store_true", help="create the topic first (admin client)")
     parser.add_argument(
-        "--partitions", type=int, default=3, help="partitions of the created topic (default 3)"
+        "--partitions", metavar="N", type=int, default=3, help="partitions of the created topic (default 3)"
     )
     parser.add_argument(
         "--replication-factor",
+        metavar="N",
         type=int,
         default=1,
         help="replication factor of the created topic (default 1)",
     )
     parser.add_argument(
-        "--scale-partitions", type=int, default=100, help="scale scenario: partitions (default 100)"
+        "--scale-partitions",
+        metavar="N",
+        type=int,
+        default=100,
+        help="scale scenario: partitions (default 100)",
     )
-    parser.add_argument("--scale-seconds", type=int, default=60, help="scale scenario: seconds (default 60)")
-    parser.add_argument("--scale-topics", type=int, default=1, help="scale scenario: topics (default 1)")
+    parser.add_argument(
+        "--scale-seconds", metavar="S", type=int, default=60, help="scale scenario: seconds (default 60)"
+    )
+    parser.add_argument(
+        "--scale-topics", metavar="N", type=int, default=1, help="scale scenario: topics (default 1)"
+    )
 
 
 def metrics_destination(args) -> tuple[str, str]:
