@@ -58,7 +58,7 @@ def test_scale_scenario_writes_lines_and_an_empty_truth(tmp_path):
 
 def test_usage_errors_are_a_return_code(tmp_path, capsys):
     assert replmon(["simulate", "--scenario", "nope", "--output", str(tmp_path)]) == 2
-    assert replmon(["simulate", "--scenario", "demo"]) == 2  # files need --out
+    assert replmon(["simulate", "--scenario", "demo"]) == 2  # files need --output
     err = capsys.readouterr().err
     assert "replmon simulate: --scenario: unknown 'nope'" in err
     assert "replmon simulate: --output DIR is required with --to file" in err

@@ -34,7 +34,7 @@ SETTINGS = {"stream": {"buckets": 4}}
 
 
 def simulate_to_files(name: str, folder: Path) -> tuple[Path, list[str], list[dict]]:
-    """`replmon simulate --scenario NAME --out FOLDER`: (events folder, event lines, truth)."""
+    """`replmon simulate --scenario NAME --output FOLDER`: (events folder, event lines, truth)."""
     assert replmon(["simulate", "--scenario", name, "--output", str(folder)]) == 0
     lines = (folder / "events" / "part-00000.jsonl").read_text().splitlines()
     truth = [json.loads(line) for line in (folder / "truth.jsonl").read_text().splitlines()]
