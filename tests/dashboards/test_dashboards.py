@@ -9,10 +9,10 @@ import re
 import pytest
 
 from replmon.dashboards import build, panels
-from replmon.streaming.cli import main as replmon
 from replmon.sinks.grafana_annotations import tags_of
 from replmon.sinks.keys import Keys, part, partition_member
 from replmon.sinks.redis_sink import RedisSink
+from replmon.streaming.cli import main as replmon
 from tests.sinks import records as r
 
 BOARDS = build.build_all()

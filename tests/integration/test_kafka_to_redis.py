@@ -22,10 +22,10 @@ import pytest
 
 from replmon.sinks.keys import Keys
 from replmon.streaming.bridge import OutputRouter
+from replmon.streaming.cli import main as replmon
 from replmon.streaming.query import start_query
 from replmon.streaming.redis_out import build_redis_sink
 from replmon.streaming.settings import Settings
-from replmon.streaming.cli import main as replmon
 from replmon.streaming.simulator.model import DEFAULT_START_MS
 from replmon.streaming.sources import kafka_source
 from tests.streaming.helpers import await_end, process_all_available

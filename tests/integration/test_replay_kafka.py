@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from replmon.streaming.bridge import OutputRouter
+from replmon.streaming.cli import main as replmon
 from replmon.streaming.query import start_query
 from replmon.streaming.settings import Settings
-from replmon.streaming.cli import main as replmon
 from replmon.streaming.sources import kafka_source
 from tests.integration.test_kafka_to_redis import delete_topics
 from tests.streaming.helpers import await_end, read_outputs

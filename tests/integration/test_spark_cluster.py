@@ -22,9 +22,9 @@ import redis
 
 from replmon.sinks.keys import Keys
 from replmon.streaming.bridge import OutputRouter
+from replmon.streaming.cli import main as replmon
 from replmon.streaming.query import start_query
 from replmon.streaming.settings import Settings
-from replmon.streaming.cli import main as replmon
 from replmon.streaming.sources import file_source
 from tests.integration.conftest import ROOT, parse_env_file
 from tests.streaming.helpers import await_end, read_outputs
