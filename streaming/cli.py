@@ -109,8 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     command(
         "grafana-annotations",
         "alerts from Redis as Grafana annotations",
-        side_cmds.annotations_arguments,
-        side_cmds.annotations,
+        side_cmds.grafana_annotations_arguments,
+        side_cmds.grafana_annotations,
     )
     dashboards = group("dashboards", "Grafana dashboards as code: build and publish them")
     boards = dashboards.add_subparsers(dest="action", required=True, metavar="ACTION")

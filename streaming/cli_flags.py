@@ -54,17 +54,15 @@ class _OldSpelling(argparse.Action):
 def old_spelling(parser: argparse.ArgumentParser, old: str, new: str) -> None:
     """Accept `old` as `new` for one release, with a deprecation warning; --help shows only `new`."""
     action = parser._option_string_actions[new]
+    same = {k: getattr(action, k) for k in ("nargs", "const", "type", "choices", "metavar")}
     parser.add_argument(
         old,
         action=_OldSpelling,
         new=action,
         dest=action.dest,
-        nargs=action.nargs,
-        const=action.const,
-        type=action.type,
-        choices=action.choices,
         default=argparse.SUPPRESS,
         help=argparse.SUPPRESS,
+        **{k: v for k, v in same.items() if v is not None},
     )
 
 

@@ -61,13 +61,13 @@ def services(args) -> int:
 # ---------------------------------------------------------------------------- grafana-annotations
 
 
-def annotations_arguments(p: argparse.ArgumentParser) -> None:
+def grafana_annotations_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--once", action="store_true", help="handle what is pending and new now, then stop (no waiting)"
     )
 
 
-def annotations(args) -> int:
+def grafana_annotations(args) -> int:
     """Run until SIGTERM/SIGINT. Its settings are REPLMON_ANNOTATIONS_* and REPLMON_GRAFANA_*; a
     --config file's [redis] section (url, username, password, prefix) replaces the consumer's Redis."""
     import redis

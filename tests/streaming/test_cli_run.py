@@ -65,7 +65,7 @@ def test_run_over_an_input_folder_once_writes_the_outputs_and_prints_the_timelin
     for kind in ("alerts", "partition_status", "replica_status"):
         assert outputs[kind], kind
     assert outputs["quarantine"] == []
-    assert f"replmon: outputs in {out_dir}: " in printed
+    assert f"replmon run: outputs in {out_dir}: " in printed
     assert f"alerts {len(outputs['alerts'])}" in printed
     assert f"Alert timeline ({len(outputs['alerts'])} transitions)" in printed
     printed_rows = timeline(printed)
