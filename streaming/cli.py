@@ -22,7 +22,6 @@ from replmon.streaming.console import setup_logging
 log = logging.getLogger(__name__)
 # Development conveniences that only exist in a replmon checkout, found from the working
 # directory (installed code never guesses where its source lives).
-CHECKOUT_SERVICES = Path("deploy") / "local" / "services.sh"
 CHECKOUT_JARS = Path("deploy") / "local" / "jars"  # where deploy/local/fetch-jars.sh puts them
 # A checkpoint the state format refuses (state/codec.py), as it appears in a worker's traceback.
 STATE_REFUSAL = re.compile(r"StateFormatError: ([^\n]+)")
@@ -151,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _both(*declares):
+    """One declare function that runs each of `declares` on the parser."""
+
     def declare(p):
         for d in declares:
             d(p)

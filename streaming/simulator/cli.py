@@ -2,7 +2,7 @@
 
     replmon simulate [--scenario NAME] [--seed N] [--start-ms MS] [--cluster NAME]
                      [--output DIR] [--to file|kafka] [--metrics-bootstrap HOST:PORT]
-                     [--metrics-topic T] [--create-topic] [--partitions N] [--replication-factor N]
+                     [--metrics-topic NAME] [--create-topic] [--partitions N] [--replication-factor N]
                      [--scale-partitions N] [--scale-seconds S] [--scale-topics N]
 
 Files: DIR/events/part-00000.jsonl (events in ts order) and DIR/truth.jsonl. Kafka: every event to
@@ -19,13 +19,13 @@ import logging
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from replmon.streaming.cli_flags import UsageError, old_spelling
 
-from . import scenarios, writers
-from .events import Event
-from .model import DEFAULT_START_MS, Simulation
-from .scale import scale
+if TYPE_CHECKING:
+    from .events import Event
+    from .model import Simulation
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +38,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--scenario",
         default="demo",
         metavar="NAME",
-        help=f"one of {', '.join([*scenarios.SCENARIOS, 'scale'])} (default demo)",
+        # the names are scenarios.SCENARIOS; not imported here, as that imports numpy, and every
+        # `replmon` subcommand builds this parser
+        help="a scenario of docs/simulator.md, or scale (default demo)",
     )
     parser.add_argument("--seed", metavar="N", type=int, default=0, help="random seed (default 0)")
     parser.add_argument(
         "--start-ms",
         metavar="MS",
         type=int,
-        default=DEFAULT_START_MS,
+        default=None,
         help="event time of the start, ms since the epoch (default 2026-01-01T00:00:00Z)",
     )
     parser.add_argument(
@@ -109,6 +111,11 @@ def metrics_destination(args) -> tuple[str, str]:
 
 def run(args) -> int:
     """`replmon simulate`, on arguments parsed by `replmon`'s parser."""
+    from . import scenarios, writers
+    from .model import DEFAULT_START_MS, Simulation
+    from .scale import scale
+
+    start_ms = DEFAULT_START_MS if args.start_ms is None else args.start_ms
     if args.to == "file" and args.output is None:
         raise UsageError("--output DIR is required with --to file")
     if args.scenario != "scale" and args.scenario not in scenarios.SCENARIOS:
@@ -125,7 +132,7 @@ def run(args) -> int:
             args.scale_partitions,
             args.scale_seconds,
             seed=args.seed,
-            start_ms=args.start_ms,
+            start_ms=start_ms,
             cluster=args.cluster or "sim",
             topics=args.scale_topics,
         )
@@ -133,7 +140,7 @@ def run(args) -> int:
         spec = scenarios.get(args.scenario)
         if args.cluster:
             spec = dataclasses.replace(spec, name=args.cluster)
-        sim = Simulation(spec, seed=args.seed, start_ms=args.start_ms)
+        sim = Simulation(spec, seed=args.seed, start_ms=start_ms)
         events = sim.run()
 
     if args.to == "file":
