@@ -33,20 +33,20 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from replmon.streaming import cli
-    from replmon.streaming.simulator import cli as simulate
 
     tmp = Path(tempfile.mkdtemp(prefix="replmon-bench-replay-"))
     try:
         assert (
-            simulate.main(
+            cli.main(
                 [
+                    "simulate",
                     "--scenario",
                     "scale",
                     "--scale-partitions",
                     str(args.partitions),
                     "--scale-seconds",
                     str(args.seconds),
-                    "--out",
+                    "--output",
                     str(tmp / "sim"),
                 ]
             )

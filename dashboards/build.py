@@ -1,6 +1,6 @@
 """Build the Grafana dashboards as JSON.
 
-    python -m replmon.dashboards.build [--out DIR] [--prefix PREFIX] [--print]
+    replmon dashboards build [--output DIR] [--redis-prefix PREFIX] [--print]
 
 writes DIR/replmon-overview.json, DIR/replmon-replica.json and DIR/replmon-broker.json (DIR defaults to
 dashboards/json, which is committed and provisioned by deploy/grafana). The output depends on
@@ -9,9 +9,7 @@ nothing but the arguments, so building twice gives identical files.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 
 from replmon.dashboards import panels as p
@@ -192,24 +190,3 @@ def write(out_dir: Path, prefix: str = DEFAULT_PREFIX) -> list[Path]:
         path.write_text(render(board), encoding="utf-8")
         written.append(path)
     return written
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m replmon.dashboards.build", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--out", type=Path, default=OUT_DIR, help=f"output folder (default {OUT_DIR})")
-    parser.add_argument("--prefix", default=DEFAULT_PREFIX, help="Redis key prefix the sink writes under")
-    parser.add_argument("--print", action="store_true", help="print the JSON instead of writing files")
-    args = parser.parse_args(argv)
-    if args.print:
-        for name, board in build_all(args.prefix).items():
-            sys.stdout.write(render(board))
-        return 0
-    for path in write(args.out, args.prefix):
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Publish the dashboards to a running Grafana: folder, Redis data source, dashboards.
 
-    python -m replmon.sinks.grafana [--dir dashboards/json]
+    replmon dashboards publish [--input dashboards/json]
 
 reads REPLMON_GRAFANA_* settings from the environment (see GrafanaSettings and
 docs/grafana.md) and is safe to run again: the folder and data source are looked up by uid
@@ -10,10 +10,8 @@ use deploy/grafana instead; both give the same uids.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -135,7 +133,7 @@ def load_dashboards(directory: Path = DASHBOARDS_DIR) -> list[dict]:
             )
         boards.append(board)
     if not boards:
-        raise GrafanaPublishError(f"no dashboards in {directory}: run python -m replmon.dashboards.build")
+        raise GrafanaPublishError(f"no dashboards in {directory}: run replmon dashboards build")
     return boards
 
 
@@ -224,7 +222,7 @@ class GrafanaPublisher:
             "dashboard": {**board, "id": None},
             "folderUid": self._settings.folder_uid,
             "overwrite": True,
-            "message": "published by replmon (python -m replmon.sinks.grafana)",
+            "message": "published by replmon (replmon dashboards publish)",
         }
         answer = self._call(f"save dashboard {board['uid']}", self._api.dashboard.update_dashboard, payload)
         log.info("saved dashboard %s (version %s)", board["uid"], answer.get("version"))
@@ -265,26 +263,9 @@ class _Conflict(Exception):
     """A 409 the caller resolves."""
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m replmon.sinks.grafana", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--dir", type=Path, default=DASHBOARDS_DIR, help="folder of dashboard JSON")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        settings = GrafanaSettings()
-        report = GrafanaPublisher(connect(settings), settings).publish(load_dashboards(args.dir))
-    except GrafanaPublishError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:  # pydantic ValidationError names the setting
-        print(f"error: invalid Grafana settings: {exc}", file=sys.stderr)
-        return 2
-    for url in report.dashboards:
-        print(f"{settings.url.rstrip('/')}{url}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def publish(directory: Path) -> list[str]:
+    """`replmon dashboards publish`: the dashboards in `directory` to the Grafana of the
+    REPLMON_GRAFANA_* settings. Returns their URLs (ValueError names a bad setting)."""
+    settings = GrafanaSettings()
+    report = GrafanaPublisher(connect(settings), settings).publish(load_dashboards(directory))
+    return [f"{settings.url.rstrip('/')}{url}" for url in report.dashboards]

@@ -29,7 +29,6 @@ import redis
 from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from replmon.sinks.grafana import GrafanaAuthError
 from replmon.sinks.grafana_annotation_api import AnnotationApi, AnnotationRefused, GrafanaUnavailable
 from replmon.sinks.grafana_annotations import (
     AlertRecordError,
@@ -358,50 +357,39 @@ class AnnotationConsumer:
         log.error("alert entry %s set aside in %s: %s", entry, self._keys.quarantine_stream(), reason)
 
 
-def build(sleep: Callable[[float], None] = time.sleep) -> AnnotationConsumer:
-    """The consumer from REPLMON_ANNOTATIONS_* and REPLMON_GRAFANA_* (ValueError names a bad one)."""
+def build(sleep: Callable[[float], None] = time.sleep, redis_section=None) -> AnnotationConsumer:
+    """The consumer from REPLMON_ANNOTATIONS_* and REPLMON_GRAFANA_* (ValueError names a bad one).
+    `redis_section`: a settings file's redis section; its url, username, password and prefix
+    replace the consumer's own (`replmon grafana-annotations --config`)."""
     from replmon.sinks.grafana import GrafanaSettings, connect
     from replmon.sinks.redis_client import build_client
 
-    settings = AnnotationConsumerSettings()
+    given = {}
+    if redis_section is not None and redis_section.url is not None:
+        given = dict(
+            redis_url=redis_section.url,
+            redis_username=redis_section.username,
+            redis_password=redis_section.password,
+            key_prefix=redis_section.prefix,
+        )
+    settings = AnnotationConsumerSettings(**given)
     grafana = GrafanaSettings()
     client = build_client(redis_connection(settings))
     return AnnotationConsumer(client, AnnotationApi(connect(grafana), grafana.url), settings, sleep=sleep)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`replmon grafana-annotations`: run until SIGTERM/SIGINT; exit 2 on bad settings or auth."""
-    import argparse
+def serve(consumer: AnnotationConsumer, once: bool = False) -> int:
+    """`replmon grafana-annotations`: run until SIGTERM/SIGINT, or with `once` until nothing is
+    pending (1 if Grafana was unavailable then). Raises GrafanaAuthError and Redis's
+    AuthenticationError: no retry mends those."""
     import signal
-    import sys
 
-    parser = argparse.ArgumentParser(
-        prog="replmon grafana-annotations",
-        description="Turn replmon's Redis alert stream into Grafana region annotations (docs/grafana.md).",
-    )
-    parser.add_argument(
-        "--once", action="store_true", help="handle what is pending and new now, then stop (no waiting)"
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        consumer = build()
-    except ValueError as exc:  # pydantic's ValidationError names the setting
-        print(f"error: invalid settings: {exc}", file=sys.stderr)
-        return 2
     stopping = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.append(True))
-    try:
-        if args.once:
-            while (report := consumer.poll_once(block=False)).read > report.deferred and not report.outage:
-                pass
-            return 1 if report.outage else 0
-        consumer.run(should_stop=lambda: bool(stopping))
-    except GrafanaAuthError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except redis.AuthenticationError as exc:
-        print(f"error: Redis refused the consumer's user: {exc}", file=sys.stderr)
-        return 2
+    if once:
+        while (report := consumer.poll_once(block=False)).read > report.deferred and not report.outage:
+            pass
+        return 1 if report.outage else 0
+    consumer.run(should_stop=lambda: bool(stopping))
     return 0

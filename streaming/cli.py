@@ -9,122 +9,178 @@ import logging
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 from datetime import UTC
+from functools import partial
 from pathlib import Path
 
+from replmon.streaming.cli_flags import UsageError, add_common, old_spelling
 from replmon.streaming.console import setup_logging
 
 log = logging.getLogger(__name__)
 # Development conveniences that only exist in a replmon checkout, found from the working
 # directory (installed code never guesses where its source lives).
-CHECKOUT_SERVICES = Path("deploy") / "local" / "services.sh"
 CHECKOUT_JARS = Path("deploy") / "local" / "jars"  # where deploy/local/fetch-jars.sh puts them
 # A checkpoint the state format refuses (state/codec.py), as it appears in a worker's traceback.
 STATE_REFUSAL = re.compile(r"StateFormatError: ([^\n]+)")
 
 
-def _common() -> argparse.ArgumentParser:
-    """Options every subcommand has."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--verbose", action="store_true", help="show Spark's, py4j's and replmon's log lines (default: quiet)"
-    )
-    return common
-
-
-def _run_parser(sub, common) -> None:
-    p = sub.add_parser(
-        "run", parents=[common], help="run the monitor over Kafka or files (--demo: a simulated cluster)"
-    )
-    p.add_argument("--config", help="TOML settings file (also REPLMON_CONFIG)")
-    p.add_argument("--input", help="file or folder of JSON-lines events instead of Kafka")
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", metavar="PATH", help="file or folder of JSON-lines events instead of Kafka")
     p.add_argument("--once", action="store_true", help="process what is there, then stop")
-    p.add_argument("--output", help="output folder (default ./replmon-out)")
-    p.add_argument("--kafka-bootstrap", help="read the metrics topic from this Kafka cluster")
-    p.add_argument("--redis-url", help="also write alerts and metrics to this Redis")
+    p.add_argument("--output", metavar="DIR", help="output folder (default ./replmon-out)")
+    p.add_argument(
+        "--metrics-bootstrap",
+        metavar="HOST:PORT",
+        help="the Kafka cluster that holds the metrics topic, which run reads (kafka.bootstrap_servers)",
+    )
+    old_spelling(p, "--kafka-bootstrap", "--metrics-bootstrap")
+    p.add_argument("--redis-url", metavar="URL", help="also write alerts and metrics to this Redis")
     p.add_argument(
         "--demo",
         action="store_true",
         help="no input of your own: simulate a cluster with faults and monitor it",
     )
-    p.add_argument("--scenario", help="simulated scenario for --demo (default: demo)")
-    p.add_argument("--master", help="Spark master, e.g. spark://host:7077 (default local[2])")
+    p.add_argument("--scenario", metavar="NAME", help="simulated scenario for --demo (default: demo)")
+    p.add_argument("--master", metavar="URL", help="Spark master, e.g. spark://host:7077 (default local[2])")
     p.add_argument("--quiet", action="store_true", help="do not print the alert timeline")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `replmon` command line (deployment files are checked against it: tests/test_deploy.py)."""
+    """The `replmon` command line: every subcommand, one grammar (docs/cli.md, checked by
+    tests/streaming/test_cli_grammar.py; deployment files by tests/test_deploy.py)."""
+    from replmon.streaming import side_cmds, silence_cmd
+    from replmon.streaming.collect.cli import add_arguments as collect_arguments
+    from replmon.streaming.replay_cmd import add_arguments as replay_arguments
+    from replmon.streaming.simulator.cli import add_arguments as simulate_arguments
+
     parser = argparse.ArgumentParser(prog="replmon", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    common = _common()
-    _run_parser(sub, common)
-    from replmon.streaming.replay_cmd import add_parser as replay_parser
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    replay_parser(sub, common)
-    sub.add_parser("simulate", help="simulate a Kafka cluster's fetch metrics", add_help=False)
-    sub.add_parser("grafana-annotations", help="alerts from Redis as Grafana annotations", add_help=False)
-    conf = sub.add_parser(
-        "conformance", parents=[common], help="check the rules engine against scenario files"
+    def command(name, help, declare, handler, sub=sub, nested=False):
+        p = sub.add_parser(name, help=help, description=help)
+        add_common(p, inherited=nested)
+        declare(p)
+        p.set_defaults(handler=handler, prog=p.prog)
+        return p
+
+    def group(name, help):
+        """A subcommand with actions of its own (`silence add`): the common flags on both levels."""
+        p = sub.add_parser(name, help=help, description=help)
+        add_common(p)
+        return p
+
+    command(
+        "run",
+        "run the monitor over Kafka or files (--demo: a simulated cluster)",
+        _run_arguments,
+        run_command,
     )
-    conf.add_argument("paths", nargs="+")
-    from replmon.streaming.silence_cmd import add_parser as add_silence_parser
-
-    add_silence_parser(sub, parents=[common])
-    svc = sub.add_parser("services", parents=[common], help="local Kafka broker and Redis for development")
-    svc.add_argument("action", choices=["up", "down", "status"])
-    svc.add_argument("--brokers", type=int, default=1, choices=[1, 3])
-    sub.add_parser("collect", help="a real cluster's request logs -> the metrics topic", add_help=False)
+    command("replay", "replay a time window, with what-if variants", replay_arguments, _replay)
+    command("simulate", "simulate a Kafka cluster's fetch metrics", simulate_arguments, _simulate)
+    command("collect", "a real cluster's request logs -> the metrics topic", collect_arguments, _collect)
+    command(
+        "conformance",
+        "check the rules engine against scenario files",
+        side_cmds.conformance_arguments,
+        side_cmds.conformance,
+    )
+    silence = group("silence", "silence alerts: broker maintenance, an alert id, a matcher")
+    silence_cmd.group_arguments(silence)
+    actions = silence.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, help, declare in silence_cmd.ACTIONS:
+        command(
+            name,
+            help,
+            _both(partial(silence_cmd.group_arguments, inherited=True), declare),
+            _silence,
+            sub=actions,
+            nested=True,
+        )
+    command(
+        "services",
+        "local Kafka broker and Redis for development",
+        side_cmds.services_arguments,
+        side_cmds.services,
+    )
+    command(
+        "grafana-annotations",
+        "alerts from Redis as Grafana annotations",
+        side_cmds.grafana_annotations_arguments,
+        side_cmds.grafana_annotations,
+    )
+    dashboards = group("dashboards", "Grafana dashboards as code: build and publish them")
+    boards = dashboards.add_subparsers(dest="action", required=True, metavar="ACTION")
+    command(
+        "build",
+        "write the dashboards' JSON (dashboards/json)",
+        side_cmds.build_arguments,
+        side_cmds.build_dashboards,
+        sub=boards,
+        nested=True,
+    )
+    command(
+        "publish",
+        "publish the dashboards' JSON to Grafana (REPLMON_GRAFANA_*)",
+        side_cmds.publish_arguments,
+        side_cmds.publish_dashboards,
+        sub=boards,
+        nested=True,
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`replmon ...`: the exit code (docs/cli.md lists them per subcommand)."""
+    from replmon.streaming.settings import SettingsError
+
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    if argv and argv[0] == "collect":
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        from replmon.streaming.collect.cli import main as collect_main
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:  # --help (0) and usage errors (2), as a return code
+        return int(exit_.code or 0)
+    setup_logging(verbose=args.verbose, prog=args.prog)
+    try:
+        return args.handler(args)
+    except (UsageError, SettingsError) as exc:
+        print(f"{args.prog}: {str(exc).removeprefix('replmon: ')}", file=sys.stderr)
+        return 2
 
-        return collect_main(argv[1:])
-    if argv and argv[0] == "simulate":
-        from replmon.streaming.simulator.cli import main as simulate_main
 
-        rest = [a for a in argv[1:] if a != "--verbose"]
-        setup_logging(verbose=len(rest) < len(argv) - 1)
-        return simulate_main(rest)
-    if argv and argv[0] == "grafana-annotations":
-        from replmon.sinks.grafana_annotation_consumer import main as annotations_main
+def _both(*declares):
+    """One declare function that runs each of `declares` on the parser."""
 
-        rest = [a for a in argv[1:] if a != "--verbose"]
-        setup_logging(verbose=len(rest) < len(argv) - 1)
-        return annotations_main(rest)
-    args = parser.parse_args(argv)
-    setup_logging(verbose=args.verbose)
-    if args.command == "replay":
-        from replmon.streaming.replay_cmd import run as replay_run
+    def declare(p):
+        for d in declares:
+            d(p)
 
-        return replay_run(args)
-    if args.command == "conformance":
-        from replmon.streaming.conformance_cmd import run
+    return declare
 
-        return run(args.paths)
-    if args.command == "silence":
-        from replmon.streaming.silence_cmd import run as run_silence
 
-        return run_silence(args)
-    if args.command == "services":
-        if not CHECKOUT_SERVICES.is_file():
-            print(
-                f"replmon services: run it from a replmon checkout ({CHECKOUT_SERVICES} not found "
-                "in the current directory)",
-                file=sys.stderr,
-            )
-            return 2
-        return subprocess.call(["bash", str(CHECKOUT_SERVICES), args.action, "--brokers", str(args.brokers)])
-    return run_command(args)
+def _replay(args) -> int:
+    from replmon.streaming.replay_cmd import run
+
+    return run(args)
+
+
+def _simulate(args) -> int:
+    from replmon.streaming.simulator.cli import run
+
+    return run(args)
+
+
+def _silence(args) -> int:
+    from replmon.streaming.silence_cmd import run
+
+    return run(args)
+
+
+def _collect(args) -> int:
+    from replmon.streaming.collect.cli import run
+
+    return run(args)
 
 
 def run_command(args) -> int:
@@ -136,9 +192,9 @@ def run_command(args) -> int:
     if args.input:
         overrides["input_path"] = args.input
     settings = load_settings(args.config, **overrides)
-    if args.kafka_bootstrap:
+    if args.metrics_bootstrap:
         settings = settings.model_copy(
-            update={"kafka": settings.kafka.model_copy(update={"bootstrap_servers": args.kafka_bootstrap})}
+            update={"kafka": settings.kafka.model_copy(update={"bootstrap_servers": args.metrics_bootstrap})}
         )
     if args.redis_url:
         settings = settings.model_copy(
@@ -148,22 +204,20 @@ def run_command(args) -> int:
         settings = settings.model_copy(
             update={"spark": settings.spark.model_copy(update={"master": args.master})}
         )
+    if settings.input_path is not None and not Path(settings.input_path).exists():
+        raise UsageError(f"input path does not exist: {settings.input_path}")
     no_input = settings.input_path is None and settings.kafka.bootstrap_servers is None
     if args.demo or args.scenario:
         if not no_input:
-            print(
-                "replmon run: --demo simulates its own input; drop it, or drop input_path and "
-                "kafka.bootstrap_servers",
-                file=sys.stderr,
+            raise UsageError(
+                "--demo simulates its own input; drop it, or drop input_path and kafka.bootstrap_servers"
             )
-            return 2
         return run_embedded(settings, args)
     if no_input:
         if not interactive():
-            print(NO_INPUT, file=sys.stderr)
-            return 2
+            raise UsageError(NO_INPUT)
         print(
-            "replmon: no input configured; running the simulated demo (`replmon run --demo`). "
+            "replmon run: no input configured; running the simulated demo (`replmon run --demo`). "
             "A deployment sets kafka.bootstrap_servers or input_path."
         )
         return run_embedded(settings, args)
@@ -172,12 +226,11 @@ def run_command(args) -> int:
     try:
         return run_monitor(settings, once=args.once, quiet=args.quiet)
     except PreflightError as exc:
-        print(f"replmon: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
 
 
 NO_INPUT = (
-    "replmon run: no input configured: set kafka.bootstrap_servers (--kafka-bootstrap, "
+    "no input configured: set kafka.bootstrap_servers (--metrics-bootstrap, "
     "REPLMON_KAFKA__BOOTSTRAP_SERVERS, or [kafka] bootstrap_servers in the --config file) or "
     "input_path (--input, REPLMON_INPUT_PATH). Use `replmon run --demo` for the simulated cluster."
 )
@@ -190,12 +243,12 @@ def interactive() -> bool:
 
 def run_embedded(settings, args) -> int:
     """No input configured: simulate a cluster with faults and monitor it, all in-process."""
-    from replmon.streaming.simulator.cli import main as simulate_main
+    from replmon.streaming.simulator.cli import run as simulate
 
     scenario = args.scenario or "demo"
     sim_dir = Path(tempfile.mkdtemp(prefix="replmon-sim-"))
-    print(f"replmon: simulating scenario '{scenario}' into {sim_dir}")
-    rc = simulate_main(["--scenario", scenario, "--out", str(sim_dir)])
+    print(f"replmon run: simulating scenario '{scenario}' into {sim_dir}")
+    rc = simulate(build_parser().parse_args(["simulate", "--scenario", scenario, "--output", str(sim_dir)]))
     if rc != 0:
         return rc
     settings = settings.model_copy(update={"input_path": str(sim_dir / "events")})
@@ -205,8 +258,8 @@ def run_embedded(settings, args) -> int:
 def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None = None) -> int:
     from replmon.streaming import preflight
     from replmon.streaming.bridge import OutputRouter
-    from replmon.streaming.cluster_state import ClusterStepRunner
     from replmon.streaming.checkpoint import with_checkpoint_buckets
+    from replmon.streaming.cluster_state import ClusterStepRunner
     from replmon.streaming.query import start_query
     from replmon.streaming.session import build_session
     from replmon.streaming.sources import file_source, kafka_options, kafka_source
@@ -271,10 +324,9 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
         if alertmanager is not None:
             alertmanager.close()
     if supervisor.report.fatal:
-        print(f"replmon: {supervisor.report.fatal}", file=sys.stderr)
-        return 2
+        raise UsageError(supervisor.report.fatal)
     print(
-        f"replmon: outputs in {settings.output_dir}: "
+        f"replmon run: outputs in {settings.output_dir}: "
         + ", ".join(f"{k} {v}" for k, v in sorted(router.totals.items()))
         + (
             f"; the query was restarted {supervisor.report.restarts} times"
@@ -367,7 +419,7 @@ def local_kafka_jars() -> list[str]:
     jars = sorted(str(p.resolve()) for p in CHECKOUT_JARS.glob("*.jar"))
     if not jars:
         raise SettingsError(
-            "replmon: reading Kafka needs Spark's Kafka connector jars: set spark.jars (e.g. "
+            "reading Kafka needs Spark's Kafka connector jars: set spark.jars (e.g. "
             "REPLMON_SPARK__JARS='[\"/path/spark-sql-kafka-0-10_2.13-X.jar\", ...]'), or run "
             f"deploy/local/fetch-jars.sh in a checkout and run replmon from there ({CHECKOUT_JARS})"
         )

@@ -50,8 +50,9 @@ logger.apache.level = error
 """
 
 
-def setup_logging(verbose: bool = False, stream=None) -> None:
-    """Configure the root logger once for a subcommand (idempotent: replaces replmon's handler)."""
+def setup_logging(verbose: bool = False, stream=None, prog: str = "replmon") -> None:
+    """Configure the root logger once for a subcommand (idempotent: replaces replmon's handler).
+    Quiet lines start with `prog`, the subcommand (`replmon run: ...`), like its error lines."""
     _state["verbose"] = verbose
     root = logging.getLogger()
     for h in list(root.handlers):
@@ -65,7 +66,7 @@ def setup_logging(verbose: bool = False, stream=None) -> None:
         for name in _NOISY:
             logging.getLogger(name).setLevel(logging.NOTSET)
     else:
-        handler.setFormatter(logging.Formatter("replmon: %(message)s"))
+        handler.setFormatter(logging.Formatter(f"{prog}: %(message)s"))
         root.setLevel(logging.WARNING)
         for name, level in _NOISY.items():
             logging.getLogger(name).setLevel(level)

@@ -11,24 +11,25 @@ import logging
 import sys
 from pathlib import Path
 
+from replmon.streaming.cli_flags import UsageError, old_spelling
 from replmon.streaming.replay_window import WindowError, check_window_options, fmt_time, resolve_window
 
 log = logging.getLogger(__name__)
 
 
-def add_parser(sub, common) -> None:
-    p = sub.add_parser(
-        "replay",
-        parents=[common],
-        help="replay a time window, with what-if variants",
-        description=__doc__.split("\n")[0],
-    )
+def add_arguments(p) -> None:
     src = p.add_argument_group("input (default: the metrics topic of the settings' kafka section)")
-    src.add_argument("--input", help="a JSON-lines file or a folder of them")
-    src.add_argument("--kafka-bootstrap", help="read the metrics topic from this Kafka cluster")
+    src.add_argument("--input", metavar="PATH", help="a JSON-lines file or a folder of them")
+    src.add_argument(
+        "--metrics-bootstrap",
+        metavar="HOST:PORT",
+        help="the Kafka cluster that holds the metrics topic, which replay reads (kafka.bootstrap_servers)",
+    )
+    old_spelling(p, "--kafka-bootstrap", "--metrics-bootstrap")
     src.add_argument(
         "--kafka-time-slack",
         default="5m",
+        metavar="DURATION",
         help="read Kafka records produced this much around the window (default 5m)",
     )
     win = p.add_argument_group("window")
@@ -49,10 +50,19 @@ def add_parser(sub, common) -> None:
         metavar="DURATION",
         help="how far before the warm-up the last metadata of each partition is searched (default 1h)",
     )
-    p.add_argument("--cluster", action="append", default=[], help="only this cluster (repeatable)")
-    p.add_argument("--topic", action="append", default=[], help="only this topic (repeatable)")
     p.add_argument(
-        "--partition", action="append", type=int, default=[], help="only this partition number (repeatable)"
+        "--cluster", action="append", default=[], metavar="NAME", help="only this cluster (repeatable)"
+    )
+    p.add_argument(
+        "--topic", action="append", default=[], metavar="NAME", help="only this topic (repeatable)"
+    )
+    p.add_argument(
+        "--partition",
+        action="append",
+        type=int,
+        default=[],
+        metavar="N",
+        help="only this partition number (repeatable)",
     )
     p.add_argument(
         "--what-if",
@@ -62,32 +72,33 @@ def add_parser(sub, common) -> None:
         help="a variant to compare with the actual settings (repeatable), e.g. "
         "rules.replica_lag_time_max_ms=10000 or rules.rule_set=v0_8",
     )
-    p.add_argument("--config", help="TOML settings file (also REPLMON_CONFIG)")
-    p.add_argument("--output", default="replmon-replay", help="output folder (default ./replmon-replay)")
+    p.add_argument(
+        "--output", default="replmon-replay", metavar="DIR", help="output folder (default ./replmon-replay)"
+    )
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots here")
 
 
 def run(args) -> int:
-    from replmon.streaming.settings import SettingsError, load_settings
+    from replmon.streaming.settings import load_settings
     from replmon.streaming.whatif import build_variants
 
     settings = load_settings(args.config)
-    if args.kafka_bootstrap:
+    if args.metrics_bootstrap:
         settings = settings.model_copy(
-            update={"kafka": settings.kafka.model_copy(update={"bootstrap_servers": args.kafka_bootstrap})}
+            update={"kafka": settings.kafka.model_copy(update={"bootstrap_servers": args.metrics_bootstrap})}
         )
     input_path = args.input or settings.input_path
     if not input_path and not settings.kafka.bootstrap_servers:
-        raise SettingsError(
-            "replmon replay: give --input FILE|DIR or --kafka-bootstrap "
-            "(or kafka.bootstrap_servers in the settings)"
+        raise UsageError(
+            "give --input FILE|DIR or --metrics-bootstrap (or kafka.bootstrap_servers in the settings)"
         )
+    if input_path and not Path(input_path).exists():
+        raise UsageError(f"input path does not exist: {input_path}")
     variants = build_variants(settings, args.what_if)
     try:
         return _replay(args, settings, variants, input_path)
     except WindowError as exc:
-        print(f"replmon replay: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
 
 
 def _replay(args, settings, variants, input_path) -> int:

@@ -11,12 +11,15 @@ Redis is the one in the settings (REPLMON_REDIS__URL, --config, or --redis-url).
 
 from __future__ import annotations
 
+import argparse
 import getpass
 import json
 import re
 import sys
 import time
 from datetime import UTC, datetime
+
+from replmon.streaming.cli_flags import UsageError
 
 UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -29,17 +32,20 @@ def parse_duration(text: str) -> int:
     return sum(int(n) * UNITS[u] for n, u in re.findall(r"(\d+)([smhd])", text))
 
 
-def add_parser(sub, parents=()) -> None:
-    p = sub.add_parser(
-        "silence", parents=list(parents), help="silence alerts: broker maintenance, an alert id, a matcher"
+def group_arguments(p, inherited: bool = False) -> None:
+    """`silence`'s own flags, also accepted after the action (`silence list --redis-url ...`)."""
+    p.add_argument(
+        "--redis-url",
+        metavar="URL",
+        default=argparse.SUPPRESS if inherited else None,
+        help="Redis holding the silences (default: the settings' redis.url)",
     )
-    p.add_argument("--config", help="TOML settings file (for the Redis connection)")
-    p.add_argument("--redis-url", help="Redis holding the silences (default: the settings' redis.url)")
-    actions = p.add_subparsers(dest="action", required=True)
-    add = actions.add_parser("add", help="add a silence")
-    add.add_argument("--broker", type=int, help="every alert about this broker (maintenance)")
-    add.add_argument("--cluster", help="restrict to this cluster")
-    add.add_argument("--alert-id", help="one alert episode")
+
+
+def _add_arguments(add) -> None:
+    add.add_argument("--broker", type=int, metavar="ID", help="every alert about this broker (maintenance)")
+    add.add_argument("--cluster", metavar="NAME", help="restrict to this cluster")
+    add.add_argument("--alert-id", metavar="ID", help="one alert episode")
     add.add_argument(
         "--match",
         action="append",
@@ -47,13 +53,27 @@ def add_parser(sub, parents=()) -> None:
         metavar="LABEL=VALUE",
         help="any label of docs/alerts.md (repeatable; all must match)",
     )
-    add.add_argument("--for", dest="duration", required=True, help="how long, e.g. 30m, 2h, 1h30m")
-    add.add_argument("--comment", default="")
-    add.add_argument("--created-by", default=None)
-    ls = actions.add_parser("list", help="list the active silences")
-    ls.add_argument("--json", action="store_true")
-    ex = actions.add_parser("expire", help="end a silence now")
-    ex.add_argument("silence_id")
+    add.add_argument(
+        "--for", dest="duration", required=True, metavar="DURATION", help="how long, e.g. 30m, 2h, 1h30m"
+    )
+    add.add_argument("--comment", default="", help="why, for whoever lists the silences")
+    add.add_argument("--created-by", default=None, metavar="NAME", help="who (default: your user name)")
+
+
+def _list_arguments(ls) -> None:
+    ls.add_argument("--json", action="store_true", help="as JSON, one object per silence")
+
+
+def _expire_arguments(ex) -> None:
+    ex.add_argument("silence_id", metavar="SILENCE_ID", help="as `silence add` and `silence list` print it")
+
+
+# The actions of `replmon silence`: name, help, their flags.
+ACTIONS = (
+    ("add", "add a silence", _add_arguments),
+    ("list", "list the active silences", _list_arguments),
+    ("expire", "end a silence now", _expire_arguments),
+)
 
 
 def matchers_of(args) -> dict:
@@ -80,11 +100,7 @@ def run(args, out=None, now_ms: int | None = None) -> int:
     if args.redis_url:
         redis_conf = redis_conf.model_copy(update={"url": args.redis_url})
     if redis_conf.url is None:
-        print(
-            "replmon silence: silences live in Redis; set redis.url (REPLMON_REDIS__URL) or pass --redis-url",
-            file=sys.stderr,
-        )
-        return 2
+        raise UsageError("silences live in Redis; set redis.url (REPLMON_REDIS__URL) or pass --redis-url")
     client = build_redis_client(redis_conf)
     store = SilenceStore(client, redis_conf.prefix)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -98,8 +114,7 @@ def run(args, out=None, now_ms: int | None = None) -> int:
                 args.comment,
             )
         except (SilenceError, ValueError) as exc:
-            print(f"replmon silence: {exc}", file=sys.stderr)
-            return 2
+            raise UsageError(str(exc)) from None
         store.add(silence)
         print(f"{silence.silence_id} until {_when(silence.ends_ms)}: {_matchers(silence.matchers)}", file=out)
         return 0
@@ -120,7 +135,7 @@ def run(args, out=None, now_ms: int | None = None) -> int:
     if store.expire(args.silence_id):
         print(f"{args.silence_id} expired", file=out)
         return 0
-    print(f"replmon silence: no silence {args.silence_id}", file=sys.stderr)
+    print(f"replmon silence expire: no silence {args.silence_id}", file=sys.stderr)
     return 1
 
 

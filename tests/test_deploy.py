@@ -15,7 +15,6 @@ import yaml
 
 from replmon.streaming.cli import build_parser
 from replmon.streaming.settings import load_settings
-from replmon.streaming.simulator.cli import build_parser as simulate_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "deploy" / "compose" / "docker-compose.yml"
@@ -50,8 +49,6 @@ def named_volumes(path: Path) -> set[str]:
 
 def parse_replmon(command: list[str]):
     assert command[0] == "replmon", command
-    if command[1] == "simulate":
-        return simulate_parser().parse_args(command[2:])
     return build_parser().parse_args(command[1:])  # exits (fails the test) on a wrong option
 
 
@@ -109,7 +106,7 @@ def test_replmon_reads_the_stacks_kafka_and_writes_its_redis(services):
     assert args.command == "run" and not args.demo and not args.once
     kafka_env = services["kafka"][0]["environment"]
     advertised = dict(re.findall(r"(\w+)://([^,]+)", kafka_env["KAFKA_ADVERTISED_LISTENERS"]))
-    assert args.kafka_bootstrap == advertised[kafka_env["KAFKA_INTER_BROKER_LISTENER_NAME"]]
+    assert args.metrics_bootstrap == advertised[kafka_env["KAFKA_INTER_BROKER_LISTENER_NAME"]]
     assert urlsplit(args.redis_url).hostname in services
     for dep in svc["depends_on"]:
         assert dep in services
@@ -117,7 +114,7 @@ def test_replmon_reads_the_stacks_kafka_and_writes_its_redis(services):
     env = {k.removeprefix("REPLMON_").lower(): v for k, v in svc.get("environment", {}).items()}
     assert env and all(k.startswith("spark__") for k in env)
     sim = parse_replmon(services["simulator"][0]["command"])
-    assert sim.to == "kafka" and sim.bootstrap == args.kafka_bootstrap
+    assert sim.to == "kafka" and sim.metrics_bootstrap == args.metrics_bootstrap
 
 
 # ------------------------------------------------------------------------------ k8s

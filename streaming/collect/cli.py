@@ -7,15 +7,17 @@ import logging
 import sys
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from replmon.streaming.cli_flags import UsageError
 from replmon.streaming.contract import METRICS_TOPIC
 
 log = logging.getLogger(__name__)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="replmon collect", description=__doc__)
-    p.add_argument("--cluster", required=True, help="the cluster's name in every event")
-    p.add_argument("--bootstrap", required=True, help="the monitored cluster (Admin API)")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cluster", required=True, metavar="NAME", help="the cluster's name in every event")
+    p.add_argument(
+        "--bootstrap", required=True, metavar="HOST:PORT", help="the monitored cluster (Admin API)"
+    )
     p.add_argument(
         "--request-log",
         action="append",
@@ -23,8 +25,17 @@ def parser() -> argparse.ArgumentParser:
         metavar="BROKER=PATH",
         help="a broker id and its kafka-request.log (repeat per broker)",
     )
-    p.add_argument("--metrics-bootstrap", help="where the metrics topic lives (default: --bootstrap)")
-    p.add_argument("--metrics-topic", default=METRICS_TOPIC)
+    p.add_argument(
+        "--metrics-bootstrap",
+        metavar="HOST:PORT",
+        help="the Kafka cluster that holds the metrics topic (default: the settings' "
+        "kafka.bootstrap_servers, else --bootstrap)",
+    )
+    p.add_argument(
+        "--metrics-topic",
+        metavar="NAME",
+        help=f"the metrics topic (default: the settings' kafka.subscribe, {METRICS_TOPIC})",
+    )
     p.add_argument(
         "--create-topic",
         type=int,
@@ -32,27 +43,51 @@ def parser() -> argparse.ArgumentParser:
         metavar="PARTITIONS",
         help="create the metrics topic with this many partitions if it is missing",
     )
-    p.add_argument("--state-dir", default="replmon-collect-state", help="checkpoint folder")
     p.add_argument(
-        "--hold-ms", type=int, default=1500, help="how long events wait to be released in event-time order"
+        "--state-dir",
+        default="replmon-collect-state",
+        metavar="DIR",
+        help="checkpoint folder (default ./replmon-collect-state)",
     )
-    p.add_argument("--heartbeat-ms", type=int, default=1000)
-    p.add_argument("--metadata-ms", type=int, default=1000, help="Admin API poll interval")
+    p.add_argument(
+        "--hold-ms",
+        metavar="MS",
+        type=int,
+        default=1500,
+        help="how long events wait to be released in event-time order",
+    )
+    p.add_argument(
+        "--heartbeat-ms",
+        metavar="MS",
+        type=int,
+        default=1000,
+        help="how often a heartbeat event is sent (default 1000)",
+    )
+    p.add_argument("--metadata-ms", metavar="MS", type=int, default=1000, help="Admin API poll interval")
     p.add_argument(
         "--publish-timeout-s",
+        metavar="SECONDS",
         type=float,
         default=60.0,
         help="give up (exit 3) when the metrics topic takes nothing for this long",
     )
-    p.add_argument("--max-held", type=int, default=1_000_000, help="bound on events waiting for release")
+    p.add_argument(
+        "--max-held", metavar="N", type=int, default=1_000_000, help="bound on events waiting for release"
+    )
     p.add_argument(
         "--log-timezone",
+        metavar="ZONE",
         default="UTC",
         help="time zone of the request log's dates when they are not epoch ms",
     )
-    p.add_argument("--exclude-topic", action="append", default=[])
+    p.add_argument(
+        "--exclude-topic",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="do not report this topic (repeatable)",
+    )
     p.add_argument("--include-internal", action="store_true", help="also report __* topics")
-    return p
 
 
 def request_logs(specs: list[str]) -> dict[int, str]:
@@ -60,7 +95,7 @@ def request_logs(specs: list[str]) -> dict[int, str]:
     for spec in specs:
         broker, sep, path = spec.partition("=")
         if not sep or not broker.isdigit() or not path:
-            raise SystemExit(f"replmon collect: --request-log wants BROKER=PATH, not {spec!r}")
+            raise UsageError(f"--request-log wants BROKER=PATH, not {spec!r}")
         out[int(broker)] = path
     return out
 
@@ -89,14 +124,22 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
         admin.close()
 
 
-def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+def metrics_destination(args, settings) -> tuple[str, str]:
+    """Where the events go: (bootstrap, topic). The flags, else the settings' kafka section (the
+    cluster and topic `replmon run` reads), else the monitored cluster and the default topic."""
+    bootstrap = args.metrics_bootstrap or settings.kafka.bootstrap_servers or args.bootstrap
+    return bootstrap, args.metrics_topic or settings.kafka.subscribe or METRICS_TOPIC
+
+
+def run(args) -> int:
+    from replmon.streaming.settings import load_settings
+
     try:
         tz = ZoneInfo(args.log_timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        print(f"replmon collect: --log-timezone {args.log_timezone!r} is not a time zone", file=sys.stderr)
-        return 2
+        raise UsageError(f"--log-timezone {args.log_timezone!r} is not a time zone") from None
     logs = request_logs(args.request_log)
+    metrics_bootstrap, args.metrics_topic = metrics_destination(args, load_settings(args.config))
     from kafka.admin import KafkaAdminClient
 
     from replmon.streaming.cli import stop_on_signals
@@ -104,7 +147,6 @@ def main(argv: list[str]) -> int:
     from replmon.streaming.collect.collector import Collector
     from replmon.streaming.collect.publish import Publisher, PublishError
 
-    metrics_bootstrap = args.metrics_bootstrap or args.bootstrap
     if args.create_topic:
         ensure_topic(metrics_bootstrap, args.metrics_topic, args.create_topic)
     wanted = topic_filter(args)

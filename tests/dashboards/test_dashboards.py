@@ -12,6 +12,7 @@ from replmon.dashboards import build, panels
 from replmon.sinks.grafana_annotations import tags_of
 from replmon.sinks.keys import Keys, part, partition_member
 from replmon.sinks.redis_sink import RedisSink
+from replmon.streaming.cli import main as replmon
 from tests.sinks import records as r
 
 BOARDS = build.build_all()
@@ -69,7 +70,7 @@ def test_building_twice_gives_identical_json(tmp_path):
 def test_committed_json_is_what_the_build_writes():
     for name, board in BOARDS.items():
         committed = (build.OUT_DIR / name).read_text(encoding="utf-8")
-        assert committed == build.render(board), f"{name} is stale: run python -m replmon.dashboards.build"
+        assert committed == build.render(board), f"{name} is stale: run replmon dashboards build"
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
@@ -163,13 +164,13 @@ def test_series_panels_read_fields_the_sink_writes(redis_client):
 
 
 def test_build_cli_writes_every_board(tmp_path, capsys):
-    assert build.main(["--out", str(tmp_path)]) == 0
+    assert replmon(["dashboards", "build", "--output", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "replmon-broker.json",
         "replmon-overview.json",
         "replmon-replica.json",
     ]
-    assert build.main(["--print", "--prefix", "staging"]) == 0
+    assert replmon(["dashboards", "build", "--print", "--redis-prefix", "staging"]) == 0
     assert '"smembers staging:clusters"' in capsys.readouterr().out
 
 

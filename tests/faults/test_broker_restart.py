@@ -62,7 +62,7 @@ def test_a_broker_restart_loses_and_duplicates_no_transition(
                 "-m",
                 "replmon.streaming.cli",
                 "run",
-                "--kafka-bootstrap",
+                "--metrics-bootstrap",
                 kafka_bootstrap,
                 "--output",
                 str(tmp_path / "out"),

@@ -22,10 +22,10 @@ import pytest
 
 from replmon.sinks.keys import Keys
 from replmon.streaming.bridge import OutputRouter
+from replmon.streaming.cli import main as replmon
 from replmon.streaming.query import start_query
 from replmon.streaming.redis_out import build_redis_sink
 from replmon.streaming.settings import Settings
-from replmon.streaming.simulator.cli import main as simulate
 from replmon.streaming.simulator.model import DEFAULT_START_MS
 from replmon.streaming.sources import kafka_source
 from tests.streaming.helpers import await_end, process_all_available
@@ -36,6 +36,11 @@ T0 = DEFAULT_START_MS
 L = 10_000  # replica.lag.time.max.ms of every simulator scenario
 METADATA_DELAY_MS = 200  # the simulator reports an ISR change 20-200 ms after it happens
 KINDS = ("alerts", "partition_status", "replica_status", "quarantine")
+
+
+def simulate(args: list[str]) -> int:
+    """`replmon simulate ...`"""
+    return replmon(["simulate", *args])
 
 
 # --- plumbing ------------------------------------------------------------------------------
@@ -197,14 +202,14 @@ def first_run(spark, kafka_bootstrap, redis_url, redis_client, tmp_path_factory)
             "paused_and_slow",
             "--to",
             "kafka",
-            "--bootstrap",
+            "--metrics-bootstrap",
             kafka_bootstrap,
-            "--topic",
+            "--metrics-topic",
             topic,
             "--create-topic",
             "--partitions",
             "3",
-            "--out",
+            "--output",
             str(tmp / "sim"),
         ]
     )
@@ -603,7 +608,7 @@ def test_replmon_run_reads_kafka_and_writes_redis_from_settings_alone(
                 "--quiet",
                 "--output",
                 str(tmp_path / "out"),
-                "--kafka-bootstrap",
+                "--metrics-bootstrap",
                 kafka_bootstrap,
                 "--redis-url",
                 redis_url,
@@ -626,7 +631,8 @@ def test_a_cluster_behind_another_is_monitored_or_quarantined(
     topic, prefix = f"it-k2r-late-{tag}", f"itk2rlate{tag}"
     keys = Keys(prefix)
     settings = kafka_settings(kafka_bootstrap, topic, redis_url, prefix, tmp_path / "checkpoint")
-    sim = ["--scenario", "paused_and_slow", "--to", "kafka", "--bootstrap", kafka_bootstrap, "--topic", topic]
+    sim = ["--scenario", "paused_and_slow", "--to", "kafka", "--metrics-bootstrap", kafka_bootstrap]
+    sim += ["--metrics-topic", topic]
     try:
         assert simulate([*sim, "--create-topic"]) == 0
         run_available_now(spark, settings)

@@ -12,14 +12,19 @@ from pathlib import Path
 import pytest
 
 from replmon.streaming.bridge import OutputRouter
+from replmon.streaming.cli import main as replmon
 from replmon.streaming.query import start_query
 from replmon.streaming.settings import Settings
-from replmon.streaming.simulator.cli import main as simulate
 from replmon.streaming.sources import kafka_source
 from tests.integration.test_kafka_to_redis import delete_topics
 from tests.streaming.helpers import await_end, read_outputs
 
 pytestmark = [pytest.mark.services, pytest.mark.spark]
+
+
+def simulate(args: list[str]) -> int:
+    """`replmon simulate ...`"""
+    return replmon(["simulate", *args])
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -40,16 +45,16 @@ def test_a_kafka_window_replay_matches_the_live_run(spark, kafka_bootstrap, spar
                 "paused_and_slow",
                 "--to",
                 "kafka",
-                "--bootstrap",
+                "--metrics-bootstrap",
                 kafka_bootstrap,
-                "--topic",
+                "--metrics-topic",
                 topic,
                 "--create-topic",
                 "--partitions",
                 "3",
                 "--start-ms",
                 str(start_ms),
-                "--out",
+                "--output",
                 str(tmp_path / "sim"),
             ]
         )
@@ -91,7 +96,7 @@ def test_a_kafka_window_replay_matches_the_live_run(spark, kafka_bootstrap, spar
                     "replay",
                     "--config",
                     str(config),
-                    "--kafka-bootstrap",
+                    "--metrics-bootstrap",
                     kafka_bootstrap,
                     "--from",
                     str(t1),

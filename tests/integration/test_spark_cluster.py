@@ -22,9 +22,9 @@ import redis
 
 from replmon.sinks.keys import Keys
 from replmon.streaming.bridge import OutputRouter
+from replmon.streaming.cli import main as replmon
 from replmon.streaming.query import start_query
 from replmon.streaming.settings import Settings
-from replmon.streaming.simulator import cli as simulate_cli
 from replmon.streaming.sources import file_source
 from tests.integration.conftest import ROOT, parse_env_file
 from tests.streaming.helpers import await_end, read_outputs
@@ -112,7 +112,7 @@ def local_run(spark, events: Path, out: Path) -> list[dict]:
 def test_the_cluster_gives_the_local_alerts_and_survives_losing_a_worker(
     spark, spark_master, redis_url, tmp_path
 ):
-    assert simulate_cli.main(["--scenario", "paused_and_slow", "--out", str(tmp_path / "sim")]) == 0
+    assert replmon(["simulate", "--scenario", "paused_and_slow", "--output", str(tmp_path / "sim")]) == 0
     events = tmp_path / "events"
     split_into_files(tmp_path / "sim" / "events" / "part-00000.jsonl", events, FILES)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REPLMON_", "SPARK_", "PYSPARK_"))}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from replmon.streaming.simulator import cli, writers
+from replmon.streaming.cli import main as replmon
+from replmon.streaming.simulator import writers
 
 from .runs import run
 
@@ -30,7 +31,9 @@ def _lines(path):
 
 
 def test_files_hold_the_events_in_ts_order_and_the_truth(tmp_path):
-    assert cli.main(["--scenario", "paused_and_slow", "--seed", "0", "--out", str(tmp_path)]) == 0
+    assert (
+        replmon(["simulate", "--scenario", "paused_and_slow", "--seed", "0", "--output", str(tmp_path)]) == 0
+    )
     events = _lines(tmp_path / "events" / "part-00000.jsonl")
     truth = _lines(tmp_path / "truth.jsonl")
     assert (events, truth) == run("paused_and_slow", 0)
@@ -40,7 +43,19 @@ def test_files_hold_the_events_in_ts_order_and_the_truth(tmp_path):
 
 def test_cluster_name_and_start_time_can_be_given(tmp_path):
     assert (
-        cli.main(["--scenario", "steady", "--cluster", "east", "--start-ms", "5000", "--out", str(tmp_path)])
+        replmon(
+            [
+                "simulate",
+                "--scenario",
+                "steady",
+                "--cluster",
+                "east",
+                "--start-ms",
+                "5000",
+                "--output",
+                str(tmp_path),
+            ]
+        )
         == 0
     )
     events = _lines(tmp_path / "events" / "part-00000.jsonl")
@@ -48,17 +63,28 @@ def test_cluster_name_and_start_time_can_be_given(tmp_path):
 
 
 def test_scale_scenario_writes_lines_and_an_empty_truth(tmp_path):
-    args = ["--scenario", "scale", "--scale-partitions", "5", "--scale-seconds", "2", "--out", str(tmp_path)]
-    assert cli.main(args) == 0
+    args = [
+        "--scenario",
+        "scale",
+        "--scale-partitions",
+        "5",
+        "--scale-seconds",
+        "2",
+        "--output",
+        str(tmp_path),
+    ]
+    assert replmon(["simulate", *args]) == 0
     events = _lines(tmp_path / "events" / "part-00000.jsonl")
     assert len(events) == 3 + 5 + 2 + 2 * 10 * 5 * 3  # brokers, metadata, heartbeats, 10 rounds/s x 3
     assert (tmp_path / "truth.jsonl").read_text() == ""
 
 
 def test_usage_errors_are_a_return_code(tmp_path, capsys):
-    assert cli.main(["--scenario", "nope", "--out", str(tmp_path)]) == 2
-    assert cli.main(["--scenario", "demo"]) == 2  # files need --out
-    assert "--out" in capsys.readouterr().err
+    assert replmon(["simulate", "--scenario", "nope", "--output", str(tmp_path)]) == 2
+    assert replmon(["simulate", "--scenario", "demo"]) == 2  # files need --output
+    err = capsys.readouterr().err
+    assert "replmon simulate: --scenario: unknown 'nope'" in err
+    assert "replmon simulate: --output DIR is required with --to file" in err
 
 
 def test_publish_keys_partition_events_by_cluster_topic_partition():
@@ -91,20 +117,21 @@ def test_to_kafka_creates_the_topic_sends_everything_and_still_writes_the_truth(
     created = []
     monkeypatch.setattr(writers, "kafka_producer", lambda bootstrap, **kw: producer)
     monkeypatch.setattr(writers, "create_topic", lambda *args: created.append(args))
-    rc = cli.main(
+    rc = replmon(
         [
+            "simulate",
             "--scenario",
             "paused_and_slow",
             "--to",
             "kafka",
-            "--bootstrap",
+            "--metrics-bootstrap",
             "k:9092",
-            "--topic",
+            "--metrics-topic",
             "ev",
             "--create-topic",
             "--partitions",
             "6",
-            "--out",
+            "--output",
             str(tmp_path),
         ]
     )
@@ -115,3 +142,24 @@ def test_to_kafka_creates_the_topic_sends_everything_and_still_writes_the_truth(
     assert producer.flushed == 1 and producer.closed
     assert _lines(tmp_path / "truth.jsonl") == truth
     assert not (tmp_path / "events").exists()
+
+
+def test_to_kafka_goes_where_run_reads_when_no_flag_says(tmp_path, monkeypatch):
+    # The settings' kafka section is where `replmon run` reads: without --metrics-bootstrap and
+    # --metrics-topic, the events go there (docs/cli.md).
+    for name in ("REPLMON_CONFIG", "REPLMON_KAFKA__BOOTSTRAP_SERVERS", "REPLMON_KAFKA__SUBSCRIBE"):
+        monkeypatch.delenv(name, raising=False)
+    producer = RecordingProducer()
+    created, bootstraps = [], []
+    monkeypatch.setattr(
+        writers, "kafka_producer", lambda bootstrap, **kw: bootstraps.append(bootstrap) or producer
+    )
+    monkeypatch.setattr(writers, "create_topic", lambda *args: created.append(args))
+    config = tmp_path / "replmon.toml"
+    config.write_text('[kafka]\nbootstrap_servers = "metrics:9092"\nsubscribe = "fetches"\n')
+    argv = ["simulate", "--scenario", "steady", "--to", "kafka", "--create-topic", "--config", str(config)]
+    assert replmon(argv) == 0
+    assert created == [("metrics:9092", "fetches", 3, 1)] and bootstraps == ["metrics:9092"]
+    assert {topic for topic, _, _ in producer.sent} == {"fetches"}
+    assert replmon(["simulate", "--scenario", "steady", "--to", "kafka"]) == 0  # no settings: the defaults
+    assert bootstraps[-1] == "localhost:9092" and producer.sent[-1][0] == "replmon.fetch-metrics"

@@ -13,8 +13,8 @@ from replmon.sinks.grafana import (
     GrafanaSettings,
     connect,
     load_dashboards,
-    main,
 )
+from replmon.streaming import cli
 from tests.redis_server import free_port
 from tests.sinks.fake_grafana import FakeGrafana
 
@@ -157,10 +157,11 @@ def test_the_cli_publishes_the_committed_json(monkeypatch, capsys):
     with FakeGrafana() as grafana:
         monkeypatch.setenv("REPLMON_GRAFANA_URL", grafana.url)
         monkeypatch.setenv("REPLMON_GRAFANA_TOKEN", "glsa_test")
-        assert main([]) == 0
+        assert cli.main(["dashboards", "publish"]) == 0
         monkeypatch.setenv("REPLMON_GRAFANA_TOKEN", "wrong")
-        assert main([]) == 2
+        assert cli.main(["dashboards", "publish"]) == 2
     out, err = capsys.readouterr()
+    assert err.startswith("replmon dashboards publish: ")
     assert f"{grafana.url}/d/replmon-overview/" in out
     assert "401 Unauthorized" in err and "wrong" not in err.replace("is wrong", "")
     assert [b["uid"] for b in load_dashboards()] == ["replmon-broker", "replmon-overview", "replmon-replica"]

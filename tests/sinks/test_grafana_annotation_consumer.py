@@ -18,7 +18,6 @@ from replmon.sinks.grafana_annotation_api import AnnotationApi
 from replmon.sinks.grafana_annotation_consumer import (
     AnnotationConsumer,
     AnnotationConsumerSettings,
-    main,
 )
 from replmon.sinks.keys import Keys
 from replmon.sinks.redis_sink import RedisSink
@@ -285,8 +284,27 @@ def test_the_command_runs_once_and_exits_2_on_a_bad_setting(redis_server, redis_
         monkeypatch.setenv("REPLMON_ANNOTATIONS_REDIS_URL", redis_server.url)
         assert cli.main(["grafana-annotations", "--once"]) == 0  # as `replmon grafana-annotations --once`
         monkeypatch.setenv("REPLMON_ANNOTATIONS_BLOCK_MS", "-1")
-        assert main(["--once"]) == 2
-    assert "block_ms" in capsys.readouterr().err
+        assert cli.main(["grafana-annotations", "--once"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("replmon grafana-annotations: invalid settings") and "block_ms" in err
+    assert the_one_annotation(grafana)["timeEnd"] == 45_000
+
+
+def test_a_config_files_redis_section_replaces_the_consumers_own(
+    redis_server, redis_client, monkeypatch, tmp_path
+):
+    # `replmon grafana-annotations --config FILE`: the settings' redis.url (and prefix) win
+    # over REPLMON_ANNOTATIONS_REDIS_URL, which here names a port nothing listens on.
+    from tests.redis_server import free_port
+
+    with FakeGrafana() as grafana:
+        write_alerts(redis_client, FIRING, RESOLVED)
+        monkeypatch.setenv("REPLMON_GRAFANA_URL", grafana.url)
+        monkeypatch.setenv("REPLMON_GRAFANA_TOKEN", "glsa_test")
+        monkeypatch.setenv("REPLMON_ANNOTATIONS_REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
+        config = tmp_path / "replmon.toml"
+        config.write_text(f'[redis]\nurl = "{redis_server.url}"\nprefix = "{KEYS.prefix}"\n')
+        assert cli.main(["grafana-annotations", "--once", "--config", str(config)]) == 0
     assert the_one_annotation(grafana)["timeEnd"] == 45_000
 
 

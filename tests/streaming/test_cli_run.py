@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from replmon.streaming.simulator import cli as simulate_cli
+from replmon.streaming.cli import main as replmon
 from tests.streaming.helpers import read_outputs
 
 pytestmark = pytest.mark.spark
@@ -39,7 +39,7 @@ def test_run_over_an_input_folder_once_writes_the_outputs_and_prints_the_timelin
 ):
     from replmon.streaming import cli  # the `spark` session exists: the command's getOrCreate returns it
 
-    assert simulate_cli.main(["--scenario", "paused_and_slow", "--out", str(tmp_path / "sim")]) == 0
+    assert replmon(["simulate", "--scenario", "paused_and_slow", "--output", str(tmp_path / "sim")]) == 0
     # print_timeline's default stream is the sys.stdout of the moment streaming.cli was imported;
     # point it at the stream capsys installed for this test.
     monkeypatch.setattr(cli.print_timeline, "__defaults__", (sys.stdout,))
@@ -65,7 +65,7 @@ def test_run_over_an_input_folder_once_writes_the_outputs_and_prints_the_timelin
     for kind in ("alerts", "partition_status", "replica_status"):
         assert outputs[kind], kind
     assert outputs["quarantine"] == []
-    assert f"replmon: outputs in {out_dir}: " in printed
+    assert f"replmon run: outputs in {out_dir}: " in printed
     assert f"alerts {len(outputs['alerts'])}" in printed
     assert f"Alert timeline ({len(outputs['alerts'])} transitions)" in printed
     printed_rows = timeline(printed)

@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from replmon.sinks.keys import Keys
-from replmon.streaming.simulator import cli as simulate_cli
+from replmon.streaming.cli import main as replmon
 from tests.redis_server import REDIS_SERVER, free_port
 from tests.streaming.helpers import read_outputs
 
@@ -113,7 +113,7 @@ def transitions_in_redis(client: redis.Redis, keys: Keys) -> Counter:
 
 
 def test_a_redis_outage_loses_and_duplicates_no_alert_and_the_query_keeps_running(tmp_path):
-    assert simulate_cli.main(["--scenario", "paused_and_slow", "--out", str(tmp_path / "sim")]) == 0
+    assert replmon(["simulate", "--scenario", "paused_and_slow", "--output", str(tmp_path / "sim")]) == 0
     split_into_files(tmp_path / "sim" / "events" / "part-00000.jsonl", tmp_path / "events", FILES)
     server = PersistentRedis(tmp_path / "redis")
     server.start()

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from replmon.streaming.bridge import OutputRouter
+from replmon.streaming.cli import main as replmon
 from replmon.streaming.query import start_query
 from replmon.streaming.settings import Settings
-from replmon.streaming.simulator import cli as simulate_cli
 from replmon.streaming.sources import file_source
 from tests.browser import pixel_shares, screenshot
 from tests.streaming.helpers import await_end, read_outputs
@@ -38,7 +38,7 @@ def config(tmp_path) -> Path:
 def test_a_window_replay_gives_the_live_transitions_and_ids(spark, tmp_path, config, capsys):
     from replmon.streaming import cli
 
-    assert simulate_cli.main(["--scenario", "paused_and_slow", "--out", str(tmp_path / "sim")]) == 0
+    assert replmon(["simulate", "--scenario", "paused_and_slow", "--output", str(tmp_path / "sim")]) == 0
     (events_file,) = sorted((tmp_path / "sim" / "events").glob("*.jsonl"))  # one FILE, not a folder
     # The live query over the whole input, from the single file (a streaming file source used
     # to fail on a file: "Option 'basePath' must be a directory").
@@ -92,7 +92,7 @@ def test_a_window_replay_gives_the_live_transitions_and_ids(spark, tmp_path, con
 def test_what_if_v0_8_on_bursts_and_the_report_in_a_browser(spark, tmp_path, config, capsys):
     from replmon.streaming import cli
 
-    assert simulate_cli.main(["--scenario", "bursty", "--out", str(tmp_path / "sim")]) == 0
+    assert replmon(["simulate", "--scenario", "bursty", "--output", str(tmp_path / "sim")]) == 0
     report = tmp_path / "report"
     rc = cli.main(
         [

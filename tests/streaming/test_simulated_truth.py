@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from replmon.state.cluster import fold_batches
+from replmon.streaming.cli import main as replmon
 from replmon.streaming.settings import monitor_config
-from replmon.streaming.simulator import cli as simulate_cli
 from replmon.streaming.simulator import scenarios
 from tests.state.test_monitor_vs_truth import (
     check_alert_lifecycle,
@@ -35,8 +35,8 @@ SETTINGS = {"stream": {"buckets": 4}}
 
 
 def simulate_to_files(name: str, folder: Path) -> tuple[Path, list[str], list[dict]]:
-    """`replmon simulate --scenario NAME --out FOLDER`: (events folder, event lines, truth)."""
-    assert simulate_cli.main(["--scenario", name, "--out", str(folder)]) == 0
+    """`replmon simulate --scenario NAME --output FOLDER`: (events folder, event lines, truth)."""
+    assert replmon(["simulate", "--scenario", name, "--output", str(folder)]) == 0
     lines = (folder / "events" / "part-00000.jsonl").read_text().splitlines()
     truth = [json.loads(line) for line in (folder / "truth.jsonl").read_text().splitlines()]
     return folder / "events", lines, truth
