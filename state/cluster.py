@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.state import texts
-from replmon.state.alerts import SEVERITY, alert_id, is_notified
+from replmon.state.alerts import ALWAYS_NOTIFIED, SEVERITY, alert_id, is_notified
 from replmon.state.root_cause import (
     BROKER_UNAVAILABLE,
     FETCHER_STALLED,
@@ -490,7 +490,13 @@ class ClusterStep:
         rec["cause"] = decision["cause"]
         rec["caused_by"] = caused_by
         rec["root_cause"] = caused_by is None
-        rec["notify"] = is_notified(rec["name"], caused_by) and not decision.get("quiet", False)
+        notify = is_notified(rec["name"], caused_by) and not decision.get("quiet", False)
+        if notify and ep is not None and not ep.controlled and rec["name"] in ALWAYS_NOTIFIED:
+            # acks=all rejected or a partition offline pages on its own, except as part of an
+            # outage that pages already: then it is in that one page's counts (a controlled
+            # shutdown is a warning, so what it takes below min ISR still pages)
+            notify = False
+        rec["notify"] = notify
 
     # -- persistence ---------------------------------------------------------------------------
     def to_doc(self) -> dict:
