@@ -9,10 +9,9 @@ Panels carry no id or gridPos: dashboards.build lays them out.
 
 from __future__ import annotations
 
-from replmon.sinks.keys import Keys
+from replmon.sinks.keys import DATASOURCE_PLUGIN, DATASOURCE_UID, Keys
 
-DATASOURCE_UID = "replmon-redis"
-DATASOURCE = {"type": "redis-datasource", "uid": DATASOURCE_UID}
+DATASOURCE = {"type": DATASOURCE_PLUGIN, "uid": DATASOURCE_UID}
 GRAFANA = {"type": "grafana", "uid": "-- Grafana --"}  # Grafana's own annotations store
 REPLICA_DASHBOARD = "replmon-replica"
 

@@ -27,12 +27,11 @@ from grafana_client.client import GrafanaClientError, GrafanaException, GrafanaU
 from pydantic import PositiveFloat, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from replmon.dashboards.panels import DATASOURCE_UID
+from replmon.sinks.keys import DATASOURCE_PLUGIN, DATASOURCE_UID
 
 log = logging.getLogger(__name__)
 
 DASHBOARDS_DIR = Path(str(resources.files("replmon.dashboards") / "json"))  # package data
-PLUGIN_ID = "redis-datasource"
 
 
 class GrafanaPublishError(Exception):
@@ -115,7 +114,7 @@ def datasource_body(settings: GrafanaSettings) -> dict:
     body = {
         "uid": settings.datasource_uid,
         "name": settings.datasource_name,
-        "type": PLUGIN_ID,
+        "type": DATASOURCE_PLUGIN,
         "access": "proxy",
         "url": settings.redis_url,
         "jsonData": json_data,

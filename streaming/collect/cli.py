@@ -98,10 +98,10 @@ def main(argv: list[str]) -> int:
     logs = request_logs(args.request_log)
     from kafka.admin import KafkaAdminClient
 
-    from replmon.streaming.cli import stop_on_signals
     from replmon.streaming.collect.admin import AdminView
     from replmon.streaming.collect.collector import Collector
     from replmon.streaming.collect.publish import Publisher, PublishError
+    from replmon.streaming.signals import stop_on_signals
 
     metrics_bootstrap = args.metrics_bootstrap or args.bootstrap
     if args.create_topic:
