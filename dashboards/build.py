@@ -99,7 +99,7 @@ def overview(keys: Keys) -> dict:
         [p.cluster_variable(keys)],
         layout(
             [
-                [(c, w, 4) for c, w in zip(counts, (6, 5, 5, 4, 4))],
+                [(c, w, 4) for c, w in zip(counts, (6, 5, 5, 4, 4), strict=True)],
                 [(p.firing_alerts_table(keys), 24, 8)],
                 [(p.cluster_counts(keys), 16, 8), (p.under_replicated_table(keys), 8, 8)],
                 [(p.alert_transitions_table(keys), 24, 10)],

@@ -146,7 +146,7 @@ class RedisSink:
         ):
             results = self._execute(batch_id, chunk)
             counts["round_trips"] += 1
-            for call, result in zip(chunk, results):
+            for call, result in zip(chunk, results, strict=True):
                 _count(counts, call, result)
         report = WriteReport(batch_id=batch_id, **counts)
         log.info(
@@ -173,7 +173,7 @@ class RedisSink:
             if alert.get("notify"):
                 yield rec.notify_call(keys, alert, s.seen_ttl_s, s.alerts_maxlen)
         ids = rec.quarantine_record_ids(batch_id, quarantine)
-        for record, record_id in zip(quarantine, ids):
+        for record, record_id in zip(quarantine, ids, strict=True):
             yield rec.quarantine_call(keys, record, record_id, s.seen_ttl_s, s.quarantine_maxlen)
         if s.cluster_series:
             for cluster, ts in sorted(_newest_per_cluster(partition_status, replica_status, alerts).items()):

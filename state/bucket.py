@@ -789,7 +789,8 @@ def _quarantine(ev, reason: str) -> dict:
     raw = ev[RAW]
     if raw is None:
         raw = json.dumps(
-            {k: v for k, v in zip(EVENT_FIELDS, ev) if v is not None and k != "raw"}, separators=(",", ":")
+            {k: v for k, v in zip(EVENT_FIELDS, ev, strict=True) if v is not None and k != "raw"},
+            separators=(",", ":"),
         )
     return {"raw": raw, "reason": reason, "stage": "state", "cluster": ev[CLUSTER], "ts": ev[TS]}
 

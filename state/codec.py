@@ -266,20 +266,26 @@ _WIDTH = {"watch": len(WATCH_FIELDS), "leader": len(LEADER_FIELDS), "replica": l
 
 
 def _transpose(rows, width: int) -> list[tuple]:
-    return list(zip(*rows)) or [()] * width
+    return list(zip(*rows, strict=True)) or [()] * width
 
 
 def _rows_from_columns(part: dict, fields: dict):
     """Format 2 -> (watch values, leader values, ((replica, values), ...), open alerts) per
     partition, each in the order of this code's field lists."""
     n = part["count"]
-    watch = zip(*_columns(part["watch"], fields["watch"], WATCH_FIELDS, n))
-    leader = zip(*_columns(part["leader"], fields["leader"], LEADER_FIELDS, n))
+    watch = zip(*_columns(part["watch"], fields["watch"], WATCH_FIELDS, n), strict=True)
+    leader = zip(*_columns(part["leader"], fields["leader"], LEADER_FIELDS, n), strict=True)
     counts, ids, replica_columns = part["followers"]
-    replicas = list(zip(ids, zip(*_columns(replica_columns, fields["replica"], REPLICA_FIELDS, len(ids)))))
+    replicas = list(
+        zip(
+            ids,
+            zip(*_columns(replica_columns, fields["replica"], REPLICA_FIELDS, len(ids)), strict=True),
+            strict=True,
+        )
+    )
     books = dict(part["books"])
     start = 0
-    for i, (w, p, k) in enumerate(zip(watch, leader, counts)):
+    for i, (w, p, k) in enumerate(zip(watch, leader, counts, strict=True)):
         yield w, p, replicas[start : start + k], books.get(i, ())
         start += k
 

@@ -90,7 +90,7 @@ class OutputRouter:
 
     def __call__(self, batch_df, batch_id: int) -> None:
         table = batch_df.toArrow()
-        rows = zip(table.column("kind").to_pylist(), table.column("payload").to_pylist())
+        rows = zip(table.column("kind").to_pylist(), table.column("payload").to_pylist(), strict=True)
         records = split_batch(rows)
         merge_roots(records)
         if self.silences is not None:

@@ -230,7 +230,7 @@ def variant_bars(summaries: list) -> bytes:
     ]
     fig, axes = plt.subplots(1, len(measures), figsize=(11, 2.2 + 0.35 * len(summaries)))
     names = [s.name for s in summaries]
-    for ax, (attr, title) in zip(axes, measures):
+    for ax, (attr, title) in zip(axes, measures, strict=True):
         values = [getattr(s, attr) for s in summaries]
         ax.barh(range(len(names)), values, color=["#1f77b4"] + ["#9467bd"] * (len(names) - 1))
         ax.set_yticks(range(len(names)), names if ax is axes[0] else [""] * len(names), fontsize=8)

@@ -89,7 +89,7 @@ def _unpack(extra: pd.Series) -> dict[str, list]:
         return {}
     n = len(values)
     columns: dict[str, list] = {}
-    for i, text in zip(np.flatnonzero(has).tolist(), values[has].tolist()):
+    for i, text in zip(np.flatnonzero(has).tolist(), values[has].tolist(), strict=True):
         for name, value in json.loads(text).items():
             column = columns.get(name)
             if column is None:
@@ -122,6 +122,7 @@ def events_from_frames(
             reasons[invalid].tolist(),
             _column(rows, "cluster"),
             _column(rows, "ts"),
+            strict=True,
         ):
             quarantine.append(
                 bounded_quarantine(
@@ -155,7 +156,7 @@ def events_from_frames(
         else packed.get(name) or repeat(None, n)
         for name in EVENT_FIELDS
     ]
-    rows = list(zip(*columns))
+    rows = list(zip(*columns, strict=True))
     return [rows[i] for i in order.tolist()]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import pairwise
 
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.cluster import ClusterSpec, TopicSpec
@@ -46,7 +47,7 @@ def test_events_are_in_ts_order_and_span_the_scenario():
 def test_a_heartbeat_every_second():
     events, _ = run("steady")
     beats = [e["ts"] for e in events if e["type"] == "heartbeat"]
-    assert {b - a for a, b in zip(beats, beats[1:])} == {1000}
+    assert {b - a for a, b in pairwise(beats)} == {1000}
 
 
 def test_fetch_offset_never_above_the_leader_leo():
@@ -108,8 +109,7 @@ def test_a_caught_up_fetch_is_parked_up_to_fetch_wait_max():
     for f in _fetches(events):
         by_replica[f["replica"]].append(f)
     for fetches in by_replica.values():
-        gaps = [b["ts"] - a["ts"] for a, b in zip(fetches, fetches[1:])]
-        parked = [g for a, g in zip(fetches, gaps) if a["fetch_offset"] == a["leader_leo"]]
+        parked = [b["ts"] - a["ts"] for a, b in pairwise(fetches) if a["fetch_offset"] == a["leader_leo"]]
         assert max(parked) <= 500 + 5 + 50  # + the time to append a batch that completed the poll
         assert sum(501 <= g <= 505 for g in parked) > len(parked) / 2  # most long polls time out
 

@@ -45,7 +45,7 @@ def run_buckets(events, lag_ms, n):
 
     def flush():
         alerts = []
-        for b, evs in zip(buckets, batch):
+        for b, evs in zip(buckets, batch, strict=True):
             b.process(evs, cfg, alerts, [])
         out.extend(merge_root_alerts(alerts))
 

@@ -109,7 +109,11 @@ def test_the_jvm_checks_give_the_python_references_reason_for_every_row(spark):
     pdf = parsed.select("*", contract_reason(MAX_FUTURE_MS).alias("jvm_reason")).toPandas()
     python = invalid_reasons(pdf, int(time.time() * 1000), MAX_FUTURE_MS)
     assert len(pdf) == len(cases)
-    mismatches = [(raw, jvm, py) for raw, jvm, py in zip(pdf["raw"], pdf["jvm_reason"], python) if jvm != py]
+    mismatches = [
+        (raw, jvm, py)
+        for raw, jvm, py in zip(pdf["raw"], pdf["jvm_reason"], python, strict=True)
+        if jvm != py
+    ]
     assert not mismatches, mismatches[:5]
     reasons = set(pdf["jvm_reason"].dropna())
     # the corpus reaches every kind of check, and valid events stay valid
