@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--print", action="store_true", help="print the JSON instead of writing files")
     args = parser.parse_args(argv)
     if args.print:
-        for name, board in build_all(args.prefix).items():
+        for board in build_all(args.prefix).values():
             sys.stdout.write(render(board))
         return 0
     for path in write(args.out, args.prefix):

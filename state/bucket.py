@@ -301,9 +301,7 @@ class Bucket:
         p = watch.leader
         replica = ev[REPLICA]
         if watch.auto_assign and replica not in p.replicas:
-            p.controller_update(
-                ts, isr=p.isr, leader_epoch=p.leader_epoch, replicas=tuple(p.replicas) + (replica,)
-            )
+            p.controller_update(ts, isr=p.isr, leader_epoch=p.leader_epoch, replicas=(*p.replicas, replica))
         leo = ev[LEADER_LEO]
         if leo is not None and leo > p.leader_leo:
             p.append(ts, leo)

@@ -99,6 +99,4 @@ def reset_replica_state(
 def is_broker_epoch_isr_eligible(stored_broker_epoch: int | None, cached_broker_epoch: int | None) -> bool:
     if cached_broker_epoch is None:
         return True
-    return stored_broker_epoch is not None and (
-        stored_broker_epoch == NO_BROKER_EPOCH or stored_broker_epoch == cached_broker_epoch
-    )
+    return stored_broker_epoch is not None and stored_broker_epoch in (NO_BROKER_EPOCH, cached_broker_epoch)

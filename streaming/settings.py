@@ -62,9 +62,8 @@ class KafkaSource(_Section):
 
     @model_validator(mode="after")
     def _one_subscription(self):
-        if self.subscribe_pattern and self.subscribe:
-            if self.subscribe != "replmon.fetch-metrics":
-                raise ValueError("give kafka.subscribe or kafka.subscribe_pattern, not both")
+        if self.subscribe_pattern and self.subscribe and self.subscribe != "replmon.fetch-metrics":
+            raise ValueError("give kafka.subscribe or kafka.subscribe_pattern, not both")
         return self
 
 

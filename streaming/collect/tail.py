@@ -28,7 +28,7 @@ class FileTail:
     def open_at(self, position: dict | None, at_end: bool = False) -> None:
         """Start at a checkpointed position, else at the start (or end) of the current file."""
         if position and position.get("inode") is not None:
-            for candidate in [self.path] + sorted(self.path.parent.glob(self.path.name + ".*")):
+            for candidate in [self.path, *sorted(self.path.parent.glob(self.path.name + ".*"))]:
                 try:
                     if os.stat(candidate).st_ino == position["inode"]:
                         self._open(candidate, position["offset"])

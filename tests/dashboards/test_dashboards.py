@@ -152,7 +152,7 @@ def test_series_panels_read_fields_the_sink_writes(redis_client):
     sink.write_batch(
         1, batch["alerts"], batch["partition_status"], batch["replica_status"], batch["quarantine"]
     )
-    for where, panel in all_panels():
+    for _where, panel in all_panels():
         for transformation in panel.get("transformations", []):
             if transformation["id"] != "filterFieldsByName":
                 continue

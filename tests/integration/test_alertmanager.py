@@ -83,7 +83,7 @@ def demo_batches(cluster: str):
 
 def notified(redis_client, prefix):
     return [
-        dict((k.decode(), v.decode()) for k, v in fields.items())
+        {k.decode(): v.decode() for k, v in fields.items()}
         for _, fields in redis_client.xrange(f"{prefix}:alerts:notify")
     ]
 
@@ -147,8 +147,7 @@ def test_broker_maintenance_silence_end_to_end(
     route, _ = router(redis_client, prefix, alertmanager_url)
     route(Batch(during), 0)
     records = [
-        dict((k.decode(), v.decode()) for k, v in f.items())
-        for _, f in redis_client.xrange(f"{prefix}:alerts")
+        {k.decode(): v.decode() for k, v in f.items()} for _, f in redis_client.xrange(f"{prefix}:alerts")
     ]
     root = next(r for r in records if r["name"] == "BrokerUnavailable")
     assert json.loads(root["silenced_by"]) == [silence_id] and root["notify"] == "false"

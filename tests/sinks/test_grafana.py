@@ -58,7 +58,7 @@ def test_first_publish_creates_folder_datasource_and_dashboards():
         "redis://redis:6379",
         "replmon Redis",
     )
-    for method, path, body in grafana.calls:
+    for _method, path, body in grafana.calls:
         if path == "/api/dashboards/db":
             assert body["overwrite"] is True and body["folderUid"] == "replmon" and body["message"]
             assert body["dashboard"]["id"] is None and body["dashboard"]["uid"].startswith("replmon-")

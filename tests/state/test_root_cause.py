@@ -175,18 +175,16 @@ def test_shutdown_then_fences_then_offline_each_counted_under_the_outage_that_ca
     from .test_monitor import steady
 
     cfg = MonitorConfig(replica_lag_time_max_ms=10_000, min_insync_replicas=2)
-    events = (
-        [meta(T0)]
-        + steady(T0 + 100, T0 + 20_000, stop=T0 + 5000)
-        + [
-            ev("broker", T0 + 6000, broker=3, state="shutting_down", broker_epoch=5),
-            meta(T0 + 6000, isr=(1, 2)),
-            ev("broker", T0 + 12_000, broker=2, state="fenced", broker_epoch=5),
-            meta(T0 + 12_000, isr=(1,)),
-            ev("broker", T0 + 15_000, broker=1, state="fenced", broker_epoch=5),
-            meta(T0 + 15_000, isr=(1,), epoch=2, leader=-1),
-        ]
-    )
+    events = [
+        meta(T0),
+        *steady(T0 + 100, T0 + 20000, stop=T0 + 5000),
+        ev("broker", T0 + 6000, broker=3, state="shutting_down", broker_epoch=5),
+        meta(T0 + 6000, isr=(1, 2)),
+        ev("broker", T0 + 12000, broker=2, state="fenced", broker_epoch=5),
+        meta(T0 + 12000, isr=(1,)),
+        ev("broker", T0 + 15000, broker=1, state="fenced", broker_epoch=5),
+        meta(T0 + 15000, isr=(1,), epoch=2, leader=-1),
+    ]
     events.sort(key=lambda e: e[1])
     _, alerts, _ = run(events, cfg)
     alerts = merge_root_alerts(alerts)
