@@ -187,7 +187,7 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
         )
     try:
         doc = _BuiltinsOnly(io.BytesIO(zlib.decompress(blob[_HEADER:]))).load()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - damaged bytes make zlib/pickle raise almost any type; all mean damaged
         raise StateFormatError(
             f"the checkpoint's state (bucket {bucket_id}) is damaged: {exc}. {_WHAT_TO_DO}."
         ) from None
@@ -418,7 +418,7 @@ def _migrate_format0(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorC
         return decode(encode(old), bucket_id=bucket_id, buckets=buckets, cfg=cfg)
     except StateFormatError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure to read old pickled objects is the same refusal
         raise StateFormatError(
             f"the checkpoint's state is in format 0 (pickled engine objects, replmon before "
             f"state format 1) and can no longer be read ({type(exc).__name__}: {exc}). Run the "

@@ -52,7 +52,7 @@ def run_scenario(scenario: dict) -> list[Failure]:
     initial = scenario["initial"]
     try:
         p = _make_leader(scenario["config"], initial)
-    except Exception as e:  # reported like any other disagreement
+    except Exception as e:  # noqa: BLE001 - an engine error is reported like any other disagreement
         return [Failure(name, -1, "error", None, f"{type(e).__name__}: {e}")]
     failures = []
     if p.hw != initial["hw"]:  # RULES §10.2: initial.hw is already the makeLeader HW computation
@@ -64,7 +64,7 @@ def run_scenario(scenario: dict) -> list[Failure]:
     for i, ev in enumerate(scenario["events"]):
         try:
             observed = _apply(p, views, ev)
-        except Exception as e:  # an engine error is a failed check, not a crashed run
+        except Exception as e:  # noqa: BLE001 - an engine error is a failed check, not a crashed run
             failures.append(Failure(name, i, "error", None, f"{type(e).__name__}: {e}"))
             return failures
         for exp in expectations.get(i, ()):

@@ -3,9 +3,9 @@
 `metadata` and `broker` events are emitted when what the cluster reports changes (and once
 at start), stamped with the collector's clock when the answers were in: never before the
 cluster said it (a request to a stopped broker can take its whole timeout, and an event
-stamped when it was asked would reach the reorder buffer after the watermark passed it). Each metadata event carries the
-leader broker's `replica.lag.time.max.ms` and the topic's `min.insync.replicas`, so replmon
-judges with the cluster's own settings.
+stamped when it was asked would reach the reorder buffer after the watermark passed it).
+Each metadata event carries the leader broker's `replica.lag.time.max.ms` and the topic's
+`min.insync.replicas`, so replmon judges with the cluster's own settings.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ class FileTail:
     def _open(self, path: Path, offset: int) -> None:
         if self._f:
             self._f.close()
-        self._f = open(path, "rb")
+        self._f = open(path, "rb")  # noqa: SIM115 - held open between polls; _open and close() close it
         self.inode = os.fstat(self._f.fileno()).st_ino
         size = os.fstat(self._f.fileno()).st_size
         self.offset = offset if offset <= size else 0

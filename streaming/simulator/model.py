@@ -255,7 +255,8 @@ class Simulation:
             self._respond(ps, replica, parked[0], parked[1], parked[1])
 
     def _respond(self, ps: PartitionSim, replica: int, gen: int, offset: int, upto: int) -> None:
-        """The response leaves with records [offset, upto) capped; the follower appends them and fetches again."""
+        """The response leaves with records [offset, upto), capped; the follower appends them and
+        fetches again."""
         f: Fetcher = ps.fetchers[replica]
         if f.gen != gen:
             return

@@ -66,7 +66,8 @@ def write_truth(out_dir: Path, records: Iterable[dict]) -> int:
 
 
 def publish(events: Iterable[Event | str], producer: Producer, topic: str) -> int:
-    """Send every event to `topic`: key `cluster/topic/partition` (or `cluster`), value the JSON; then flush."""
+    """Send every event to `topic` (key `cluster/topic/partition`, or `cluster`; value the JSON),
+    then flush."""
     count = 0
     for event in events:
         line, key = _line_and_key(event)

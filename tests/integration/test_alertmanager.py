@@ -20,7 +20,6 @@ from replmon.sinks.redis_sink import RedisSink, RedisSinkSettings
 from replmon.sinks.silences import SilenceStore
 from replmon.streaming import cli
 from replmon.streaming.bridge import OutputRouter
-from tests.redis_server import redis_client, redis_server  # noqa: F401 (fixtures)
 from tests.state.test_monitor_vs_truth import run_monitor
 from tests.state.test_root_cause import RESTART_AT, T0, demo_events
 

@@ -53,7 +53,7 @@ def judge_admin(judge_cluster):
 
 
 @pytest.fixture(scope="module")
-def pipeline(judge_cluster, judge_admin, local_services, tmp_path_factory):  # noqa: F811
+def pipeline(judge_cluster, judge_admin, local_services, tmp_path_factory):  # noqa: F811 - the fixture imported above
     p = Pipeline(judge_cluster, local_services, tmp_path_factory.mktemp("judge"))
     p.start_collect()
     p.start_run()

@@ -91,7 +91,8 @@ def test_bursts_far_above_4000_messages_cause_no_isr_change(seed):
 
 
 def test_the_same_bursts_churn_the_isr_under_0_8s_message_rule():
-    """Why the time rule exists (KAFKA-1546): under 0.8's replica.lag.max.messages the bursts shrink the ISR."""
+    """Why the time rule exists (KAFKA-1546): under 0.8's replica.lag.max.messages the bursts
+    shrink the ISR."""
     _, truth = simulate(dataclasses.replace(scenarios.bursty(), rule_set="v0_8"), seed=0)
     assert [r for r in records(truth, "isr_change") if r["reason"] == "shrink"]
 

@@ -57,7 +57,8 @@ def test_fetch_offset_never_above_the_leader_leo():
 
 
 def test_leader_leo_in_a_fetch_is_the_leader_log_end_as_appended():
-    """leader_leo is the LEO just before the read: the last append, or the new leader's LEO after an election."""
+    """leader_leo is the LEO just before the read: the last append, or the new leader's LEO after
+    an election."""
     events, _ = run("demo")
     leo, epoch = {}, {}
     for e in events:
@@ -99,8 +100,8 @@ def test_leader_hw_is_the_hw_before_the_fetch_and_never_goes_back_under_one_lead
 
 
 def test_a_caught_up_fetch_is_parked_up_to_fetch_wait_max():
-    """One batch every 2 s: a follower at the LEO is answered after 500 ms (empty) and fetches again an RTT later,
-    unless an append completes the long poll first."""
+    """One batch every 2 s: a follower at the LEO is answered after 500 ms (empty) and fetches
+    again an RTT later, unless an append completes the long poll first."""
     spec = ClusterSpec(
         name="c", topics=(TopicSpec(name="t", partitions=1, batch_interval_ms=2000),), duration_ms=20_000
     )

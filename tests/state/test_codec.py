@@ -257,7 +257,7 @@ def test_a_format0_blob_is_migrated_with_its_open_episodes_which_then_resolve_as
 
 def test_a_format0_blob_written_with_another_bucket_count_is_refused():
     blob = (DATA / "bucket_format0.pickle").read_bytes()
-    with pytest.raises(StateFormatError, match="stream.buckets = 1, and this run has stream.buckets = 64"):
+    with pytest.raises(StateFormatError, match=r"stream\.buckets = 1, and this run has stream\.buckets = 64"):
         decode(blob, bucket_id=0, buckets=64, cfg=MonitorConfig())
 
 

@@ -40,7 +40,7 @@ def test_command_runs_the_whole_file():
     assert out.getvalue().splitlines() == [f"{len(_scenarios())} passed, 0 failed"]
 
 
-# ---- the runner reports what disagrees ----------------------------------------------------------------------
+# ---- the runner reports what disagrees ---------------------------------------------------------------------
 
 
 # (scenario, after_event, key, a wrong expected value, the key the failure names)
@@ -189,7 +189,7 @@ def test_missing_previous_fetch_credit_fails_the_published_scenarios(monkeypatch
     assert any(run_scenario(s) for s in _scenarios())
 
 
-# ---- malformed input ----------------------------------------------------------------------------------------
+# ---- malformed input ---------------------------------------------------------------------------------------
 
 
 def test_malformed_json_line_exits_2_naming_file_and_line(tmp_path):

@@ -9,7 +9,8 @@ from .helpers import T, make, play
 L = 10000
 
 
-# Partition 1,2,3 with ISR {1,2}, leader LEO 100, HW 100; steps then explain replica 2 at `at` (offset from T).
+# Partition 1,2,3 with ISR {1,2}, leader LEO 100, HW 100; steps, then explain replica 2 at `at`
+# (an offset from T).
 @pytest.mark.parametrize(
     "steps, replica, at, ever_in_isr, state",
     [

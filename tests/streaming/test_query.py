@@ -75,8 +75,10 @@ BAD = [
         "missing field for fetch: fetch_offset",
     ),
     (
-        '{"type":"fetch","ts":1,"cluster":"c1","topic":"t","partition":0,"replica":2,'
-        '"fetch_offset":"abc","leader_leo":5}',
+        (
+            '{"type":"fetch","ts":1,"cluster":"c1","topic":"t","partition":0,"replica":2,'
+            '"fetch_offset":"abc","leader_leo":5}'
+        ),
         "mistyped field: fetch_offset is not an integer",
     ),
     (
