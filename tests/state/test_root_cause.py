@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import zlib
 from functools import cache
+from operator import itemgetter
 
 from replmon.state.bucket import Bucket
 from replmon.state.monitor import MonitorConfig
@@ -129,7 +130,7 @@ def test_same_ids_and_counts_however_partitions_are_bucketed():
 
     one, four = demo_alerts(1), demo_alerts(4)
     assert roots(one) == roots(four) and len(roots(one)) == 2, "one firing, one resolved"
-    key = lambda a: (a["alert_id"], a["status"], a["caused_by"])  # noqa: E731
+    key = itemgetter("alert_id", "status", "caused_by")
     assert sorted(map(key, one)) == sorted(map(key, four))
 
 

@@ -59,7 +59,10 @@ VALID = {
 def _cases() -> list:
     """Records (bytes, None for no value): every check failing on its own, then random damage."""
     cases = [json.dumps(e).encode() for e in VALID.values()]
-    one = lambda e, **kw: json.dumps({**e, **kw}).encode()  # noqa: E731
+
+    def one(e: dict, **kw: object) -> bytes:
+        return json.dumps({**e, **kw}).encode()
+
     for kind, event in VALID.items():
         for name in ("type", "ts", "cluster", *REQUIRED[kind]):
             cases.append(json.dumps({k: v for k, v in event.items() if k != name}).encode())

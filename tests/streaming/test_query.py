@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import pytest
 
 from tests.streaming.helpers import run_once, write_events
@@ -129,5 +131,5 @@ def test_records_split_across_files_and_batches_give_the_same_alerts(spark, tmp_
     split = run_once(
         spark, folder, tmp_path / "o2", stream={"buckets": 4}, spark={"max_files_per_trigger": 1}
     )
-    key = lambda a: (a["alert_id"], a["status"], a["ts"])  # noqa: E731
+    key = itemgetter("alert_id", "status", "ts")
     assert sorted(map(key, whole["alerts"])) == sorted(map(key, split["alerts"]))
