@@ -105,7 +105,7 @@ class AdminView:
                     [ConfigResource(ConfigResourceType.TOPIC, t)], config_filter="all"
                 )
                 self._min_isr[t] = int(got["topic"][t]["min.insync.replicas"]["value"])
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - a missing setting only loses the override
                 log.warning("topic %s: cannot read min.insync.replicas (%s)", t, e)
 
     def ask(self) -> tuple:
