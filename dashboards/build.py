@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from replmon.dashboards import panels as p
 from replmon.sinks.keys import DEFAULT_PREFIX, Keys
@@ -24,7 +25,8 @@ GRID_WIDTH = 24
 
 def layout(rows: list[list[tuple[dict, int, int]]]) -> list[dict]:
     """Place rows of (panel, width, height) top to bottom and number the panels."""
-    placed, y = [], 0
+    placed: list[dict[str, Any]] = []
+    y = 0
     for row in rows:
         x = 0
         for panel, width, height in row:

@@ -128,7 +128,7 @@ def _series(title: str, description: str, key: str, fields: dict[str, str], unit
 
 def _count(title: str, description: str, target: dict, red_from: int | None = 1) -> dict:
     """A stat panel: one count, red from `red_from` (None: a plain count, never red)."""
-    steps = [{"color": "green", "value": None}]
+    steps: list[dict[str, str | int | None]] = [{"color": "green", "value": None}]
     if red_from is not None:
         steps.append({"color": "red", "value": red_from})
     return _panel(

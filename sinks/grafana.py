@@ -79,7 +79,9 @@ class GrafanaSettings(BaseSettings):
     def credential(self) -> str | tuple[str, str]:
         if self.token is not None:
             return self.token.get_secret_value()
-        return (self.username, self.password.get_secret_value())  # type: ignore[union-attr]
+        if self.username is None or self.password is None:  # the validator above refuses this
+            raise ValueError("no credential: set a token, or a username and password")
+        return (self.username, self.password.get_secret_value())
 
 
 def connect(settings: GrafanaSettings) -> GrafanaApi:

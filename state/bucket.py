@@ -232,6 +232,7 @@ class Bucket:
                 watch.significant = True
                 watch.evaluate(ts, alerts, cfg, self._roots(key, view))
                 continue
+            assert watch is not None  # a fetch or an append started it; the contract has no other kind
             watch.observe(ts, alerts, cfg, self._roots(key, view))
         if len(alerts) > mark:
             self._fetcher_triggers(cfg, alerts, mark)

@@ -35,6 +35,7 @@ import io
 import operator
 import pickle
 import zlib
+from typing import Any
 
 from replmon.state.alerts import AlertBook
 from replmon.state.bucket import Bucket, ClusterView
@@ -247,7 +248,9 @@ def _partition_columns(watches: list) -> dict:
     """Format 2: the partitions' fields by column, their followers' likewise (with how many
     each partition has and their ids), and the open alerts of the partitions that have any."""
     leaders = [w.leader for w in watches]
-    counts, ids, replicas = [], [], []
+    counts: list[int] = []
+    ids: list[int] = []
+    replicas: list[tuple[Any, ...]] = []
     for p in leaders:
         followers = p.followers
         counts.append(len(followers))

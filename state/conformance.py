@@ -189,9 +189,11 @@ def _check(
             compare(key, sorted(expected), sorted(got))
         elif key == "legacy":
             for rule_set, ids in expected.items():
-                got = observed.legacy_before.get(rule_set)
+                before = observed.legacy_before.get(rule_set)
                 compare(
-                    f"legacy.{rule_set}", sorted(ids), sorted(got) if got is not None else "unknown rule set"
+                    f"legacy.{rule_set}",
+                    sorted(ids),
+                    sorted(before) if before is not None else "unknown rule set",
                 )
         elif key == "caught_up":
             for r, flag in expected.items():
@@ -215,9 +217,9 @@ def _check(
                         None if view is None else getattr(view, field, "unsupported field"),
                     )
         elif key == "fetch_accepted":
-            compare(key, expected, observed.fetch.accepted)
+            compare(key, expected, None if observed.fetch is None else observed.fetch.accepted)
         elif key == "response_hw":
-            compare(key, expected, observed.fetch.response_hw)
+            compare(key, expected, None if observed.fetch is None else observed.fetch.response_hw)
         elif key in _PARTITION_KEYS:
             compare(key, expected, getattr(p, key))
         else:

@@ -110,9 +110,9 @@ def silence_jvm_for_stop() -> None:
         from pyspark import SparkContext
 
         context = SparkContext._active_spark_context
-        if context is None:
+        jvm = None if context is None else context._jvm
+        if jvm is None:
             return
-        jvm = context._jvm
         jvm.java.lang.System.setErr(jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream()))
     except Exception as exc:  # noqa: BLE001 - py4j raises several types while shutting down
         logging.getLogger(__name__).debug("could not silence the JVM's logs: %s", exc)

@@ -22,8 +22,9 @@ MAX_LINES = 12
 DPI = 100
 
 
-def _t(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+def _t(ms: int) -> float:
+    """An event time on the date axes: matplotlib's date number (days since its epoch)."""
+    return float(mdates.date2num(datetime.fromtimestamp(ms / 1000, tz=UTC)))
 
 
 def _png(fig) -> bytes:
@@ -35,6 +36,7 @@ def _png(fig) -> bytes:
 
 def _time_axis(ax, window) -> None:
     ax.set_xlim(_t(window.start_ms), _t(window.end_ms))
+    ax.xaxis.set_major_locator(mdates.AutoDateLocator(tz=UTC))
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=UTC))
     ax.grid(True, alpha=0.3)
 
@@ -92,7 +94,7 @@ def replica_lag(
         ),
     )[:MAX_LINES]
     fig, (ax, msgs) = plt.subplots(2, 1, figsize=(11, 6), sharex=True, height_ratios=(3, 2))
-    limits = set()
+    limits: set[int] = set()
     for key in sorted(worst):
         rows = series[key]
         times = [_t(r["ts"]) for r in rows]
@@ -166,7 +168,7 @@ def isr_and_urp(partitions: list[dict], urp: list[dict], window) -> bytes:
     top.set_title("ISR size per partition, and under-replicated partitions", fontsize=10)
     if shrunk:
         top.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    totals = defaultdict(int)
+    totals: defaultdict[int, int] = defaultdict(int)
     for r in urp:
         totals[r["ts"]] += r["under_replicated"]
     times = sorted(totals)

@@ -14,6 +14,7 @@ import bisect
 import json
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
@@ -165,7 +166,14 @@ def run_bucket(events: list, variant: Variant, window: Window, bucket: Bucket, *
     transitions, ISR exits and (when `sample`) the plotted series, as lists of dicts."""
     cfg = variant.config
     step = window.sample_ms(cfg.status_interval_ms, cfg.flap_window_ms)
-    out = {"alerts": [], "isr_exit": [], "replica_lag": [], "partition": [], "urp": [], "quarantine": []}
+    out: dict[str, list[dict[str, Any]]] = {
+        "alerts": [],
+        "isr_exit": [],
+        "replica_lag": [],
+        "partition": [],
+        "urp": [],
+        "quarantine": [],
+    }
     seen_exits: set = set()
     times = [e[TS] for e in events]
     i = 0

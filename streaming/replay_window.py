@@ -114,7 +114,11 @@ def resolve_window(
     if not last and not from_:
         raise WindowError("give --from T1 [--to T2] or --last DURATION")
     end = parse_time_ms(to, "--to") if to else int(newest_ms())
-    start = end - parse_duration_ms(last, "--last") if last else parse_time_ms(from_, "--from")
+    if last:
+        start = end - parse_duration_ms(last, "--last")
+    else:
+        assert from_  # one of the two, checked above
+        start = parse_time_ms(from_, "--from")
     warm = (
         parse_duration_ms(warmup, "--warmup")
         if warmup is not None

@@ -57,7 +57,7 @@ def build_session(conf: SparkConf, app_name: str = "replmon") -> SparkSession:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(console.spark_log_level())
     actual = spark.sparkContext.master
-    if not actual.startswith("local"):
+    if actual and not actual.startswith("local"):
         ship_code(spark)
     log.info("spark %s session on %s (state store %s)", spark.version, actual, conf.state_store)
     return spark
@@ -78,7 +78,7 @@ def ship_code(spark: SparkSession) -> Path:
 
     path = code_zip(Path(tempfile.gettempdir()))
     sc = spark.sparkContext
-    if path.name not in sc._python_includes:
+    if path.name not in (sc._python_includes or ()):
         sc.addPyFile(str(path))
         log.info("shipping replmon's code to the executors as %s", path)
     return path
