@@ -20,6 +20,7 @@ import logging
 import sys
 import tempfile
 from pathlib import Path
+from typing import TextIO
 
 _state = {"verbose": False}
 # Libraries that are chatty at INFO and say nothing a replmon user acts on.
@@ -50,15 +51,18 @@ logger.apache.level = error
 """
 
 
-def setup_logging(verbose: bool = False, stream=None) -> None:
+class _ReplmonHandler(logging.StreamHandler):
+    """replmon's own console handler, told apart from handlers others installed."""
+
+
+def setup_logging(verbose: bool = False, stream: TextIO | None = None) -> None:
     """Configure the root logger once for a subcommand (idempotent: replaces replmon's handler)."""
     _state["verbose"] = verbose
     root = logging.getLogger()
     for h in list(root.handlers):
-        if getattr(h, "_replmon", False):
+        if isinstance(h, _ReplmonHandler):
             root.removeHandler(h)
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler._replmon = True  # type: ignore[attr-defined]
+    handler = _ReplmonHandler(stream or sys.stderr)
     if verbose:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.setLevel(logging.INFO)
