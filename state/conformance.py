@@ -45,7 +45,7 @@ class _Observed:
         self.fetch: FetchOutcome | None = None
 
 
-def run_scenario(scenario: dict) -> list[Failure]:
+def run_scenario(scenario: dict[str, Any]) -> list[Failure]:
     """Every expectation of the scenario that the engine does not meet (empty: it conforms)."""
     validate_scenario(scenario)
     name = scenario["name"]
@@ -58,7 +58,7 @@ def run_scenario(scenario: dict) -> list[Failure]:
     if p.hw != initial["hw"]:  # RULES §10.2: initial.hw is already the makeLeader HW computation
         failures.append(Failure(name, -1, "initial.hw", initial["hw"], p.hw))
     views = {int(r): FollowerView(**v) for r, v in initial.get("follower_view", {}).items()}
-    expectations: dict[int, list[dict]] = {}
+    expectations: dict[int, list[dict[str, Any]]] = {}
     for exp in scenario["expect"]:
         expectations.setdefault(exp["after_event"], []).append(exp)
     for i, ev in enumerate(scenario["events"]):
@@ -72,7 +72,7 @@ def run_scenario(scenario: dict) -> list[Failure]:
     return failures
 
 
-def _make_leader(config: dict, initial: dict) -> PartitionLeader:
+def _make_leader(config: dict[str, Any], initial: dict[str, Any]) -> PartitionLeader:
     return PartitionLeader(
         config=PartitionConfig(
             replica_lag_time_max_ms=config["replica_lag_time_max_ms"],
@@ -96,7 +96,7 @@ def _make_leader(config: dict, initial: dict) -> PartitionLeader:
     )
 
 
-def _apply(p: PartitionLeader, views: dict[int, FollowerView], ev: dict) -> _Observed:
+def _apply(p: PartitionLeader, views: dict[int, FollowerView], ev: dict[str, Any]) -> _Observed:
     """Process one event (RULES §10.3)."""
     t, kind = ev["t_ms"], ev["type"]
     observed = _Observed()
@@ -168,7 +168,7 @@ _PARTITION_KEYS = (
 def _check(
     name: str,
     i: int,
-    exp: dict,
+    exp: dict[str, Any],
     p: PartitionLeader,
     views: dict[int, FollowerView],
     t: int,

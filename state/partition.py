@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .legacy import RULE_SETS, is_out_of_sync
 from .replica import (
@@ -122,7 +122,7 @@ class PartitionLeader:
         hw: int,
         leader_epoch_start_offset: int | None = None,
         adding_replicas: Iterable[int] = (),
-        followers: Mapping[int, Mapping | ReplicaState] | None = None,
+        followers: Mapping[int, Mapping[str, Any] | ReplicaState] | None = None,
         fenced: Iterable[int] = (),
         shutting_down: Iterable[int] = (),
         broker_epochs: Mapping[int, int] | None = None,
@@ -489,7 +489,7 @@ class PartitionLeader:
 _REPLICA_STATE_FIELDS = frozenset(ReplicaState.__slots__)
 
 
-def _override(base: ReplicaState, replica: int, override: Mapping | ReplicaState) -> ReplicaState:
+def _override(base: ReplicaState, replica: int, override: Mapping[str, Any] | ReplicaState) -> ReplicaState:
     """A follower state given to the constructor: a ReplicaState as is, or fields over the reset state."""
     if isinstance(override, ReplicaState):
         return override

@@ -257,7 +257,7 @@ def _check_initial(name: str, initial: Any) -> None:
             )
 
 
-def _check_expectation(name: str, j: int, exp: Any, events: list) -> None:
+def _check_expectation(name: str, j: int, exp: Any, events: list[Any]) -> None:
     where = f"{name}: expect[{j}]"
     if not isinstance(exp, dict):
         raise ValueError(f"{where} must be an object")
