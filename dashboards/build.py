@@ -182,7 +182,7 @@ def build_all(prefix: str = DEFAULT_PREFIX) -> dict[str, dict]:
     }
 
 
-def render(board: dict) -> str:
+def render(board: dict[str, Any]) -> str:
     return json.dumps(board, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 

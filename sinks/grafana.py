@@ -220,7 +220,7 @@ class GrafanaPublisher:
         log.info("created Grafana data source %s -> %s", s.datasource_uid, s.redis_url)
         return True
 
-    def upload_dashboard(self, board: dict) -> str:
+    def upload_dashboard(self, board: dict[str, Any]) -> str:
         payload = {
             "dashboard": {**board, "id": None},
             "folderUid": self._settings.folder_uid,

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
@@ -257,6 +257,9 @@ def _round_trips(calls: Iterable[rec.ScriptCall], size: int) -> Iterator[list[re
         yield chunk
 
 
-def _chunks(items: list, size: int) -> Iterator[list]:
+T = TypeVar("T")
+
+
+def _chunks(items: list[T], size: int) -> Iterator[list[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from replmon.streaming.console import setup_logging
 from replmon.streaming.signals import stop_on_signals
@@ -311,7 +312,7 @@ def monitor_outlets(settings, redis_sink, alertmanager):
         if writer is not None:
             writer.write(hb.query, hb.as_fields())
 
-    def alert(record: dict) -> None:
+    def alert(record: dict[str, Any]) -> None:
         if settings.write_files:
             write_monitor_alert(Path(settings.output_dir) / "alerts", record)
         if redis_sink is not None:
@@ -322,7 +323,7 @@ def monitor_outlets(settings, redis_sink, alertmanager):
     return Outlets(heartbeat=heartbeat, alert=alert)
 
 
-def write_monitor_alert(folder: Path, record: dict) -> None:
+def write_monitor_alert(folder: Path, record: dict[str, Any]) -> None:
     """One file per transition, named by its id and status: writing it again changes nothing."""
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / f"monitor-{record['alert_id']}-{record['status']}.jsonl"

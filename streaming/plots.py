@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 from collections import defaultdict
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -16,6 +17,9 @@ matplotlib.use("Agg")
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 import matplotlib.ticker
+
+if TYPE_CHECKING:
+    from replmon.streaming.replay_compare import Summary
 
 SEVERITY_COLOR = {"critical": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
 MAX_LINES = 12
@@ -222,7 +226,7 @@ def hw_stalls(partitions: list[dict], stalled: list[tuple], window) -> bytes:
     return _png(fig)
 
 
-def variant_bars(summaries: list) -> bytes:
+def variant_bars(summaries: list[Summary]) -> bytes:
     """Alerts, ISR shrinks, under-replicated minutes and HW stall seconds per variant."""
     measures = [
         ("alerts", "alerts"),

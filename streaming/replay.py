@@ -161,7 +161,9 @@ def make_replay_func(variants: list[Variant], window: Window, buckets: int):
     return func
 
 
-def run_bucket(events: list, variant: Variant, window: Window, bucket: Bucket, *, sample: bool) -> dict:
+def run_bucket(
+    events: list[tuple[Any, ...]], variant: Variant, window: Window, bucket: Bucket, *, sample: bool
+) -> dict[str, list[dict[str, Any]]]:
     """Feed one bucket's events through the engine in event-time steps; return its alert
     transitions, ISR exits and (when `sample`) the plotted series, as lists of dicts."""
     cfg = variant.config
@@ -193,7 +195,7 @@ def run_bucket(events: list, variant: Variant, window: Window, bucket: Bucket, *
     return out
 
 
-def _record_exits(bucket: Bucket, seen: set, out: list) -> None:
+def _record_exits(bucket: Bucket, seen: set, out: list[dict[str, Any]]) -> None:
     """ISR exits since the last step, from the engine's flap bookkeeping (exit times per
     replica, kept for the flap window)."""
     for (cluster, topic, partition), watch in bucket.partitions.items():
@@ -213,7 +215,7 @@ def _record_exits(bucket: Bucket, seen: set, out: list) -> None:
                     )
 
 
-def _sample(bucket: Bucket, at_ms: int, cfg, out: dict) -> None:
+def _sample(bucket: Bucket, at_ms: int, cfg, out: dict[str, list[dict[str, Any]]]) -> None:
     under = 0
     few = len(bucket.partitions) <= SAMPLE_ALL_UP_TO
     for watch in bucket.partitions.values():

@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from replmon.streaming.replay_window import WindowError, check_window_options, fmt_time, resolve_window
 from replmon.streaming.timeline import timeline_line
@@ -179,7 +180,7 @@ def write_outputs(output: Path, result, view) -> None:
         )
 
 
-def _jsonl(path: Path, records: list) -> None:
+def _jsonl(path: Path, records: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -127,7 +128,7 @@ def resolve_window(
     return Window(start, end, warm, parse_duration_ms(metadata_lookback, "--metadata-lookback"), lateness_ms)
 
 
-def check_window_options(window_args: dict) -> None:
+def check_window_options(window_args: dict[str, Any]) -> None:
     """Raise WindowError for bad window options, before any input is read (a stand-in for the
     newest event time, which is only known after reading)."""
     stand_in = parse_time_ms(window_args["from_"], "--from") + 1 if window_args.get("from_") else 1 << 42

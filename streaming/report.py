@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 from pathlib import Path
+from typing import Any
 
 from replmon.streaming import plots
 from replmon.streaming.replay_compare import episodes, window_view
@@ -76,7 +77,7 @@ def write_report(report_dir: Path, result, summaries, comparisons) -> Path:
     return page
 
 
-def _partition_key(e: dict) -> tuple:
+def _partition_key(e: dict[str, Any]) -> tuple:
     cluster, name = e["subject"].split("/")[:2]
     topic, _, partition = name.rpartition("-")
     return (cluster, topic, int(partition))

@@ -17,6 +17,7 @@ import re
 import sys
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -137,5 +138,5 @@ def _when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _matchers(m: dict) -> str:
+def _matchers(m: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in m.items())

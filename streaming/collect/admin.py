@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,11 @@ def kafka_topic_id(topic_id) -> str:
 
 
 def metadata_events(
-    cluster: str, topics: list[dict], now_ms: int, lag_ms_of_broker: dict, min_isr_of_topic: dict
+    cluster: str,
+    topics: list[dict],
+    now_ms: int,
+    lag_ms_of_broker: dict[int, int],
+    min_isr_of_topic: dict[str, int],
 ) -> dict:
     """(topic, partition) -> metadata event, from a describe_topics answer."""
     out = {}
@@ -54,7 +59,7 @@ def metadata_events(
     return out
 
 
-def same_metadata(a: dict | None, b: dict) -> bool:
+def same_metadata(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
     keys = ("leader", "leader_epoch", "replicas", "isr", "replica_lag_time_max_ms", "min_insync_replicas")
     return a is not None and all(a.get(k) == b.get(k) for k in keys)
 
@@ -116,7 +121,7 @@ class AdminView:
         cluster = self.admin.describe_cluster()
         return topics, cluster
 
-    def changes(self, answers: tuple, now_ms: int) -> list[dict]:
+    def changes(self, answers: tuple[list[dict[str, Any]], dict[str, Any]], now_ms: int) -> list[dict]:
         topics, cluster = answers
         registered = {int(b["broker_id"]): bool(b.get("is_fenced", False)) for b in cluster["brokers"]}
         for t in topics:

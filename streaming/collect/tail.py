@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 log = logging.getLogger(__name__)
 MAX_READ = 4 << 20
@@ -26,7 +26,7 @@ class FileTail:
     def position(self) -> dict:
         return {"inode": self.inode, "offset": self.offset}
 
-    def open_at(self, position: dict | None, at_end: bool = False) -> None:
+    def open_at(self, position: dict[str, Any] | None, at_end: bool = False) -> None:
         """Start at a checkpointed position, else at the start (or end) of the current file."""
         if position and position.get("inode") is not None:
             for candidate in [self.path, *sorted(self.path.parent.glob(self.path.name + ".*"))]:

@@ -34,6 +34,8 @@ from .truth import ELECTION, FENCED, REASSIGNMENT, PartitionTruth
 DEFAULT_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 FIRST_BROKER_EPOCH = 100
 UNFENCE_DELAY_MS = (500, 1500)  # a restarted broker catches up metadata, then is unfenced
+# What a metadata event reports, taken when it is published: leader, epoch, replicas, ISR, adding.
+MetadataSnapshot = tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 
 class Simulation:
@@ -285,7 +287,7 @@ class Simulation:
                 self.now + self.rng.randint(*self.spec.metadata_delay_ms), self._complete_reassignment, ps
             )
 
-    def _snapshot(self, ps: PartitionSim) -> tuple:
+    def _snapshot(self, ps: PartitionSim) -> MetadataSnapshot:
         e = ps.truth.live
         return (ps.leader, ps.leader_epoch, ps.replicas, e.isr, ps.adding)
 
@@ -294,7 +296,7 @@ class Simulation:
         ps.metadata_ms = max(self.now + delay_ms, ps.metadata_ms)
         self.at(ps.metadata_ms, self._emit_metadata, ps, self._snapshot(ps))
 
-    def _emit_metadata(self, ps: PartitionSim, snapshot: tuple) -> None:
+    def _emit_metadata(self, ps: PartitionSim, snapshot: MetadataSnapshot) -> None:
         leader, epoch, replicas, isr, adding = snapshot
         e = ps.truth.live
         hw = e.hw if e.leader == leader else ps.follower_hw.get(leader, 0)
