@@ -29,6 +29,8 @@ def source_folders(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:
 def build_shadow(root: Path = ROOT, shadow: Path = SHADOW) -> Path:
     """The symlink tree mypy reads: shadow/replmon/state -> root/state, and so on."""
     for folder, name in source_folders(root / "pyproject.toml").items():
+        if name.rpartition(".")[0] != "replmon":  # a link inside a linked folder would write there
+            raise SystemExit(f"typecheck.py: {folder}/ installs as {name}; only replmon.<name> is mapped")
         link = shadow.joinpath(*name.split("."))
         link.parent.mkdir(parents=True, exist_ok=True)
         target = root / folder
