@@ -256,7 +256,7 @@ class GrafanaPublisher:
                     f"with its sub-path if it has one?"
                 ) from exc
             if exc.status_code == 409 and not conflict_ok:
-                raise _Conflict() from exc
+                raise _Conflict from exc
             raise GrafanaPublishError(f"Grafana at {url} refused '{what}': {exc}") from exc
         except (GrafanaException, niquests.exceptions.RequestException) as exc:
             raise GrafanaPublishError(f"cannot complete '{what}' at {url}: {exc}") from exc
