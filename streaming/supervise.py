@@ -93,7 +93,7 @@ class Supervisor:
         while True:
             try:
                 # pyspark takes float seconds (it multiplies them by 1000); its annotation says int
-                while not query.awaitTermination(poll_s):  # type: ignore[arg-type] - float seconds
+                while not query.awaitTermination(poll_s):  # type: ignore[arg-type]  # float seconds
                     self._tick(query)
                     if self._stop.is_set():
                         log.info("stopping query %s (its checkpoint keeps its progress)", self._name)
