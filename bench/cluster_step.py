@@ -40,7 +40,7 @@ def outage_alerts(n: int, broker: int, at: int) -> list[dict]:
     out = []
     for i in range(n):
         name = "ReplicaOutOfSync" if i % 2 == 0 else "UnderReplicated"
-        subject = f"c/t{i // 1000}-{i % 1000}" + ("/%d" % broker if name == "ReplicaOutOfSync" else "")
+        subject = f"c/t{i // 1000}-{i % 1000}" + (f"/{broker}" if name == "ReplicaOutOfSync" else "")
         out.append(
             {
                 "alert_id": alert_id(name, subject, at),

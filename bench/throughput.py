@@ -188,7 +188,7 @@ def run_query(spark, df_builder, work: Path, name: str):
 
 def p99(values: list[float]) -> float:
     v = sorted(values)
-    return v[min(len(v) - 1, int(round(0.99 * (len(v) - 1))))]
+    return v[min(len(v) - 1, round(0.99 * (len(v) - 1)))]
 
 
 PHASES = ("input", "quarantine_and_sort", "state_load", "engine", "state_save", "output")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from replmon.dashboards import panels as p
 from replmon.sinks.keys import DEFAULT_PREFIX, Keys
@@ -22,7 +23,8 @@ GRID_WIDTH = 24
 
 def layout(rows: list[list[tuple[dict, int, int]]]) -> list[dict]:
     """Place rows of (panel, width, height) top to bottom and number the panels."""
-    placed, y = [], 0
+    placed: list[dict[str, Any]] = []
+    y = 0
     for row in rows:
         x = 0
         for panel, width, height in row:
@@ -97,7 +99,7 @@ def overview(keys: Keys) -> dict:
         [p.cluster_variable(keys)],
         layout(
             [
-                [(c, w, 4) for c, w in zip(counts, (6, 5, 5, 4, 4))],
+                [(c, w, 4) for c, w in zip(counts, (6, 5, 5, 4, 4), strict=True)],
                 [(p.firing_alerts_table(keys), 24, 8)],
                 [(p.cluster_counts(keys), 16, 8), (p.under_replicated_table(keys), 8, 8)],
                 [(p.alert_transitions_table(keys), 24, 10)],
@@ -178,7 +180,7 @@ def build_all(prefix: str = DEFAULT_PREFIX) -> dict[str, dict]:
     }
 
 
-def render(board: dict) -> str:
+def render(board: dict[str, Any]) -> str:
     return json.dumps(board, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 

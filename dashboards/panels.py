@@ -9,11 +9,12 @@ Panels carry no id or gridPos: dashboards.build lays them out.
 
 from __future__ import annotations
 
-from replmon.sinks.grafana_annotations import TAG as ANNOTATION_TAG  # what the annotation consumer tags
-from replmon.sinks.keys import Keys
+from typing import Any
 
-DATASOURCE_UID = "replmon-redis"
-DATASOURCE = {"type": "redis-datasource", "uid": DATASOURCE_UID}
+from replmon.sinks.grafana_annotations import TAG as ANNOTATION_TAG  # what the annotation consumer tags
+from replmon.sinks.keys import DATASOURCE_PLUGIN, DATASOURCE_UID, Keys
+
+DATASOURCE = {"type": DATASOURCE_PLUGIN, "uid": DATASOURCE_UID}
 GRAFANA = {"type": "grafana", "uid": "-- Grafana --"}  # Grafana's own annotations store
 REPLICA_DASHBOARD = "replmon-replica"
 
@@ -45,7 +46,7 @@ def cli(query: str, ref: str = "A", **fields) -> dict:
     return {"datasource": DATASOURCE, "refId": ref, "type": "cli", "query": query, "cli": False, **fields}
 
 
-def live(target: dict, data_type: str = "DataFrame") -> dict:
+def live(target: dict[str, Any], data_type: str = "DataFrame") -> dict:
     """The target in the plugin's streaming mode: 'DataFrame' replaces the result each time
     (tables, counts), 'TimeSeries' appends each value at the time it was read."""
     return {
@@ -128,9 +129,9 @@ def _series(title: str, description: str, key: str, fields: dict[str, str], unit
     )
 
 
-def _count(title: str, description: str, target: dict, red_from: int | None = 1) -> dict:
+def _count(title: str, description: str, target: dict[str, Any], red_from: int | None = 1) -> dict:
     """A stat panel: one count, red from `red_from` (None: a plain count, never red)."""
-    steps = [{"color": "green", "value": None}]
+    steps: list[dict[str, str | int | None]] = [{"color": "green", "value": None}]
     if red_from is not None:
         steps.append({"color": "red", "value": red_from})
     return _panel(
@@ -263,7 +264,7 @@ def quarantine_count(keys: Keys) -> dict:
     )
 
 
-def _alert_rows(*filters: dict) -> list[dict]:
+def _alert_rows(*filters: dict[str, Any]) -> list[dict]:
     """Transformations: the firing hash's JSON values as columns, optionally filtered."""
     extract = {"id": "extractFields", "options": {"source": "Value", "format": "json", "replace": True}}
     order = {
@@ -304,7 +305,7 @@ def _equal(field: str, value: str) -> dict:
     return {"fieldName": field, "config": {"id": "equal", "options": {"value": value}}}
 
 
-def _keep_rows(match: str, *conditions: dict) -> dict:
+def _keep_rows(match: str, *conditions: dict[str, Any]) -> dict:
     """Keep the rows matching all/any of the conditions (variables are interpolated)."""
     return {
         "id": "filterByValue",

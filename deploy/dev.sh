@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# One entry point for a fresh machine:  bash deploy/dev.sh run | test | setup | bench
+# One entry point for a fresh machine:  bash deploy/dev.sh run | test | checks | setup | bench
 #   setup  create .venv and install replmon with its pinned dependencies (idempotent)
 #   run    setup, then `replmon run --demo` (the embedded simulated cluster); with arguments,
 #          `replmon run ARGS` (e.g. --input events/ --once)
-#   test   setup, start the local Kafka broker and Redis (deploy/local), run the whole test suite
+#   test   setup, the static checks (ruff check, ruff format --check, mypy), then start the local
+#          Kafka broker and Redis (deploy/local) and run the whole test suite
+#   checks setup, then only the static checks
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -25,15 +27,28 @@ setup() {
   fi
 }
 
+# ruff (lint and format) and mypy, configured in pyproject.toml; fails on the first that fails.
+# mypy runs through deploy/typecheck.py, which maps the source folders to replmon.* for it.
+checks() {
+  local py="$venv/bin/python"
+  echo "checks: ruff check" && "$py" -m ruff check --quiet . \
+    && echo "checks: ruff format --check" && "$py" -m ruff format --check --quiet . \
+    && echo "checks: mypy" && "$py" deploy/typecheck.py
+}
+
 cmd="${1:-}"; shift || true
 case "$cmd" in
   setup) setup ;;
+  checks)
+    setup
+    checks ;;
   run)
     setup
     if [ $# -eq 0 ]; then set -- --demo; fi
     exec "$venv/bin/replmon" run "$@" ;;
   test)
     setup
+    checks
     bash deploy/local/services.sh up
     bash deploy/local/chromium.sh      # the replay report is rendered in headless Chromium
     set +e
@@ -46,5 +61,5 @@ case "$cmd" in
     setup
     exec "$venv/bin/python" bench/throughput.py "$@" ;;
   *)
-    echo "usage: bash deploy/dev.sh run|test|setup|bench [args]" >&2; exit 2 ;;
+    echo "usage: bash deploy/dev.sh run|test|checks|setup|bench [args]" >&2; exit 2 ;;
 esac

@@ -25,12 +25,11 @@ from grafana_client.client import GrafanaClientError, GrafanaException, GrafanaU
 from pydantic import PositiveFloat, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from replmon.dashboards.panels import DATASOURCE_UID
+from replmon.sinks.keys import DATASOURCE_PLUGIN, DATASOURCE_UID
 
 log = logging.getLogger(__name__)
 
 DASHBOARDS_DIR = Path(str(resources.files("replmon.dashboards") / "json"))  # package data
-PLUGIN_ID = "redis-datasource"
 
 
 class GrafanaPublishError(Exception):
@@ -78,7 +77,9 @@ class GrafanaSettings(BaseSettings):
     def credential(self) -> str | tuple[str, str]:
         if self.token is not None:
             return self.token.get_secret_value()
-        return (self.username, self.password.get_secret_value())  # type: ignore[union-attr]
+        if self.username is None or self.password is None:  # the validator above refuses this
+            raise ValueError("no credential: set a token, or a username and password")
+        return (self.username, self.password.get_secret_value())
 
 
 def connect(settings: GrafanaSettings) -> GrafanaApi:
@@ -113,7 +114,7 @@ def datasource_body(settings: GrafanaSettings) -> dict:
     body = {
         "uid": settings.datasource_uid,
         "name": settings.datasource_name,
-        "type": PLUGIN_ID,
+        "type": DATASOURCE_PLUGIN,
         "access": "proxy",
         "url": settings.redis_url,
         "jsonData": json_data,
@@ -217,7 +218,7 @@ class GrafanaPublisher:
         log.info("created Grafana data source %s -> %s", s.datasource_uid, s.redis_url)
         return True
 
-    def upload_dashboard(self, board: dict) -> str:
+    def upload_dashboard(self, board: dict[str, Any]) -> str:
         payload = {
             "dashboard": {**board, "id": None},
             "folderUid": self._settings.folder_uid,
@@ -253,7 +254,7 @@ class GrafanaPublisher:
                     f"with its sub-path if it has one?"
                 ) from exc
             if exc.status_code == 409 and not conflict_ok:
-                raise _Conflict() from exc
+                raise _Conflict from exc
             raise GrafanaPublishError(f"Grafana at {url} refused '{what}': {exc}") from exc
         except (GrafanaException, niquests.exceptions.RequestException) as exc:
             raise GrafanaPublishError(f"cannot complete '{what}' at {url}: {exc}") from exc

@@ -69,7 +69,7 @@ class AnnotationApi:
             oldest.get("text", ""),
         )
 
-    def create(self, body: dict) -> int:
+    def create(self, body: dict[str, Any]) -> int:
         answer = self._call("create annotation", self._client.POST, "/annotations", json=body)
         try:
             return int(answer["id"])
@@ -78,7 +78,7 @@ class AnnotationApi:
                 f"Grafana at {self._url} created an annotation but answered without its id: {answer!r:.200}"
             ) from None
 
-    def patch(self, annotation_id: int, body: dict) -> None:
+    def patch(self, annotation_id: int, body: dict[str, Any]) -> None:
         self._call(
             f"patch annotation {annotation_id}",
             self._client.PATCH,

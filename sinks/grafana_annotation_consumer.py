@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import redis
 from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, SecretStr, field_validator
@@ -43,6 +44,9 @@ from replmon.sinks.redis_client import RedisConnectionSettings
 from replmon.sinks.redis_sink import RedisSinkSettings
 
 log = logging.getLogger(__name__)
+# One stream entry as redis-py returns it: (entry id, {field: value}), undecoded; the fields are
+# None for a pending entry that MAXLEN trimmed from the stream.
+Entry = tuple[bytes, dict[bytes, bytes] | None]
 
 RELEASE_LOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -200,11 +204,11 @@ class AnnotationConsumer:
                 raise
         self._group_ready = True
 
-    def _own_pending(self) -> list:
+    def _own_pending(self) -> list[Entry]:
         """Entries delivered to this member and not acknowledged (before a restart, or an outage)."""
         return self._read("0", block=None)
 
-    def _reclaim(self) -> list:
+    def _reclaim(self) -> list[Entry]:
         """Entries another member left pending for claim_idle_ms (it crashed or hangs)."""
         answer = self._redis.xautoclaim(
             self._stream,
@@ -229,24 +233,30 @@ class AnnotationConsumer:
             log.info("took over %d pending alert entries from other members", len(claimed))
         return claimed
 
-    def _read_new(self, block: bool) -> list:
+    def _read_new(self, block: bool) -> list[Entry]:
         return self._read(">", block=self._s.block_ms if block else None)
 
-    def _read(self, start: str, block: int | None) -> list:
-        answer = self._redis.xreadgroup(
-            self._s.group, self._s.consumer, {self._stream: start}, count=self._s.count, block=block
+    def _read(self, start: str, block: int | None) -> list[Entry]:
+        # RESP2, this client's protocol: [[stream, [(id, fields), ...]]], or [] when nothing came
+        # (redis-py types the answer as the union of its RESP2 and RESP3 shapes)
+        answer = cast(
+            "list[tuple[bytes, list[Entry]]]",
+            self._redis.xreadgroup(
+                self._s.group, self._s.consumer, {self._stream: start}, count=self._s.count, block=block
+            ),
         )
         return answer[0][1] if answer else []
 
     # --- one entry ------------------------------------------------------------------------
-    def _handle(self, entry_id, fields, report: PollReport) -> bool:
+    def _handle(self, entry_id: bytes, fields: dict[bytes, bytes] | None, report: PollReport) -> bool:
         """False if Grafana is out (the entry stays pending); True when the entry is done with."""
         if not fields:  # pending, but trimmed from the stream meanwhile
             report.trimmed += 1
             log.warning("alert entry %s was trimmed from %s before annotation", entry_id, self._stream)
             self._ack(entry_id)
             return True
-        if fields.get("status", fields.get(b"status")) in ("updated", b"updated"):
+        status = {k.decode() if isinstance(k, bytes) else k: v for k, v in fields.items()}.get("status")
+        if status in ("updated", b"updated"):
             # an open alert's cause or counts changed: the region it drew stands as it is
             self._ack(entry_id)
             return True

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping
 
 import redis
+from redis.typing import EncodableT
 
 from replmon.sinks.keys import Keys
 
@@ -30,6 +31,7 @@ class HeartbeatWriter:
         key = self._keys.heartbeat(query)
         pipe = self._client.pipeline(transaction=True)
         pipe.delete(key)
-        pipe.hset(key, mapping=dict(fields))
+        mapping: dict[EncodableT, EncodableT] = dict(fields.items())  # redis types its keys as a union
+        pipe.hset(key, mapping=mapping)
         pipe.expire(key, self._ttl_s)
         pipe.execute()

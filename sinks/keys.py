@@ -15,6 +15,12 @@ from dataclasses import dataclass
 
 DEFAULT_PREFIX = "replmon"
 
+# The Grafana data source that reads these keys: sinks/grafana.py provisions it under this uid,
+# and every dashboard query names it. Declared here, beside the keys, so that both sides import
+# it from the sinks and dashboards/ never needs to be imported by a sink.
+DATASOURCE_UID = "replmon-redis"
+DATASOURCE_PLUGIN = "redis-datasource"  # the Redis plugin for Grafana (its plugin id)
+
 
 def part(value: object) -> str:
     """One key part: str(value) with '%' and ':' escaped so parts never run together."""

@@ -61,7 +61,8 @@ class RedisConnectionSettings(BaseModel):
     def redacted_url(self) -> str:
         parts = urlsplit(self.url)
         user = f"{self.username or parts.username}@" if (self.username or parts.username) else ""
-        return f"{parts.scheme}://{user}{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}"
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{user}{parts.hostname or ''}{port}{parts.path}"
 
 
 def build_client(settings: RedisConnectionSettings) -> redis.Redis:

@@ -235,7 +235,7 @@ def notify_call(keys: Keys, alert: Mapping[str, Any], seen_ttl_s: int, maxlen: i
             keys.alerts_notify_firing(),
             keys.alerts_notify_firing_in(cluster),
         ),
-        call.args[:5] + (keys.alerts_notify_channel(),) + call.args[6:],
+        (*call.args[:5], keys.alerts_notify_channel(), *call.args[6:]),
         "notified",
     )
 

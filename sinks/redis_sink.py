@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
@@ -146,7 +146,7 @@ class RedisSink:
         ):
             results = self._execute(batch_id, chunk)
             counts["round_trips"] += 1
-            for call, result in zip(chunk, results):
+            for call, result in zip(chunk, results, strict=True):
                 _count(counts, call, result)
         report = WriteReport(batch_id=batch_id, **counts)
         log.info(
@@ -173,7 +173,7 @@ class RedisSink:
             if alert.get("notify"):
                 yield rec.notify_call(keys, alert, s.seen_ttl_s, s.alerts_maxlen)
         ids = rec.quarantine_record_ids(batch_id, quarantine)
-        for record, record_id in zip(quarantine, ids):
+        for record, record_id in zip(quarantine, ids, strict=True):
             yield rec.quarantine_call(keys, record, record_id, s.seen_ttl_s, s.quarantine_maxlen)
         if s.cluster_series:
             for cluster, ts in sorted(_newest_per_cluster(partition_status, replica_status, alerts).items()):
@@ -257,6 +257,9 @@ def _round_trips(calls: Iterable[rec.ScriptCall], size: int) -> Iterator[list[re
         yield chunk
 
 
-def _chunks(items: list, size: int) -> Iterator[list]:
+T = TypeVar("T")
+
+
+def _chunks(items: list[T], size: int) -> Iterator[list[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]

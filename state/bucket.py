@@ -255,6 +255,7 @@ class Bucket:
                 watch.significant = True
                 watch.evaluate(ts, alerts, cfg, self._roots(key, view))
                 continue
+            assert watch is not None  # a fetch or an append started it; the contract has no other kind
             watch.observe(ts, alerts, cfg, self._roots(key, view))
         if len(alerts) > mark:
             self._fetcher_triggers(cfg, alerts, mark)
@@ -324,9 +325,7 @@ class Bucket:
         p = watch.leader
         replica = ev[REPLICA]
         if watch.auto_assign and replica not in p.replicas:
-            p.controller_update(
-                ts, isr=p.isr, leader_epoch=p.leader_epoch, replicas=tuple(p.replicas) + (replica,)
-            )
+            p.controller_update(ts, isr=p.isr, leader_epoch=p.leader_epoch, replicas=(*p.replicas, replica))
         leo = ev[LEADER_LEO]
         if leo is not None and leo > p.leader_leo:
             p.append(ts, leo)
@@ -781,7 +780,8 @@ def _quarantine(ev, reason: str) -> dict:
     raw = ev[RAW]
     if raw is None:
         raw = json.dumps(
-            {k: v for k, v in zip(EVENT_FIELDS, ev) if v is not None and k != "raw"}, separators=(",", ":")
+            {k: v for k, v in zip(EVENT_FIELDS, ev, strict=True) if v is not None and k != "raw"},
+            separators=(",", ":"),
         )
     return {"raw": raw, "reason": reason, "stage": "state", "cluster": ev[CLUSTER], "ts": ev[TS]}
 

@@ -35,6 +35,7 @@ import io
 import operator
 import pickle
 import zlib
+from typing import Any
 
 from replmon.state.alerts import AlertBook
 from replmon.state.bucket import Bucket, ClusterView
@@ -192,7 +193,7 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
         )
     try:
         doc = _BuiltinsOnly(io.BytesIO(zlib.decompress(blob[_HEADER:]))).load()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - damaged bytes make zlib/pickle raise almost any type; all mean damaged
         raise StateFormatError(
             f"the checkpoint's state (bucket {bucket_id}) is damaged: {exc}. {_WHAT_TO_DO}."
         ) from None
@@ -258,7 +259,9 @@ def _partition_columns(watches: list) -> dict:
     """Format 2: the partitions' fields by column, their followers' likewise (with how many
     each partition has and their ids), and the open alerts of the partitions that have any."""
     leaders = [w.leader for w in watches]
-    counts, ids, replicas = [], [], []
+    counts: list[int] = []
+    ids: list[int] = []
+    replicas: list[tuple[Any, ...]] = []
     for p in leaders:
         followers = p.followers
         counts.append(len(followers))
@@ -277,20 +280,26 @@ _WIDTH = {"watch": len(WATCH_FIELDS), "leader": len(LEADER_FIELDS), "replica": l
 
 
 def _transpose(rows, width: int) -> list[tuple]:
-    return list(zip(*rows)) or [()] * width
+    return list(zip(*rows, strict=True)) or [()] * width
 
 
 def _rows_from_columns(part: dict, fields: dict):
     """Format 2 -> (watch values, leader values, ((replica, values), ...), open alerts) per
     partition, each in the order of this code's field lists."""
     n = part["count"]
-    watch = zip(*_columns(part["watch"], fields["watch"], WATCH_FIELDS, n))
-    leader = zip(*_columns(part["leader"], fields["leader"], LEADER_FIELDS, n))
+    watch = zip(*_columns(part["watch"], fields["watch"], WATCH_FIELDS, n), strict=True)
+    leader = zip(*_columns(part["leader"], fields["leader"], LEADER_FIELDS, n), strict=True)
     counts, ids, replica_columns = part["followers"]
-    replicas = list(zip(ids, zip(*_columns(replica_columns, fields["replica"], REPLICA_FIELDS, len(ids)))))
+    replicas = list(
+        zip(
+            ids,
+            zip(*_columns(replica_columns, fields["replica"], REPLICA_FIELDS, len(ids)), strict=True),
+            strict=True,
+        )
+    )
     books = dict(part["books"])
     start = 0
-    for i, (w, p, k) in enumerate(zip(watch, leader, counts)):
+    for i, (w, p, k) in enumerate(zip(watch, leader, counts, strict=True)):
         yield w, p, replicas[start : start + k], books.get(i, ())
         start += k
 
@@ -423,7 +432,7 @@ def _migrate_format0(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorC
         return decode(encode(old), bucket_id=bucket_id, buckets=buckets, cfg=cfg)
     except StateFormatError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure to read old pickled objects is the same refusal
         raise StateFormatError(
             f"the checkpoint's state is in format 0 (pickled engine objects, replmon before "
             f"state format 1) and can no longer be read ({type(exc).__name__}: {exc}). Run the "

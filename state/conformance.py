@@ -45,26 +45,26 @@ class _Observed:
         self.fetch: FetchOutcome | None = None
 
 
-def run_scenario(scenario: dict) -> list[Failure]:
+def run_scenario(scenario: dict[str, Any]) -> list[Failure]:
     """Every expectation of the scenario that the engine does not meet (empty: it conforms)."""
     validate_scenario(scenario)
     name = scenario["name"]
     initial = scenario["initial"]
     try:
         p = _make_leader(scenario["config"], initial)
-    except Exception as e:  # reported like any other disagreement
+    except Exception as e:  # noqa: BLE001 - an engine error is reported like any other disagreement
         return [Failure(name, -1, "error", None, f"{type(e).__name__}: {e}")]
     failures = []
     if p.hw != initial["hw"]:  # docs/kafka-rules.md §10.2: initial.hw is already makeLeader's HW
         failures.append(Failure(name, -1, "initial.hw", initial["hw"], p.hw))
     views = {int(r): FollowerView(**v) for r, v in initial.get("follower_view", {}).items()}
-    expectations: dict[int, list[dict]] = {}
+    expectations: dict[int, list[dict[str, Any]]] = {}
     for exp in scenario["expect"]:
         expectations.setdefault(exp["after_event"], []).append(exp)
     for i, ev in enumerate(scenario["events"]):
         try:
             observed = _apply(p, views, ev)
-        except Exception as e:  # an engine error is a failed check, not a crashed run
+        except Exception as e:  # noqa: BLE001 - an engine error is a failed check, not a crashed run
             failures.append(Failure(name, i, "error", None, f"{type(e).__name__}: {e}"))
             return failures
         for exp in expectations.get(i, ()):
@@ -72,7 +72,7 @@ def run_scenario(scenario: dict) -> list[Failure]:
     return failures
 
 
-def _make_leader(config: dict, initial: dict) -> PartitionLeader:
+def _make_leader(config: dict[str, Any], initial: dict[str, Any]) -> PartitionLeader:
     return PartitionLeader(
         config=PartitionConfig(
             replica_lag_time_max_ms=config["replica_lag_time_max_ms"],
@@ -98,7 +98,7 @@ def _make_leader(config: dict, initial: dict) -> PartitionLeader:
     )
 
 
-def _apply(p: PartitionLeader, views: dict[int, FollowerView], ev: dict) -> _Observed:
+def _apply(p: PartitionLeader, views: dict[int, FollowerView], ev: dict[str, Any]) -> _Observed:
     """Process one event (docs/kafka-rules.md §10.3)."""
     t, kind = ev["t_ms"], ev["type"]
     observed = _Observed()
@@ -170,7 +170,7 @@ _PARTITION_KEYS = (
 def _check(
     name: str,
     i: int,
-    exp: dict,
+    exp: dict[str, Any],
     p: PartitionLeader,
     views: dict[int, FollowerView],
     t: int,
@@ -191,9 +191,11 @@ def _check(
             compare(key, sorted(expected), sorted(got))
         elif key == "legacy":
             for rule_set, ids in expected.items():
-                got = observed.legacy_before.get(rule_set)
+                before = observed.legacy_before.get(rule_set)
                 compare(
-                    f"legacy.{rule_set}", sorted(ids), sorted(got) if got is not None else "unknown rule set"
+                    f"legacy.{rule_set}",
+                    sorted(ids),
+                    sorted(before) if before is not None else "unknown rule set",
                 )
         elif key == "caught_up":
             for r, flag in expected.items():
@@ -217,9 +219,9 @@ def _check(
                         None if view is None else getattr(view, field, "unsupported field"),
                     )
         elif key == "fetch_accepted":
-            compare(key, expected, observed.fetch.accepted)
+            compare(key, expected, None if observed.fetch is None else observed.fetch.accepted)
         elif key == "response_hw":
-            compare(key, expected, observed.fetch.response_hw)
+            compare(key, expected, None if observed.fetch is None else observed.fetch.response_hw)
         elif key in _PARTITION_KEYS:
             compare(key, expected, getattr(p, key))
         else:

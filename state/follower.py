@@ -16,12 +16,12 @@ class FollowerView:
     consumer_lag: int = -1  # FetcherLagMetrics.ConsumerLag: -1 until the first response
 
 
-# Kafka: UnifiedLog.updateHighWatermark: clamp to [log start, own LEO]; maybeUpdateHighWatermark is not monotonic.
+# Kafka: UnifiedLog.updateHighWatermark: clamped to [log start, own LEO]; maybeUpdate... is not monotonic.
 def follower_high_watermark(leader_hw: int, follower_leo: int, log_start_offset: int) -> int:
     return max(log_start_offset, min(leader_hw, follower_leo))
 
 
-# Kafka: AbstractFetcherThread.processFetchRequest: lag = max(0, leader HW in the response - next fetch offset).
+# Kafka: AbstractFetcherThread.processFetchRequest: lag = max(0, response's leader HW - next fetch offset).
 def consumer_lag(leader_hw: int, next_fetch_offset: int) -> int:
     return max(0, leader_hw - next_fetch_offset)
 

@@ -19,7 +19,7 @@ RULE_SETS = (CURRENT, V0_8, V0_9_TO_0_10_1, V0_10_2_TO_2_0)
 LEGACY_RULE_SETS = (V0_8, V0_9_TO_0_10_1, V0_10_2_TO_2_0)
 
 
-# Kafka 0.8.2: Partition.getOutOfSyncReplicas ("stuck": no LEO update for > L; "slow": known LEO lags > max messages).
+# Kafka 0.8.2: Partition.getOutOfSyncReplicas ("stuck": no LEO update for > L; "slow": LEO lags > max msgs).
 def is_out_of_sync_v0_8(
     state: ReplicaState,
     leader_leo: int,
@@ -32,12 +32,12 @@ def is_out_of_sync_v0_8(
     return state.leo >= 0 and leader_leo - state.leo > replica_lag_max_messages
 
 
-# Kafka 0.9.0-0.10.1 (KAFKA-1546): lastCaughtUpTimeMs only from reads up to the LEO at read time; no exemption.
+# Kafka 0.9.0-0.10.1 (KAFKA-1546): lastCaughtUpTimeMs only from reads up to the read-time LEO; no exemption.
 def is_out_of_sync_v0_9_to_0_10_1(state: ReplicaState, now_ms: int, replica_lag_time_max_ms: int) -> bool:
     return now_ms - state.read_to_log_end_ms > replica_lag_time_max_ms
 
 
-# Kafka 0.10.2-2.0 (KAFKA-4485): today's lcu with previous-fetch credit, but no LEO-equality exemption (KAFKA-7152).
+# Kafka 0.10.2-2.0 (KAFKA-4485): today's lcu with previous-fetch credit, no LEO-equal exemption (KAFKA-7152).
 def is_out_of_sync_v0_10_2_to_2_0(state: ReplicaState, now_ms: int, replica_lag_time_max_ms: int) -> bool:
     return now_ms - state.last_caught_up_ms > replica_lag_time_max_ms
 

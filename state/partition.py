@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .legacy import CURRENT, RULE_SETS, is_out_of_sync
 from .replica import (
@@ -128,7 +128,7 @@ class PartitionLeader:
         hw: int,
         leader_epoch_start_offset: int | None = None,
         adding_replicas: Iterable[int] = (),
-        followers: Mapping[int, Mapping | ReplicaState] | None = None,
+        followers: Mapping[int, Mapping[str, Any] | ReplicaState] | None = None,
         fenced: Iterable[int] = (),
         shutting_down: Iterable[int] = (),
         broker_epochs: Mapping[int, int] | None = None,
@@ -201,7 +201,7 @@ class PartitionLeader:
     # ---- per-follower rules ---------------------------------------------------------------------------
 
     def is_caught_up(self, replica: int, now_ms: int) -> bool:
-        # Kafka: ReplicaState.isCaughtUp against the leader LEO now (the leader itself is trivially caught up).
+        # Kafka: ReplicaState.isCaughtUp against the leader LEO now (the leader is trivially caught up).
         if replica == self.leader:
             return True
         state = self.followers.get(replica)
@@ -220,7 +220,7 @@ class PartitionLeader:
         )
 
     def is_follower_in_sync(self, replica: int) -> bool:
-        # Kafka: Partition.isFollowerInSync: LEO >= HW and LEO >= leader-epoch start offset (KAFKA-7128); no time rule.
+        # Kafka: Partition.isFollowerInSync: LEO >= HW and >= epoch start offset (KAFKA-7128); no time rule.
         state = self.followers.get(replica)
         return state is not None and state.leo >= self.hw and state.leo >= self.leader_epoch_start_offset
 
@@ -234,7 +234,7 @@ class PartitionLeader:
         )
 
     def counts_for_hw(self, replica: int, now_ms: int) -> bool:
-        # Kafka: Partition.maybeIncrementLeaderHW: maximal ISR, or caught up and ISR-eligible (KAFKA-4485, KAFKA-15021).
+        # Kafka: Partition.maybeIncrementLeaderHW: maximal ISR, or caught up and eligible (KAFKA-4485/15021).
         return replica in self.maximal_isr or (
             self.is_caught_up(replica, now_ms) and self.is_isr_eligible(replica)
         )
@@ -242,7 +242,7 @@ class PartitionLeader:
     def out_of_sync_replicas(
         self, now_ms: int, *, ignore_inflight: bool = False, rule_set: str | None = None
     ) -> tuple[int, ...]:
-        # Kafka: Partition.getOutOfSyncReplicas: committed ISR minus the leader, empty while a change is in flight.
+        # Kafka: Partition.getOutOfSyncReplicas: committed ISR minus the leader; none while a change pends.
         if self.pending is not None and not ignore_inflight:
             return ()
         rule_set = self.config.rule_set if rule_set is None else rule_set
@@ -351,7 +351,9 @@ class PartitionLeader:
         return out
 
     def alter_partition_response(self, now_ms: int, result: str, error: str | None = None) -> None:
-        """The controller's answer to the pending AlterPartition (Partition.handleAlterPartitionUpdate/Error)."""
+        """The controller's answer to the pending AlterPartition.
+
+        Kafka: Partition.handleAlterPartitionUpdate / handleAlterPartitionError."""
         if result not in ("success", "error"):
             raise ValueError(f"result must be 'success' or 'error', got {result!r}")
         if self.pending is None:  # stale answer: the state changed meanwhile
@@ -377,7 +379,9 @@ class PartitionLeader:
         leader_leo: int | None = None,
         hw: int | None = None,
     ) -> None:
-        """LeaderAndIsr / a metadata delta while this broker stays or becomes leader (Partition.makeLeader)."""
+        """LeaderAndIsr / a metadata delta while this broker stays or becomes leader.
+
+        Kafka: Partition.makeLeader."""
         if leader_epoch < self.leader_epoch:  # an older epoch: stale, ignored
             return
         if replicas is not None:
@@ -459,7 +463,7 @@ class PartitionLeader:
             self._commit_pending(now_ms)
 
     def _commit_pending(self, now_ms: int) -> None:
-        # Kafka: Partition.handleAlterPartitionUpdate: the controller's ISR becomes committed, then the HW may move.
+        # Kafka: Partition.handleAlterPartitionUpdate: the controller's ISR is committed, then the HW may move
         if self.pending == PENDING_EXPAND:
             self.isr = self.maximal_isr
             self.isr_expands += 1
@@ -477,7 +481,7 @@ class PartitionLeader:
         self.maximal_isr = self.isr
 
     def _set_assignment(self, now_ms: int, replicas: Iterable[int], adding_replicas: Iterable[int]) -> None:
-        # Kafka: Partition.updateAssignmentAndIsr: new replicas start as ReplicaState.Empty, removed ones are dropped.
+        # Kafka: Partition.updateAssignmentAndIsr: new replicas start as ReplicaState.Empty, removed ones go.
         self.replicas = tuple(replicas)
         self.adding_replicas = tuple(adding_replicas)
         followers = {}
@@ -491,7 +495,7 @@ class PartitionLeader:
 _REPLICA_STATE_FIELDS = frozenset(ReplicaState.__slots__)
 
 
-def _override(base: ReplicaState, replica: int, override: Mapping | ReplicaState) -> ReplicaState:
+def _override(base: ReplicaState, replica: int, override: Mapping[str, Any] | ReplicaState) -> ReplicaState:
     """A follower state given to the constructor: a ReplicaState as is, or fields over the reset state."""
     if isinstance(override, ReplicaState):
         return override

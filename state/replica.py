@@ -37,7 +37,7 @@ def is_caught_up(state: ReplicaState, leader_leo: int, now_ms: int, replica_lag_
     return state.leo == leader_leo or now_ms - state.last_caught_up_ms <= replica_lag_time_max_ms
 
 
-# Kafka: Replica.updateFetchStateOrThrow (the stale-broker-epoch check is the caller's: is_stale_broker_epoch).
+# Kafka: Replica.updateFetchStateOrThrow (the caller checks for a stale broker epoch: is_stale_broker_epoch).
 def update_fetch_state(
     state: ReplicaState,
     *,
@@ -54,8 +54,7 @@ def update_fetch_state(
         if fetch_time_ms > state.read_to_log_end_ms:
             state.read_to_log_end_ms = fetch_time_ms
     elif fetch_offset >= state.last_fetch_leader_leo:  # reached what the leader had at the previous fetch
-        if state.last_fetch_ms > state.last_caught_up_ms:
-            state.last_caught_up_ms = state.last_fetch_ms
+        state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
     if leader_leo > state.last_fetch_leader_leo:  # max() since 3.3.0
         state.last_fetch_leader_leo = leader_leo
     state.last_fetch_ms = fetch_time_ms
@@ -76,7 +75,7 @@ def is_stale_broker_epoch(fetch_broker_epoch: int | None, cached_broker_epoch: i
     )
 
 
-# Kafka: Replica.resetReplicaState, called by Partition.makeLeader only when the leader epoch increases (§1.4).
+# Kafka: Replica.resetReplicaState, called by Partition.makeLeader only when the leader epoch grows (§1.4).
 def reset_replica_state(
     state: ReplicaState, *, now_ms: int, leader_leo: int, is_new_leader: bool, is_follower_in_sync: bool
 ) -> None:
@@ -99,6 +98,4 @@ def reset_replica_state(
 def is_broker_epoch_isr_eligible(stored_broker_epoch: int | None, cached_broker_epoch: int | None) -> bool:
     if cached_broker_epoch is None:
         return True
-    return stored_broker_epoch is not None and (
-        stored_broker_epoch == NO_BROKER_EPOCH or stored_broker_epoch == cached_broker_epoch
-    )
+    return stored_broker_epoch is not None and stored_broker_epoch in (NO_BROKER_EPOCH, cached_broker_epoch)

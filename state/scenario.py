@@ -7,7 +7,7 @@ otherwise have to guess about (a missing field, a typo in an expectation key, an
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .legacy import LEGACY_RULE_SETS
@@ -21,6 +21,8 @@ EVENT_TYPES = (
     "broker_state",
     "follower_fetch_response",
 )
+# Field name -> its value check (each returns an error text, or None when the value fits).
+Fields = Mapping[str, Callable[[Any], str | None]]
 
 
 # ---- value checkers: each returns an error text, or None when the value fits ---------------------------
@@ -77,7 +79,7 @@ def _by_id(value_check: Callable[[Any], str | None]) -> Callable[[Any], str | No
     return check
 
 
-def _fields(spec: dict[str, Callable[[Any], str | None]]) -> Callable[[Any], str | None]:
+def _fields(spec: Fields) -> Callable[[Any], str | None]:
     """An object whose keys are all in spec, each value checked."""
 
     def check(v: Any) -> str | None:
@@ -137,7 +139,7 @@ _INITIAL = (
         "follower_view": _by_id(_fields(_FOLLOWER_VIEW_FIELDS)),
     },
 )
-_EVENTS = {
+_EVENTS: dict[str, tuple[Fields, Fields]] = {
     "append": ({"leader_leo": _nonneg_int}, {}),
     "fetch": (
         {"replica": _int, "fetch_offset": _int},
@@ -188,7 +190,7 @@ EXPECTATION_EVENT_TYPES = {
 }
 
 
-def _check_block(where: str, block: Any, required: dict, optional: dict) -> None:
+def _check_block(where: str, block: Any, required: Fields, optional: Fields) -> None:
     if not isinstance(block, dict):
         raise ValueError(f"{where} must be an object, got {type(block).__name__}")
     for k in required:
@@ -255,7 +257,7 @@ def _check_initial(name: str, initial: Any) -> None:
             )
 
 
-def _check_expectation(name: str, j: int, exp: Any, events: list) -> None:
+def _check_expectation(name: str, j: int, exp: Any, events: list[Any]) -> None:
     where = f"{name}: expect[{j}]"
     if not isinstance(exp, dict):
         raise ValueError(f"{where} must be an object")

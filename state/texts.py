@@ -125,10 +125,10 @@ CLOSE = {
         "BrokerUnavailable",
         "heard_again",
     ): "broker {broker} of {cluster} is heard from again (or the controller now reports its state)",
-    (
-        "ReplicaFetcherStalled",
-        "fetching",
-    ): "broker {broker}'s fetcher {fetcher_id} for leader {leader} is fetching again (or its partitions moved)",
+    ("ReplicaFetcherStalled", "fetching"): (
+        "broker {broker}'s fetcher {fetcher_id} for leader {leader} is fetching again "
+        "(or its partitions moved)"
+    ),
     # per-replica alerts when the replica stops being a follower of the partition
     ("*", "became_leader"): "replica {replica} became the leader of {partition}",
     ("*", "left_assignment"): "replica {replica} left the assignment of {partition}",

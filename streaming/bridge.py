@@ -96,7 +96,7 @@ class OutputRouter:
 
     def __call__(self, batch_df, batch_id: int) -> None:
         table = batch_df.toArrow()
-        rows = zip(table.column("kind").to_pylist(), table.column("payload").to_pylist())
+        rows = zip(table.column("kind").to_pylist(), table.column("payload").to_pylist(), strict=True)
         records = split_batch(rows)
         decide_alerts(records, self.cluster_step, batch_id)
         self._output(batch_id, records)

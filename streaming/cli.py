@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
 import re
-import signal
 import sys
 import tempfile
-import threading
-from datetime import UTC
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from replmon.streaming.cli_flags import UsageError, add_common, old_spelling
 from replmon.streaming.console import setup_logging
+from replmon.streaming.signals import stop_on_signals
+from replmon.streaming.timeline import print_timeline
 
 log = logging.getLogger(__name__)
-# Development conveniences that only exist in a replmon checkout, found from the working
+# A development convenience that only exists in a replmon checkout, found from the working
 # directory (installed code never guesses where its source lives).
-CHECKOUT_JARS = Path("deploy") / "local" / "jars"  # where deploy/local/fetch-jars.sh puts them
 # A checkpoint the state format refuses (state/codec.py), as it appears in a worker's traceback.
 STATE_REFUSAL = re.compile(r"StateFormatError: ([^\n]+)")
 
@@ -261,7 +259,7 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     from replmon.streaming.checkpoint import with_checkpoint_buckets
     from replmon.streaming.cluster_state import ClusterStepRunner
     from replmon.streaming.query import start_query
-    from replmon.streaming.session import build_session
+    from replmon.streaming.session import build_session, local_kafka_jars
     from replmon.streaming.sources import file_source, kafka_options, kafka_source
     from replmon.streaming.supervise import Supervisor
 
@@ -370,7 +368,7 @@ def monitor_outlets(settings, redis_sink, alertmanager):
         if writer is not None:
             writer.write(hb.query, hb.as_fields())
 
-    def alert(record: dict) -> None:
+    def alert(record: dict[str, Any]) -> None:
         if settings.write_files:
             write_monitor_alert(Path(settings.output_dir) / "alerts", record)
         if redis_sink is not None:
@@ -381,78 +379,13 @@ def monitor_outlets(settings, redis_sink, alertmanager):
     return Outlets(heartbeat=heartbeat, alert=alert)
 
 
-def write_monitor_alert(folder: Path, record: dict) -> None:
+def write_monitor_alert(folder: Path, record: dict[str, Any]) -> None:
     """One file per transition, named by its id and status: writing it again changes nothing."""
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / f"monitor-{record['alert_id']}-{record['status']}.jsonl"
     tmp = folder / f".{final.name}.tmp"
     tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
     os.replace(tmp, final)
-
-
-@contextlib.contextmanager
-def stop_on_signals():
-    """SIGINT and SIGTERM set the yielded event, so that a running query is stopped cleanly.
-    pyspark's own SIGINT handler calls into the JVM from inside the py4j call the main thread
-    is blocked in (awaitTermination), which breaks that py4j connection."""
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-    signals = (signal.SIGINT, signal.SIGTERM)
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in signals}
-    try:
-        yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def local_kafka_jars() -> list[str]:
-    """spark.jars for a Kafka input when none are set: pyspark ships no Kafka source, and jars
-    must be on the session before it starts. Uses what deploy/local/fetch-jars.sh fetched, when
-    run from a checkout."""
-    from replmon.streaming.settings import SettingsError
-
-    if connector_installed():
-        return []
-    jars = sorted(str(p.resolve()) for p in CHECKOUT_JARS.glob("*.jar"))
-    if not jars:
-        raise SettingsError(
-            "reading Kafka needs Spark's Kafka connector jars: set spark.jars (e.g. "
-            "REPLMON_SPARK__JARS='[\"/path/spark-sql-kafka-0-10_2.13-X.jar\", ...]'), or run "
-            f"deploy/local/fetch-jars.sh in a checkout and run replmon from there ({CHECKOUT_JARS})"
-        )
-    log.info("spark.jars not set: using the Kafka connector jars in %s", CHECKOUT_JARS.resolve())
-    return jars
-
-
-def connector_installed() -> bool:
-    """The Kafka connector is already in pyspark's own jars folder (replmon's image puts it
-    there: deploy/docker/Dockerfile), so it is on every classpath without spark.jars."""
-    from pyspark.find_spark_home import _find_spark_home
-
-    return any((Path(_find_spark_home()) / "jars").glob("spark-sql-kafka-0-10_*.jar"))
-
-
-def print_timeline(alerts_dir: Path, out=None) -> None:
-    """The alert transitions, in event-time order, one readable line each."""
-    out = out or sys.stdout
-    rows = []
-    for f in sorted(alerts_dir.glob("*.jsonl")):
-        rows += [json.loads(line) for line in f.read_text().splitlines() if line]
-    rows.sort(key=lambda r: (r["ts"], r["status"] != "resolved", r["subject"], r["name"]))
-    print(f"\nAlert timeline ({len(rows)} transitions)", file=out)
-    for r in rows:
-        print(timeline_line(r), file=out)
-
-
-def timeline_line(r: dict) -> str:
-    """One alert transition: '00:00:29.975  FIRING   warning  ReplicaOutOfSync  sim/orders-0/2  reason'."""
-    from datetime import datetime
-
-    when = datetime.fromtimestamp(r["ts"] / 1000, tz=UTC).strftime("%H:%M:%S.%f")[:-3]
-    return f"{when}  {r['status'].upper():8} {r['severity']:8} {r['name']:20} {r['subject']:28} {r['reason']}"
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import logging
 import sys
 import tempfile
 from pathlib import Path
+from typing import TextIO
 
 _state = {"verbose": False}
 # Libraries that are chatty at INFO and say nothing a replmon user acts on.
@@ -50,16 +51,19 @@ logger.apache.level = error
 """
 
 
-def setup_logging(verbose: bool = False, stream=None, prog: str = "replmon") -> None:
+class _ReplmonHandler(logging.StreamHandler):
+    """replmon's own console handler, told apart from handlers others installed."""
+
+
+def setup_logging(verbose: bool = False, stream: TextIO | None = None, prog: str = "replmon") -> None:
     """Configure the root logger once for a subcommand (idempotent: replaces replmon's handler).
     Quiet lines start with `prog`, the subcommand (`replmon run: ...`), like its error lines."""
     _state["verbose"] = verbose
     root = logging.getLogger()
     for h in list(root.handlers):
-        if getattr(h, "_replmon", False):
+        if isinstance(h, _ReplmonHandler):
             root.removeHandler(h)
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler._replmon = True  # type: ignore[attr-defined]
+    handler = _ReplmonHandler(stream or sys.stderr)
     if verbose:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.setLevel(logging.INFO)
@@ -111,9 +115,9 @@ def silence_jvm_for_stop() -> None:
         from pyspark import SparkContext
 
         context = SparkContext._active_spark_context
-        if context is None:
+        jvm = None if context is None else context._jvm
+        if jvm is None:
             return
-        jvm = context._jvm
         jvm.java.lang.System.setErr(jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream()))
     except Exception as exc:  # noqa: BLE001 - py4j raises several types while shutting down
         logging.getLogger(__name__).debug("could not silence the JVM's logs: %s", exc)

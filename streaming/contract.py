@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 # The Kafka topic the collector and the simulator publish events to and `replmon run` reads by
 # default (kafka.subscribe).
@@ -105,7 +106,7 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and _INT64[0] <= v <= _INT64[1]
 
 
-def pack_extra(row: dict) -> str | None:
+def pack_extra(row: dict[str, Any]) -> str | None:
     """The `extra` column of a row (a dict of its fields) as parse.monitor_input packs it on the
     JVM: the PACKED_FIELDS it has, as a compact JSON object; None when it has none. For code
     that builds the stateful step's input without Spark (tests, benches); a Spark test checks
@@ -141,7 +142,7 @@ def describe(reason: str, raw: str | None) -> str:
     return malformed_reason(raw) if reason == MALFORMED else reason
 
 
-def bounded_quarantine(record: dict) -> dict:
+def bounded_quarantine(record: dict[str, Any]) -> dict:
     """A quarantine record with its `raw` text cut to RAW_PREFIX_BYTES (UTF-8, never inside a
     character), the whole record's `size` in bytes and its `sha256` (kept when the parser set
     them from the record's bytes), and `raw_truncated`: whether `raw` is less than the record."""

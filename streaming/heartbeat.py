@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 from replmon.state.alerts import alert_id
 
@@ -50,7 +51,7 @@ def parse_spark_time(text: str | None) -> int | None:
 
 
 def next_heartbeat(
-    previous: Heartbeat, progress: dict | None, *, now_ms: int, running: bool, restarts: int
+    previous: Heartbeat, progress: dict[str, Any] | None, *, now_ms: int, running: bool, restarts: int
 ) -> Heartbeat:
     """Fold the latest progress report (StreamingQuery.lastProgress) into the heartbeat.
     Event-time figures only change on a batch that read input: an idle query is not behind."""

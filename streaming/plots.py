@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 from collections import defaultdict
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -17,13 +18,17 @@ import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 
+if TYPE_CHECKING:
+    from replmon.streaming.replay_compare import Summary
+
 SEVERITY_COLOR = {"critical": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
 MAX_LINES = 12
 DPI = 100
 
 
-def _t(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+def _t(ms: int) -> float:
+    """An event time on the date axes: matplotlib's date number (days since its epoch)."""
+    return float(mdates.date2num(datetime.fromtimestamp(ms / 1000, tz=UTC)))
 
 
 def _png(fig) -> bytes:
@@ -35,6 +40,7 @@ def _png(fig) -> bytes:
 
 def _time_axis(ax, window) -> None:
     ax.set_xlim(_t(window.start_ms), _t(window.end_ms))
+    ax.xaxis.set_major_locator(mdates.AutoDateLocator(tz=UTC))
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=UTC))
     ax.grid(True, alpha=0.3)
 
@@ -92,7 +98,7 @@ def replica_lag(
         ),
     )[:MAX_LINES]
     fig, (ax, msgs) = plt.subplots(2, 1, figsize=(11, 6), sharex=True, height_ratios=(3, 2))
-    limits = set()
+    limits: set[int] = set()
     for key in sorted(worst):
         rows = series[key]
         times = [_t(r["ts"]) for r in rows]
@@ -166,7 +172,7 @@ def isr_and_urp(partitions: list[dict], urp: list[dict], window) -> bytes:
     top.set_title("ISR size per partition, and under-replicated partitions", fontsize=10)
     if shrunk:
         top.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    totals = defaultdict(int)
+    totals: defaultdict[int, int] = defaultdict(int)
     for r in urp:
         totals[r["ts"]] += r["under_replicated"]
     times = sorted(totals)
@@ -220,7 +226,7 @@ def hw_stalls(partitions: list[dict], stalled: list[tuple], window) -> bytes:
     return _png(fig)
 
 
-def variant_bars(summaries: list) -> bytes:
+def variant_bars(summaries: list[Summary]) -> bytes:
     """Alerts, ISR shrinks, under-replicated minutes and HW stall seconds per variant."""
     measures = [
         ("alerts", "alerts"),
@@ -230,7 +236,7 @@ def variant_bars(summaries: list) -> bytes:
     ]
     fig, axes = plt.subplots(1, len(measures), figsize=(11, 2.2 + 0.35 * len(summaries)))
     names = [s.name for s in summaries]
-    for ax, (attr, title) in zip(axes, measures):
+    for ax, (attr, title) in zip(axes, measures, strict=True):
         values = [getattr(s, attr) for s in summaries]
         ax.barh(range(len(names)), values, color=["#1f77b4"] + ["#9467bd"] * (len(names) - 1))
         ax.set_yticks(range(len(names)), names if ax is axes[0] else [""] * len(names), fontsize=8)

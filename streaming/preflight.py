@@ -7,6 +7,7 @@ naming the service and the setting to look at (`PreflightError`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 log = logging.getLogger(__name__)
@@ -75,10 +76,8 @@ def check_kafka(spark, options: dict[str, str], topic: str | None, timeout_ms: i
         raise PreflightError(_kafka_failure(exc, bootstrap, timeout_ms)) from exc
     finally:
         if admin is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing is best effort
                 admin.close(jvm.java.time.Duration.ofSeconds(1))
-            except Exception:  # noqa: BLE001 (closing is best effort)
-                pass
     if topic is not None and not names.contains(topic):
         log.warning("Kafka at %s has no topic %s (kafka.subscribe) yet: waiting for it", bootstrap, topic)
 

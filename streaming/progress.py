@@ -77,7 +77,7 @@ class JobProgress:
         while not self._stop.wait(self.every_s):
             try:
                 done = int(self.total * self.fraction())
-            except Exception:  # the JVM is going away: progress is best effort
+            except Exception:  # noqa: BLE001 - py4j raises several types while the JVM goes away; best effort
                 return
             self._print(progress_line(done, self.total, time.monotonic() - self._start))
 

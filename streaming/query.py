@@ -44,7 +44,7 @@ def start_query(
     """Start the query; `on_batch(batch_df, batch_id)` receives every micro-batch. Buckets are
     keyed as the checkpoint records (a new checkpoint: spread evenly over the shuffle
     partitions; streaming/checkpoint.py)."""
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)  # 200: Spark's default
     keys = bucket_keys(settings.checkpoint_dir, settings.stream.buckets, partitions)
     writer = (
         monitor_outputs(source, settings, keys)

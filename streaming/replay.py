@@ -14,6 +14,7 @@ import bisect
 import json
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
@@ -161,12 +162,14 @@ def make_replay_func(variants: list[Variant], window: Window, buckets: int):
     return func
 
 
-def run_bucket(events: list, variant: Variant, window: Window, bucket: Bucket, *, sample: bool) -> dict:
+def run_bucket(
+    events: list[tuple[Any, ...]], variant: Variant, window: Window, bucket: Bucket, *, sample: bool
+) -> dict[str, list[dict[str, Any]]]:
     """Feed one bucket's events through the engine in event-time steps; return its alert
     transitions, ISR exits and (when `sample`) the plotted series, as lists of dicts."""
     cfg = variant.config
     step = window.sample_ms(cfg.status_interval_ms, cfg.flap_window_ms)
-    out = {
+    out: dict[str, list[dict[str, Any]]] = {
         "alerts": [],
         "isr_exit": [],
         "replica_lag": [],
@@ -195,7 +198,7 @@ def run_bucket(events: list, variant: Variant, window: Window, bucket: Bucket, *
     return out
 
 
-def _record_exits(bucket: Bucket, seen: set, out: list) -> None:
+def _record_exits(bucket: Bucket, seen: set, out: list[dict[str, Any]]) -> None:
     """ISR exits since the last step, from the engine's flap bookkeeping (exit times per
     replica, kept for the flap window)."""
     for (cluster, topic, partition), watch in bucket.partitions.items():
@@ -215,7 +218,7 @@ def _record_exits(bucket: Bucket, seen: set, out: list) -> None:
                     )
 
 
-def _sample(bucket: Bucket, at_ms: int, cfg, out: dict) -> None:
+def _sample(bucket: Bucket, at_ms: int, cfg, out: dict[str, list[dict[str, Any]]]) -> None:
     under = 0
     few = len(bucket.partitions) <= SAMPLE_ALL_UP_TO
     for watch in bucket.partitions.values():

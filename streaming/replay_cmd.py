@@ -10,9 +10,11 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from replmon.streaming.cli_flags import UsageError, old_spelling
 from replmon.streaming.replay_window import WindowError, check_window_options, fmt_time, resolve_window
+from replmon.streaming.timeline import timeline_line
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +105,9 @@ def run(args) -> int:
 
 def _replay(args, settings, variants, input_path) -> int:
     from replmon.streaming import replay
-    from replmon.streaming.cli import local_kafka_jars
     from replmon.streaming.progress import JobProgress
     from replmon.streaming.replay_window import parse_duration_ms
-    from replmon.streaming.session import build_session
+    from replmon.streaming.session import build_session, local_kafka_jars
 
     slack_ms = parse_duration_ms(args.kafka_time_slack, "--kafka-time-slack")
     spark_conf = settings.spark
@@ -190,13 +191,11 @@ def write_outputs(output: Path, result, view) -> None:
         )
 
 
-def _jsonl(path: Path, records: list) -> None:
+def _jsonl(path: Path, records: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
 
 
 def print_view(view, out) -> None:
-    from replmon.streaming.cli import timeline_line
-
     if view.firing_at_start:
         print(f"\nAlready firing at the start of the window ({len(view.firing_at_start)})", file=out)
         for r in view.firing_at_start:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from replmon.streaming.replay_window import Window
 
@@ -51,7 +52,7 @@ def episodes(view: WindowView, window: Window) -> list[dict]:
     return sorted(out.values(), key=lambda e: (e["from_ms"], e["subject"], e["name"]))
 
 
-def _episode(r: dict, from_ms: int, to_ms: int) -> dict:
+def _episode(r: dict[str, Any], from_ms: int, to_ms: int) -> dict:
     return {
         "name": r["name"],
         "subject": r["subject"],

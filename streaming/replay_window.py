@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -114,7 +115,11 @@ def resolve_window(
     if not last and not from_:
         raise WindowError("give --from T1 [--to T2] or --last DURATION")
     end = parse_time_ms(to, "--to") if to else int(newest_ms())
-    start = end - parse_duration_ms(last, "--last") if last else parse_time_ms(from_, "--from")
+    if last:
+        start = end - parse_duration_ms(last, "--last")
+    else:
+        assert from_  # one of the two, checked above
+        start = parse_time_ms(from_, "--from")
     warm = (
         parse_duration_ms(warmup, "--warmup")
         if warmup is not None
@@ -123,7 +128,7 @@ def resolve_window(
     return Window(start, end, warm, parse_duration_ms(metadata_lookback, "--metadata-lookback"), lateness_ms)
 
 
-def check_window_options(window_args: dict) -> None:
+def check_window_options(window_args: dict[str, Any]) -> None:
     """Raise WindowError for bad window options, before any input is read (a stand-in for the
     newest event time, which is only known after reading)."""
     stand_in = parse_time_ms(window_args["from_"], "--from") + 1 if window_args.get("from_") else 1 << 42

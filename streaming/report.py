@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 from pathlib import Path
+from typing import Any
 
 from replmon.streaming import plots
 from replmon.streaming.replay_compare import episodes, window_view
@@ -20,7 +21,8 @@ from replmon.streaming.replay_window import fmt_time
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}
 h1{font-size:22px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:12px;margin:8px 0} td,th{border:1px solid #ddd;padding:3px 6px;text-align:left}
+table{border-collapse:collapse;font-size:12px;margin:8px 0}
+td,th{border:1px solid #ddd;padding:3px 6px;text-align:left}
 th{background:#f4f4f4} .num{text-align:right} .critical{color:#d62728} .warning{color:#c55a00}
 figure{margin:8px 0} figure img{max-width:100%;cursor:zoom-in;border:1px solid #eee}
 figure.zoom img{max-width:none;cursor:zoom-out} figure.zoom{overflow:auto}
@@ -75,7 +77,7 @@ def write_report(report_dir: Path, result, summaries, comparisons) -> Path:
     return page
 
 
-def _partition_key(e: dict) -> tuple:
+def _partition_key(e: dict[str, Any]) -> tuple:
     cluster, name = e["subject"].split("/")[:2]
     topic, _, partition = name.rpartition("-")
     return (cluster, topic, int(partition))
@@ -85,13 +87,17 @@ def render(result, view, eps, summaries, comparisons, figures) -> str:
     w = result.window
     esc = html.escape
     parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>replmon replay "
-        f"{esc(fmt_time(w.start_ms))}</title><style>{_CSS}</style></head><body>",
+        (
+            f"<!doctype html><html><head><meta charset='utf-8'><title>replmon replay "
+            f"{esc(fmt_time(w.start_ms))}</title><style>{_CSS}</style></head><body>"
+        ),
         f"<h1>replmon replay: {esc(fmt_time(w.start_ms))} → {esc(fmt_time(w.end_ms))}</h1>",
-        f"<p class='meta'>{result.events:,} events read, warm-up from "
-        f"{esc(fmt_time(w.read_from_ms))}; {len(view.transitions)} alert transitions in the "
-        f"window, {len(view.firing_at_start)} already firing at its start; variants: "
-        f"{esc(', '.join(v.name for v in result.variants))}. Click a plot to zoom.</p>",
+        (
+            f"<p class='meta'>{result.events:,} events read, warm-up from "
+            f"{esc(fmt_time(w.read_from_ms))}; {len(view.transitions)} alert transitions in the "
+            f"window, {len(view.firing_at_start)} already firing at its start; variants: "
+            f"{esc(', '.join(v.name for v in result.variants))}. Click a plot to zoom.</p>"
+        ),
     ]
     for name, title, png in figures:
         data = base64.b64encode(png).decode()
@@ -111,7 +117,8 @@ def _episodes_table(eps: list[dict]) -> str:
     esc = html.escape
     rows = "".join(
         f"<tr><td class='{esc(e['severity'])}'>{esc(e['name'])}</td><td>{esc(e['subject'])}</td>"
-        f"<td>{esc(fmt_time(e['started_ms']))}</td><td>{esc(fmt_time(e['to_ms'])) if e['resolved'] else 'still firing'}</td>"
+        f"<td>{esc(fmt_time(e['started_ms']))}</td>"
+        f"<td>{esc(fmt_time(e['to_ms'])) if e['resolved'] else 'still firing'}</td>"
         f"<td><code>{esc(e['alert_id'])}</code></td></tr>"
         for e in eps
     )

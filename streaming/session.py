@@ -16,9 +16,12 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from replmon.streaming import console
-from replmon.streaming.settings import SparkConf
+from replmon.streaming.settings import SettingsError, SparkConf
 
 log = logging.getLogger(__name__)
+# A development convenience that only exists in a replmon checkout, found from the working
+# directory (installed code never guesses where its source lives).
+CHECKOUT_JARS = Path("deploy") / "local" / "jars"  # where deploy/local/fetch-jars.sh puts them
 
 
 def build_session(conf: SparkConf, app_name: str = "replmon") -> SparkSession:
@@ -54,7 +57,7 @@ def build_session(conf: SparkConf, app_name: str = "replmon") -> SparkSession:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(console.spark_log_level())
     actual = spark.sparkContext.master
-    if not actual.startswith("local"):
+    if actual and not actual.startswith("local"):
         ship_code(spark)
     log.info("spark %s session on %s (state store %s)", spark.version, actual, conf.state_store)
     return spark
@@ -75,7 +78,32 @@ def ship_code(spark: SparkSession) -> Path:
 
     path = code_zip(Path(tempfile.gettempdir()))
     sc = spark.sparkContext
-    if path.name not in sc._python_includes:
+    if path.name not in (sc._python_includes or ()):
         sc.addPyFile(str(path))
         log.info("shipping replmon's code to the executors as %s", path)
     return path
+
+
+def local_kafka_jars() -> list[str]:
+    """spark.jars for a Kafka input when none are set: pyspark ships no Kafka source, and jars
+    must be on the session before it starts. Uses what deploy/local/fetch-jars.sh fetched, when
+    run from a checkout."""
+    if connector_installed():
+        return []
+    jars = sorted(str(p.resolve()) for p in CHECKOUT_JARS.glob("*.jar"))
+    if not jars:
+        raise SettingsError(
+            "replmon: reading Kafka needs Spark's Kafka connector jars: set spark.jars (e.g. "
+            "REPLMON_SPARK__JARS='[\"/path/spark-sql-kafka-0-10_2.13-X.jar\", ...]'), or run "
+            f"deploy/local/fetch-jars.sh in a checkout and run replmon from there ({CHECKOUT_JARS})"
+        )
+    log.info("spark.jars not set: using the Kafka connector jars in %s", CHECKOUT_JARS.resolve())
+    return jars
+
+
+def connector_installed() -> bool:
+    """The Kafka connector is already in pyspark's own jars folder (replmon's image puts it
+    there: deploy/docker/Dockerfile), so it is on every classpath without spark.jars."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    return any((Path(_find_spark_home()) / "jars").glob("spark-sql-kafka-0-10_*.jar"))

@@ -18,6 +18,7 @@ import re
 import sys
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 from replmon.streaming.cli_flags import UsageError
 
@@ -143,5 +144,5 @@ def _when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _matchers(m: dict) -> str:
+def _matchers(m: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in m.items())

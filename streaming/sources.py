@@ -46,8 +46,10 @@ def kafka_options(conf: KafkaSource) -> dict[str, str]:
     }
     if conf.subscribe_pattern:
         opts["subscribePattern"] = conf.subscribe_pattern
-    else:
+    elif conf.subscribe:
         opts["subscribe"] = conf.subscribe
+    else:
+        raise ValueError("kafka.subscribe or kafka.subscribe_pattern must be set")
     if conf.starting_timestamp_ms is not None:
         opts["startingTimestamp"] = str(conf.starting_timestamp_ms)
     else:

@@ -89,7 +89,7 @@ def _unpack(extra: pd.Series) -> dict[str, list]:
         return {}
     n = len(values)
     columns: dict[str, list] = {}
-    for i, text in zip(np.flatnonzero(has).tolist(), values[has].tolist()):
+    for i, text in zip(np.flatnonzero(has).tolist(), values[has].tolist(), strict=True):
         for name, value in json.loads(text).items():
             column = columns.get(name)
             if column is None:
@@ -99,16 +99,16 @@ def _unpack(extra: pd.Series) -> dict[str, list]:
 
 
 def events_from_frames(
-    frames: Iterator[pd.DataFrame], quarantine: list, ignore: Iterable[str] = ()
+    frames: Iterable[pd.DataFrame], quarantine: list, ignore: Iterable[str] = ()
 ) -> list[tuple]:
     """All input rows of one call, as EVENT_FIELDS tuples in event-time order. Rows the parser
     found to break the contract (`reason` set; parse.contract_reason) are appended to
     `quarantine` instead, with their raw text and the reason. The fields in `ignore` are taken
     as absent (a what-if replay that replaces the partitions' own overrides)."""
-    frames = [f for f in frames if len(f)]
-    if not frames:
+    nonempty = [f for f in frames if len(f)]
+    if not nonempty:
         return []
-    pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    pdf = nonempty[0] if len(nonempty) == 1 else pd.concat(nonempty, ignore_index=True)
     packed = _unpack(pdf["extra"])
     reasons = pdf["reason"].to_numpy(dtype=object)
     invalid = pd.notna(reasons)
@@ -122,6 +122,7 @@ def events_from_frames(
             reasons[invalid].tolist(),
             _column(rows, "cluster"),
             _column(rows, "ts"),
+            strict=True,
         ):
             quarantine.append(
                 bounded_quarantine(
@@ -155,7 +156,7 @@ def events_from_frames(
         else packed.get(name) or repeat(None, n)
         for name in EVENT_FIELDS
     ]
-    rows = list(zip(*columns))
+    rows = list(zip(*columns, strict=True))
     return [rows[i] for i in order.tolist()]
 
 

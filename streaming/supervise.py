@@ -92,7 +92,8 @@ class Supervisor:
         poll_s = min(1.0, self._conf.heartbeat_interval_s)
         while True:
             try:
-                while not query.awaitTermination(poll_s):
+                # pyspark takes float seconds (it multiplies them by 1000); its annotation says int
+                while not query.awaitTermination(poll_s):  # type: ignore[arg-type]  # float seconds
                     self._tick(query)
                     if self._stop.is_set():
                         log.info("stopping query %s (its checkpoint keeps its progress)", self._name)
@@ -136,9 +137,10 @@ class Supervisor:
             )
             if self._wait(query, delay):
                 return 0
-            query = self._restart(query)
-            if query is None:
+            restarted = self._restart(query)
+            if restarted is None:
                 return 0
+            query = restarted
 
     def _restart(self, failed: StreamingQuery) -> StreamingQuery | None:
         """Start the query again; a failure to start is retried with the same backoff."""
@@ -177,6 +179,7 @@ class Supervisor:
             return
         self._next_heartbeat_s = now_s + self._conf.heartbeat_interval_s
         now_ms = int(now_s * 1000)
+        assert self._heartbeat is not None  # run() sets it before the first tick
         hb = next_heartbeat(
             self._heartbeat,
             query.lastProgress,

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# The real redis-server fixtures (redis_server, redis_client), for every test directory.
+pytest_plugins = ["tests.redis_server"]
 
 
 def _kafka_jars() -> list[str]:

@@ -1,7 +1,7 @@
 """A real, throwaway redis-server for tests, plus the pytest fixtures that share it.
 
-Conftests import the fixtures from here (tests/sinks/conftest.py, tests/dashboards/conftest.py)
-so every test directory uses the same server setup. The server listens on 127.0.0.1 on a free
+tests/conftest.py registers this module as a pytest plugin, so every test directory uses the
+same server setup. The server listens on 127.0.0.1 on a free
 port, keeps nothing on disk, and is stopped at the end of the session.
 """
 
@@ -77,10 +77,10 @@ class RedisServer:
                 if probe.ping():
                     probe.close()
                     return
-            except redis.ConnectionError:
+            except redis.ConnectionError as exc:
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"redis-server on port {self.port} not ready in {timeout_s}s")
+                    raise RuntimeError(f"redis-server on port {self.port} not ready in {timeout_s}s") from exc
                 time.sleep(0.05)
 
     def stop(self) -> None:

@@ -190,14 +190,17 @@ def test_executors_mount_the_same_checkpoint_volume_as_the_driver(k8s_objects):
     template = yaml.safe_load(config[template_path.name])
     kubernetes_validate.validate(template, K8S_VERSION, strict=True)
     pod = _one(k8s_objects, "Deployment")["spec"]["template"]["spec"]
-    claim = lambda spec: {
-        v["name"]: v["persistentVolumeClaim"]["claimName"]
-        for v in spec["volumes"]
-        if "persistentVolumeClaim" in v
-    }
-    mount = lambda spec: {
-        m["name"]: m["mountPath"] for c in spec["containers"] for m in c.get("volumeMounts", [])
-    }
+
+    def claim(spec):
+        return {
+            v["name"]: v["persistentVolumeClaim"]["claimName"]
+            for v in spec["volumes"]
+            if "persistentVolumeClaim" in v
+        }
+
+    def mount(spec):
+        return {m["name"]: m["mountPath"] for c in spec["containers"] for m in c.get("volumeMounts", [])}
+
     assert claim(template["spec"]) == claim(pod) == {"checkpoint": "replmon-checkpoint"}
     assert mount(template["spec"])["checkpoint"] == mount(pod)["checkpoint"]
     pvc = _one(k8s_objects, "PersistentVolumeClaim", "replmon-checkpoint")

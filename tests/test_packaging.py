@@ -100,8 +100,10 @@ def test_wheel_help_and_imports_come_from_the_installed_package(installed, tmp_p
         [
             str(installed / "bin" / "python"),
             "-c",
-            "import replmon.state.partition as m, replmon.sinks.grafana as g;"
-            "print(m.__file__); print(len(g.load_dashboards()))",
+            (
+                "import replmon.state.partition as m, replmon.sinks.grafana as g;"
+                "print(m.__file__); print(len(g.load_dashboards()))"
+            ),
         ],
         cwd=tmp_path,
         capture_output=True,

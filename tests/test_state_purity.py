@@ -22,9 +22,7 @@ FORBIDDEN = {
     "urllib",
     "http",
     "subprocess",
-    "streaming",
-    "sinks",
-}
+}  # replmon's own other packages: tests/test_import_graph.py (the layers)
 CLOCK_READS = re.compile(
     r"\b(time\.(time|time_ns|monotonic|monotonic_ns|perf_counter)\(|"
     r"datetime\.(now|utcnow|today)\(|date\.today\()"

@@ -13,6 +13,7 @@ The last error seen is printed on failure so services.sh can show it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -89,10 +90,8 @@ def main() -> int:
             last_error = f"{type(e).__name__}: {e}"
         finally:
             if client is not None:
-                try:
+                with contextlib.suppress(Exception):  # closing a half-open client is best effort
                     client.close()
-                except Exception:  # noqa: BLE001
-                    pass
         if time.monotonic() >= deadline:
             print(f"not ready after {args.timeout:.0f}s; last error: {last_error}")
             return 1

@@ -3,9 +3,9 @@
 `metadata` and `broker` events are emitted when what the cluster reports changes (and once
 at start), stamped with the collector's clock when the answers were in: never before the
 cluster said it (a request to a stopped broker can take its whole timeout, and an event
-stamped when it was asked would reach the reorder buffer after the watermark passed it). Each metadata event carries the
-leader broker's `replica.lag.time.max.ms` and the topic's `min.insync.replicas`, so replmon
-judges with the cluster's own settings.
+stamped when it was asked would reach the reorder buffer after the watermark passed it).
+Each metadata event carries the leader broker's `replica.lag.time.max.ms` and the topic's
+`min.insync.replicas`, so replmon judges with the cluster's own settings.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,11 @@ def kafka_topic_id(topic_id) -> str:
 
 
 def metadata_events(
-    cluster: str, topics: list[dict], now_ms: int, lag_ms_of_broker: dict, min_isr_of_topic: dict
+    cluster: str,
+    topics: list[dict],
+    now_ms: int,
+    lag_ms_of_broker: dict[int, int],
+    min_isr_of_topic: dict[str, int],
 ) -> dict:
     """(topic, partition) -> metadata event, from a describe_topics answer."""
     out = {}
@@ -54,7 +59,7 @@ def metadata_events(
     return out
 
 
-def same_metadata(a: dict | None, b: dict) -> bool:
+def same_metadata(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
     keys = ("leader", "leader_epoch", "replicas", "isr", "replica_lag_time_max_ms", "min_insync_replicas")
     return a is not None and all(a.get(k) == b.get(k) for k in keys)
 
@@ -105,7 +110,7 @@ class AdminView:
                     [ConfigResource(ConfigResourceType.TOPIC, t)], config_filter="all"
                 )
                 self._min_isr[t] = int(got["topic"][t]["min.insync.replicas"]["value"])
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - a missing setting only loses the override
                 log.warning("topic %s: cannot read min.insync.replicas (%s)", t, e)
 
     def ask(self) -> tuple:
@@ -116,7 +121,7 @@ class AdminView:
         cluster = self.admin.describe_cluster()
         return topics, cluster
 
-    def changes(self, answers: tuple, now_ms: int) -> list[dict]:
+    def changes(self, answers: tuple[list[dict[str, Any]], dict[str, Any]], now_ms: int) -> list[dict]:
         topics, cluster = answers
         registered = {int(b["broker_id"]): bool(b.get("is_fenced", False)) for b in cluster["brokers"]}
         for t in topics:

@@ -142,10 +142,10 @@ def run(args) -> int:
     metrics_bootstrap, args.metrics_topic = metrics_destination(args, load_settings(args.config))
     from kafka.admin import KafkaAdminClient
 
-    from replmon.streaming.cli import stop_on_signals
     from replmon.streaming.collect.admin import AdminView
     from replmon.streaming.collect.collector import Collector
     from replmon.streaming.collect.publish import Publisher, PublishError
+    from replmon.streaming.signals import stop_on_signals
 
     if args.create_topic:
         ensure_topic(metrics_bootstrap, args.metrics_topic, args.create_topic)

@@ -185,7 +185,7 @@ class Collector:
 
     def counts(self) -> dict:
         total: dict = {}
-        for b, bl in self.logs.items():
+        for bl in self.logs.values():
             for k, v in bl.counts.items():
                 total[k] = total.get(k, 0) + v
         total["published"] = self.published

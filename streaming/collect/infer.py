@@ -83,11 +83,11 @@ class LeoBounds:
 
     def at(self, tp, t_ms: int) -> int:
         """The largest LEO proved at or before t_ms (0 when none)."""
-        times, leos = self._times.get(tp), self._leos.get(tp)
+        times = self._times.get(tp)
         if not times:
             return 0
         i = bisect.bisect_right(times, t_ms)
-        return max(leos[:i], default=0)
+        return max(self._leos[tp][:i], default=0)
 
 
 def leader_leo_lower_bound(f: PartitionFetch, proved: int) -> int:

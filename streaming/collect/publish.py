@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -12,20 +13,20 @@ class PublishError(RuntimeError):
     """The metrics topic did not take the events in time."""
 
 
-def event_key(ev: dict) -> str:
+def event_key(ev: dict[str, Any]) -> str:
     """docs/events.md: `cluster/topic/partition`, `cluster` alone for broker and heartbeat."""
     if "topic" in ev and "partition" in ev:
         return f"{ev['cluster']}/{ev['topic']}/{ev['partition']}"
     return ev["cluster"]
 
 
-def encode(ev: dict) -> bytes:
+def encode(ev: dict[str, Any]) -> bytes:
     return json.dumps(ev, separators=(",", ":"), sort_keys=True).encode()
 
 
 class Publisher:
     def __init__(
-        self, bootstrap: str, topic: str, options: dict | None = None, *, timeout_s: float
+        self, bootstrap: str, topic: str, options: dict[str, Any] | None = None, *, timeout_s: float
     ) -> None:  # timeout_s: --publish-timeout-s states its default (collect/cli.py)
         from kafka import KafkaProducer
 

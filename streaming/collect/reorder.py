@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from typing import Any
 
 
 class ReorderBuffer:
@@ -21,7 +22,7 @@ class ReorderBuffer:
     def __len__(self) -> int:
         return len(self._heap)
 
-    def add(self, event: dict) -> None:
+    def add(self, event: dict[str, Any]) -> None:
         if len(self._heap) >= self.max_events:
             raise OverflowError(
                 f"{len(self._heap)} events wait for release (the bound is "

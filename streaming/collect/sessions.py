@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from replmon.streaming.collect.requestlog import Request
 
@@ -54,11 +55,11 @@ class _Session:
     partitions: dict = field(default_factory=dict)  # (topic key, partition) -> _Cached
 
 
-def _topic_key(t: dict) -> tuple[str | None, str | None]:
+def _topic_key(t: dict[str, Any]) -> tuple[str | None, str | None]:
     return t.get("topicId"), t.get("topic") if t.get("topic") is not None else t.get("name")
 
 
-def _requested(request: dict) -> dict:
+def _requested(request: dict[str, Any]) -> dict:
     out = {}
     for t in request.get("topics") or []:
         tid, name = _topic_key(t)
@@ -72,7 +73,7 @@ def _requested(request: dict) -> dict:
     return out
 
 
-def _forgotten(request: dict) -> set:
+def _forgotten(request: dict[str, Any]) -> set:
     out = set()
     for t in request.get("forgottenTopicsData") or []:
         tid, name = _topic_key(t)
@@ -81,7 +82,7 @@ def _forgotten(request: dict) -> set:
     return out
 
 
-def _responded(response: dict) -> dict:
+def _responded(response: dict[str, Any]) -> dict:
     out = {}
     for t in response.get("responses") or []:
         tid, name = _topic_key(t)
@@ -91,7 +92,7 @@ def _responded(response: dict) -> dict:
     return out
 
 
-def _diverging(p: dict) -> int | None:
+def _diverging(p: dict[str, Any]) -> int | None:
     d = p.get("divergingEpoch")
     if isinstance(d, dict) and int(d.get("epoch", -1)) >= 0:
         return int(d["epoch"])
@@ -174,7 +175,7 @@ class FetchSessions:
             for (f, c), s in self._sessions.items()
         }
 
-    def restore(self, snap: dict) -> None:
+    def restore(self, snap: dict[str, Any]) -> None:
         self._sessions.clear()
         for k, s in snap.items():
             f, c = k.split("|", 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any, BinaryIO
 
 log = logging.getLogger(__name__)
 MAX_READ = 4 << 20
@@ -17,7 +18,7 @@ MAX_READ = 4 << 20
 class FileTail:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._f = None
+        self._f: BinaryIO | None = None
         self.inode: int | None = None
         self.offset = 0
         self.rotations = 0
@@ -25,10 +26,10 @@ class FileTail:
     def position(self) -> dict:
         return {"inode": self.inode, "offset": self.offset}
 
-    def open_at(self, position: dict | None, at_end: bool = False) -> None:
+    def open_at(self, position: dict[str, Any] | None, at_end: bool = False) -> None:
         """Start at a checkpointed position, else at the start (or end) of the current file."""
         if position and position.get("inode") is not None:
-            for candidate in [self.path] + sorted(self.path.parent.glob(self.path.name + ".*")):
+            for candidate in [self.path, *sorted(self.path.parent.glob(self.path.name + ".*"))]:
                 try:
                     if os.stat(candidate).st_ino == position["inode"]:
                         self._open(candidate, position["offset"])
@@ -47,11 +48,11 @@ class FileTail:
     def _open(self, path: Path, offset: int) -> None:
         if self._f:
             self._f.close()
-        self._f = open(path, "rb")
-        self.inode = os.fstat(self._f.fileno()).st_ino
-        size = os.fstat(self._f.fileno()).st_size
-        self.offset = offset if offset <= size else 0
-        self._f.seek(self.offset)
+        f = self._f = open(path, "rb")  # noqa: SIM115 - held open between polls; _open and close() close it
+        stat = os.fstat(f.fileno())
+        self.inode = stat.st_ino
+        self.offset = offset if offset <= stat.st_size else 0
+        f.seek(self.offset)
 
     def read_lines(self) -> list[str]:
         """Whole lines written since the last call, across a rotation."""
@@ -77,6 +78,8 @@ class FileTail:
         return lines
 
     def _read_whole_lines(self, final: bool = False) -> list[str]:
+        if self._f is None:  # no file yet
+            return []
         self._f.seek(self.offset)
         data = self._f.read(MAX_READ)
         if not data:

@@ -23,7 +23,9 @@ def fetch(
     log_start_offset: int = 0,
     diverging_epoch: int | None = None,
 ) -> Event:
-    """One follower fetch as the leader first processed it (ts = arrival, leader_leo = LEO before the read)."""
+    """One follower fetch as the leader first processed it.
+
+    ts is its arrival, leader_leo the leader's LEO just before the read."""
     event = {
         "type": "fetch",
         "ts": ts,

@@ -34,6 +34,8 @@ from .truth import ELECTION, FENCED, REASSIGNMENT, PartitionTruth
 DEFAULT_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 FIRST_BROKER_EPOCH = 100
 UNFENCE_DELAY_MS = (500, 1500)  # a restarted broker catches up metadata, then is unfenced
+# What a metadata event reports, taken when it is published: leader, epoch, replicas, ISR, adding.
+MetadataSnapshot = tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 
 class Simulation:
@@ -149,10 +151,9 @@ class Simulation:
             self.at(self.now + i * over_ms // chunks, self._append, ps, messages // chunks)
 
     def _append(self, ps: PartitionSim, records: int, wake: bool = True) -> None:
-        engine = ps.truth.engine
         if records <= 0 or not self._leader_alive(ps):
             return
-        if self.spec.producer_acks_all and engine.under_min_isr:  # NotEnoughReplicas: nothing appended
+        if self.spec.producer_acks_all and ps.truth.live.under_min_isr:  # NotEnoughReplicas: nothing appended
             return
         leo = ps.leo[ps.leader] = ps.leo[ps.leader] + records
         ps.last_epoch[ps.leader] = ps.leader_epoch
@@ -223,21 +224,21 @@ class Simulation:
                     ps.name,
                     ps.partition,
                     **common,
-                    leader_hw=ps.truth.engine.hw,
+                    leader_hw=ps.truth.live.hw,
                     diverging_epoch=epoch,
                 )
             )
             ps.truncate(replica, end)
             self.at(self.now + self._rtt(), self._fetch, ps, replica, gen)
             return
-        isr_before = ps.truth.engine.isr
+        isr_before = ps.truth.live.isr
         outcome = ps.truth.fetch(
             self.now, replica, offset, broker_epoch=self.broker_epoch[replica], log_start_offset=0
         )
         self._emit(
             ev.fetch(self.now, self.cluster, ps.name, ps.partition, **common, leader_hw=outcome.response_hw)
         )
-        if ps.truth.engine.isr != isr_before:
+        if ps.truth.live.isr != isr_before:
             self._isr_changed(ps)
         if leader_leo > offset:
             self._respond(ps, replica, gen, offset, leader_leo)
@@ -255,7 +256,8 @@ class Simulation:
             self._respond(ps, replica, parked[0], parked[1], parked[1])
 
     def _respond(self, ps: PartitionSim, replica: int, gen: int, offset: int, upto: int) -> None:
-        """The response leaves with records [offset, upto) capped; the follower appends them and fetches again."""
+        """The response leaves with records [offset, upto), capped; the follower appends them and
+        fetches again."""
         f: Fetcher = ps.fetchers[replica]
         if f.gen != gen:
             return
@@ -264,7 +266,7 @@ class Simulation:
         else:  # throttled: about 100 ms of its throughput per fetch
             throughput, cap = f.throughput, max(1, int(f.throughput / 10))
         records = min(upto - offset, cap)
-        ps.receive(replica, records, ps.truth.engine.hw)
+        ps.receive(replica, records, ps.truth.live.hw)
         busy_ms = round(records * 1000 / throughput)
         self.at(self.now + self._rtt() + busy_ms, self._fetch, ps, replica, gen)
 
@@ -280,13 +282,13 @@ class Simulation:
 
     def _isr_changed(self, ps: PartitionSim) -> None:
         self._publish_metadata(ps, self.rng.randint(*self.spec.metadata_delay_ms))
-        if ps.reassignment is not None and ps.reassignment[0] in ps.truth.engine.isr:
+        if ps.reassignment is not None and ps.reassignment[0] in ps.truth.live.isr:
             self.at(
                 self.now + self.rng.randint(*self.spec.metadata_delay_ms), self._complete_reassignment, ps
             )
 
-    def _snapshot(self, ps: PartitionSim) -> tuple:
-        e = ps.truth.engine
+    def _snapshot(self, ps: PartitionSim) -> MetadataSnapshot:
+        e = ps.truth.live
         return (ps.leader, ps.leader_epoch, ps.replicas, e.isr, ps.adding)
 
     def _publish_metadata(self, ps: PartitionSim, delay_ms: int) -> None:
@@ -294,9 +296,9 @@ class Simulation:
         ps.metadata_ms = max(self.now + delay_ms, ps.metadata_ms)
         self.at(ps.metadata_ms, self._emit_metadata, ps, self._snapshot(ps))
 
-    def _emit_metadata(self, ps: PartitionSim, snapshot: tuple) -> None:
+    def _emit_metadata(self, ps: PartitionSim, snapshot: MetadataSnapshot) -> None:
         leader, epoch, replicas, isr, adding = snapshot
-        e = ps.truth.engine
+        e = ps.truth.live
         hw = e.hw if e.leader == leader else ps.follower_hw.get(leader, 0)
         self._emit(
             ev.metadata(
@@ -353,7 +355,7 @@ class Simulation:
         ps.reassignment = (add, remove)
         ps.add_replica_log(add)
         ps.fetchers[add].throughput = throughput  # a replication quota throttles the catch-up
-        e = ps.truth.engine
+        e = ps.truth.live
         ps.truth.controller_update(
             self.now,
             REASSIGNMENT,
@@ -373,7 +375,7 @@ class Simulation:
         ps.replicas = tuple(r for r in ps.replicas if r != remove)
         ps.adding = ()
         ps.fetchers[add].throughput = None
-        e = ps.truth.engine
+        e = ps.truth.live
         ps.truth.controller_update(
             self.now,
             REASSIGNMENT,
@@ -417,8 +419,8 @@ class Simulation:
         for ps in self.partitions.values():
             if broker == ps.leader:
                 self._elect(ps)
-            elif broker in ps.truth.engine.isr:
-                e = ps.truth.engine
+            elif broker in ps.truth.live.isr:
+                e = ps.truth.live
                 ps.truth.controller_update(
                     self.now, FENCED, isr=tuple(r for r in e.isr if r != broker), leader_epoch=e.leader_epoch
                 )
@@ -427,7 +429,7 @@ class Simulation:
     def _elect(self, ps: PartitionSim) -> None:
         """The controller elects the first live ISR member (in assignment order) with a new leader epoch."""
         old = ps.leader
-        isr = tuple(r for r in ps.truth.engine.isr if r != old)
+        isr = tuple(r for r in ps.truth.live.isr if r != old)
         candidates = [r for r in ps.replicas if r in isr and self.alive[r] and not self.fenced[r]]
         if not candidates:
             raise NotImplementedError(

@@ -55,7 +55,7 @@ def scale(
             f'{{"type":"broker","ts":{start_ms},"cluster":"{cluster}","broker":{b},"state":"running",'
             f'"broker_epoch":{epoch}}}'
         )
-    for (name, number), reps in zip(names, replicas):
+    for (name, number), reps in zip(names, replicas, strict=True):
         isr = ",".join(map(str, sorted(reps)))
         yield (
             f'{{"type":"metadata","ts":{start_ms},"cluster":"{cluster}","topic":"{name}","partition":{number},'

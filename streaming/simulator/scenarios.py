@@ -35,7 +35,8 @@ def demo() -> ClusterSpec:
             SlowFollower(
                 topic="orders", partition=1, replica=3, start_ms=30_000, duration_ms=45_000, throughput=150.0
             ),
-            # payments-1 (leader 3): 40,000-message bursts in 0.5 s (10x 0.8's 4000 limit) every 15 s: no ISR churn.
+            # payments-1 (leader 3): 40,000-message bursts in 0.5 s (10x 0.8's 4000 limit) every 15 s:
+            # no ISR churn.
             BurstyProducer(
                 topic="payments",
                 partition=1,

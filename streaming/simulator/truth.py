@@ -47,6 +47,13 @@ class PartitionTruth:
         self._episodes: list[Record] = []
         self._hw_points: list[list[int]] = []
 
+    @property
+    def live(self) -> PartitionLeader:
+        """The engine of the current leader; the model asks only after the first election."""
+        if self.engine is None:
+            raise RuntimeError(f"{self.topic}-{self.partition}: no leader was made yet")
+        return self.engine
+
     # ---- what the model calls ---------------------------------------------------------------------
 
     def elect(
@@ -93,13 +100,13 @@ class PartitionTruth:
     def fetch(self, now_ms: int, replica: int, fetch_offset: int, **kwargs: Any) -> FetchOutcome:
         self._advance(now_ms)
         old = self._snapshot()
-        outcome = self.engine.fetch(now_ms, replica, fetch_offset, **kwargs)
+        outcome = self.live.fetch(now_ms, replica, fetch_offset, **kwargs)
         self._after(now_ms, old, EXPAND)
         return outcome
 
     def append(self, now_ms: int, leader_leo: int) -> bool:
         self._advance(now_ms)
-        moved = self.engine.append(now_ms, leader_leo)
+        moved = self.live.append(now_ms, leader_leo)
         self._after(now_ms, self._snapshot(), None)
         return moved
 
@@ -107,14 +114,14 @@ class PartitionTruth:
         """One run of the leader's isr-expiration task; True if it changed the ISR."""
         self._advance(now_ms)
         old = self._snapshot()
-        self.engine.isr_expiration(now_ms)
+        self.live.isr_expiration(now_ms)
         return self._after(now_ms, old, SHRINK)
 
     def controller_update(self, now_ms: int, reason: str, **kwargs: Any) -> bool:
         """A metadata delta from the controller while the leader stays; True if the ISR changed."""
         self._advance(now_ms)
         old = self._snapshot()
-        self.engine.controller_update(now_ms, **kwargs)
+        self.live.controller_update(now_ms, **kwargs)
         return self._after(now_ms, old, reason)
 
     def set_broker_state(self, replica: int, **kwargs: Any) -> None:
@@ -154,7 +161,7 @@ class PartitionTruth:
     def _after(self, now_ms: int, old: tuple[int, int, tuple[int, ...]], reason: str | None) -> bool:
         """After a state change at now_ms: record an ISR/leader change, close episodes, note the HW."""
         self._last_ms = now_ms
-        e = self.engine
+        e = self.live
         new = self._snapshot()
         changed = new != old and reason is not None
         if changed:

@@ -9,9 +9,12 @@ import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .events import Event, encode, record_key
+
+if TYPE_CHECKING:
+    from kafka import KafkaProducer
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +69,8 @@ def write_truth(out_dir: Path, records: Iterable[dict]) -> int:
 
 
 def publish(events: Iterable[Event | str], producer: Producer, topic: str) -> int:
-    """Send every event to `topic`: key `cluster/topic/partition` (or `cluster`), value the JSON; then flush."""
+    """Send every event to `topic` (key `cluster/topic/partition`, or `cluster`; value the JSON),
+    then flush."""
     count = 0
     for event in events:
         line, key = _line_and_key(event)
@@ -77,7 +81,7 @@ def publish(events: Iterable[Event | str], producer: Producer, topic: str) -> in
     return count
 
 
-def kafka_producer(bootstrap: str, **settings: Any) -> Producer:
+def kafka_producer(bootstrap: str, **settings: Any) -> KafkaProducer:
     """A kafka-python producer with acks=all (settings override the defaults)."""
     from kafka import KafkaProducer
 

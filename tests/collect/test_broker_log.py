@@ -139,11 +139,11 @@ def test_produce_proves_a_leo_floor_used_by_later_behind_fetches():
             responded=[(0, 5000, 90)],
         )
     )
-    ev = [
+    ev = next(
         e
         for e in bl.events(fetch_line(10_100, 2, epoch=1, requested=[(0, 200)], responded=[(0, 5000, 150)]))
         if e["type"] == "fetch"
-    ][0]
+    )
     assert ev["leader_leo"] == 501  # the produce's floor beats offset + 1 and the HW
 
 

@@ -34,7 +34,11 @@ def lost_keys(original: Any, back: Any, where: str) -> list[str]:
                 problems += lost_keys(value, back[key], f"{where}.{key}")
         return problems
     if isinstance(original, list) and isinstance(back, list) and len(original) == len(back):
-        return [p for i, (a, b) in enumerate(zip(original, back)) for p in lost_keys(a, b, f"{where}[{i}]")]
+        return [
+            p
+            for i, (a, b) in enumerate(zip(original, back, strict=True))
+            for p in lost_keys(a, b, f"{where}[{i}]")
+        ]
     return []
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from replmon.dashboards import build, panels
 from replmon.sinks.grafana_annotations import tags_of
-from replmon.sinks.keys import Keys, part, partition_member
+from replmon.sinks.keys import DATASOURCE_UID, Keys, part, partition_member
 from replmon.sinks.redis_sink import RedisSink
 from replmon.streaming.cli import main as replmon
 from tests.sinks import records as r
@@ -98,7 +98,7 @@ def test_every_query_uses_the_redis_datasource():
     for _, panel in all_panels():
         assert panel["datasource"] == panels.DATASOURCE
         for target in panel["targets"]:
-            assert target["datasource"] == {"type": "redis-datasource", "uid": panels.DATASOURCE_UID}
+            assert target["datasource"] == {"type": "redis-datasource", "uid": DATASOURCE_UID}
             assert target["refId"] and target["type"] in {"command", "cli"}
             if target["type"] == "command":
                 assert target["command"] in {
@@ -153,7 +153,7 @@ def test_series_panels_read_fields_the_sink_writes(redis_client):
     sink.write_batch(
         1, batch["alerts"], batch["partition_status"], batch["replica_status"], batch["quarantine"]
     )
-    for where, panel in all_panels():
+    for _where, panel in all_panels():
         for transformation in panel.get("transformations", []):
             if transformation["id"] != "filterFieldsByName":
                 continue

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from replmon.dashboards import build, panels
+from replmon.dashboards import build
 from replmon.sinks.grafana import GrafanaSettings
+from replmon.sinks.keys import DATASOURCE_UID
 
 yaml = pytest.importorskip("yaml")
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "grafana"
@@ -19,7 +20,7 @@ def load(relative: str) -> dict:
 
 def test_the_provisioned_datasource_is_the_one_the_dashboards_name():
     [ds] = load("provisioning/datasources/redis.yaml")["datasources"]
-    assert (ds["uid"], ds["type"], ds["access"]) == (panels.DATASOURCE_UID, "redis-datasource", "proxy")
+    assert (ds["uid"], ds["type"], ds["access"]) == (DATASOURCE_UID, "redis-datasource", "proxy")
     assert ds["jsonData"]["client"] == "standalone"
 
 

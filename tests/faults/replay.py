@@ -23,7 +23,7 @@ NOW_MS = 1 << 52  # wall clock for the future check: far after any test event
 
 def _frame(events: list[dict], seqs: list[int]) -> pd.DataFrame:
     rows = []
-    for e, seq in zip(events, seqs):
+    for e, seq in zip(events, seqs, strict=True):
         row = {f: e.get(f) for f in EVENT_FIELDS}
         row.update(raw=encode(e), seq=seq, malformed=False)
         rows.append(row)
@@ -57,7 +57,7 @@ def run_batches(batches: list[list[dict]], cfg: MonitorConfig, buckets: int = 4)
         bucket_alerts: list = []
         per_bucket: dict[int, tuple[list, list]] = {}
         reasons = _frame(batch, list(range(len(batch))))["reason"].tolist() if batch else []
-        for e, reason in zip(batch, reasons):
+        for e, reason in zip(batch, reasons, strict=True):
             for b in bucket_of(e, buckets, reason is None):
                 evs, seqs = per_bucket.setdefault(b, ([], []))
                 evs.append(e)

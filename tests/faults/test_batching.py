@@ -62,7 +62,7 @@ def test_same_alerts_however_cut(demo_events, whole, batch_ms, ahead_ms, why):
 def test_beyond_the_lateness_events_are_quarantined_and_counted(demo_events):
     """Cluster-wide events 25 s ahead: partitions are moved to the cluster clock less 10 s at
     each batch end, so partition events more than the reorder tolerance behind that are late."""
-    cut, quarantined = run_batches(skewed_batches(demo_events, 2_000, 25_000), CFG)
+    _cut, quarantined = run_batches(skewed_batches(demo_events, 2_000, 25_000), CFG)
     late = [q for q in quarantined if q["reason"].startswith("late:")]
     assert late, "events beyond the allowed lateness are quarantined"
     assert all(q["stage"] == "state" and q["raw"] for q in late)

@@ -13,6 +13,7 @@ tests/faults/test_kafka_faults.py.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -65,10 +66,8 @@ def batch_in_flight(checkpoint: Path, first: int = 0) -> int | None:
 
 
 def kill_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # already gone
         os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def test_ctrl_c_in_the_middle_of_a_batch_exits_0_quietly(tmp_path, demo_reference):

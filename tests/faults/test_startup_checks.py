@@ -43,7 +43,7 @@ def test_without_select_the_check_says_which_acl_to_give(redis_server, redis_cli
     acl = [a for a in documented_acl() if a != "+select"]
     redis_client.execute_command("ACL", "SETUSER", "replmon-writer", "reset", *acl)
     url = f"redis://127.0.0.1:{redis_server.port}/3"
-    with pytest.raises(PreflightError, match="docs/redis.md") as err:
+    with pytest.raises(PreflightError, match=r"docs/redis\.md") as err:
         check_redis(sink_for(url).client, "replmon", url)
     assert "s3cret-pw" not in str(err.value)
 
@@ -52,11 +52,11 @@ def test_a_wrong_password_and_a_stopped_redis_are_one_line_each(redis_server, re
     redis_client.execute_command("ACL", "SETUSER", "replmon-writer", "reset", *documented_acl())
     url = f"redis://127.0.0.1:{redis_server.port}/0"
     wrong = build_redis_sink(RedisOut(url=url, username="replmon-writer", password=SecretStr("not-it")))
-    with pytest.raises(PreflightError, match="refused the login.*redis.password") as err:
+    with pytest.raises(PreflightError, match=r"refused the login.*redis\.password") as err:
         check_redis(wrong.client, "replmon", url)
     assert "not-it" not in str(err.value) and "\n" not in str(err.value)
     down = f"redis://127.0.0.1:{free_port()}/0"
-    with pytest.raises(PreflightError, match="not reachable.*redis.url"):
+    with pytest.raises(PreflightError, match=r"not reachable.*redis\.url"):
         check_redis(build_redis_sink(RedisOut(url=down)).client, "replmon", down)
 
 

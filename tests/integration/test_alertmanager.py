@@ -20,7 +20,6 @@ from replmon.sinks.redis_sink import RedisSink, RedisSinkSettings
 from replmon.sinks.silences import SilenceStore
 from replmon.streaming import cli
 from replmon.streaming.bridge import OutputRouter
-from tests.redis_server import redis_client, redis_server  # noqa: F401 (fixtures)
 from tests.state.test_monitor_vs_truth import run_monitor
 from tests.state.test_root_cause import RESTART_AT, T0, demo_events
 
@@ -83,7 +82,7 @@ def demo_batches(cluster: str):
 
 def notified(redis_client, prefix):
     return [
-        dict((k.decode(), v.decode()) for k, v in fields.items())
+        {k.decode(): v.decode() for k, v in fields.items()}
         for _, fields in redis_client.xrange(f"{prefix}:alerts:notify")
     ]
 
@@ -147,8 +146,7 @@ def test_broker_maintenance_silence_end_to_end(
     route, _ = router(redis_client, prefix, alertmanager_url)
     route(Batch(during), 0)
     records = [
-        dict((k.decode(), v.decode()) for k, v in f.items())
-        for _, f in redis_client.xrange(f"{prefix}:alerts")
+        {k.decode(): v.decode() for k, v in f.items()} for _, f in redis_client.xrange(f"{prefix}:alerts")
     ]
     root = next(r for r in records if r["name"] == "BrokerUnavailable")
     assert json.loads(root["silenced_by"]) == [silence_id] and root["notify"] == "false"

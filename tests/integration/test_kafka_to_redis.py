@@ -55,7 +55,7 @@ class RecordingSink:
 
     def write_batch(self, batch_id, alerts, partition_status, replica_status, quarantine):
         report = self.sink.write_batch(batch_id, alerts, partition_status, replica_status, quarantine)
-        records = dict(zip(KINDS, (alerts, partition_status, replica_status, quarantine)))
+        records = dict(zip(KINDS, (alerts, partition_status, replica_status, quarantine), strict=True))
         self.calls.append((batch_id, records, report))
         return report
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from operator import itemgetter
 from pathlib import Path
 
 import pytest
@@ -111,7 +112,7 @@ def test_a_kafka_window_replay_matches_the_live_run(spark, kafka_bootstrap, spar
     finally:
         delete_topics(kafka_bootstrap, [topic])
     replayed = _jsonl(tmp_path / "replay" / "alerts.jsonl")
-    key = lambda r: (r["alert_id"], r["status"], r["ts"], r["name"], r["subject"])  # noqa: E731
+    key = itemgetter("alert_id", "status", "ts", "name", "subject")
     expected = sorted(key(r) for r in live if t1 <= r["ts"] <= t2)
     assert expected, "the window must hold transitions"
     assert sorted(key(r) for r in replayed) == expected

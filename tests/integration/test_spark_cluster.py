@@ -2,8 +2,9 @@
 workers on loopback, from the installed pyspark).
 
 The same simulated input runs twice: in local mode (the test session's local Spark), and on the
-cluster as a user runs it (`replmon run --master spark://...`, its own driver) with RocksDB as the state store, writing to the local Redis, with one
-worker (and its executor) killed after the first micro-batch. Spark reschedules the lost tasks on
+cluster as a user runs it (`replmon run --master spark://...`, its own driver) with RocksDB as
+the state store, writing to the local Redis, with one worker (and its executor) killed after
+the first micro-batch. Spark reschedules the lost tasks on
 the other worker and reloads their state from the shared checkpoint; the alerts are the local
 run's, by id, and each transition is in Redis exactly once.
 """

@@ -3,6 +3,7 @@ the brokers' own verdicts read from their server.log, and faults (SIGSTOP, SIGKI
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -18,8 +19,9 @@ SERVICES_SH = ROOT / "deploy" / "local" / "services.sh"
 RUN_DIR = ROOT / "deploy" / "local" / ".run-judge"
 PORT_SHIFT = 500  # the judge's ports: the worktree's offset + this
 _SHRINK = re.compile(
-    r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO \[Partition (?P<topic>[\w.-]+)-(?P<partition>\d+) "
-    r"broker=(?P<leader>\d+)\] Shrinking ISR from (?P<old>[\d,]+) to (?P<new>[\d,]+)\..*Out of sync replicas: "
+    r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO "
+    r"\[Partition (?P<topic>[\w.-]+)-(?P<partition>\d+) broker=(?P<leader>\d+)\] "
+    r"Shrinking ISR from (?P<old>[\d,]+) to (?P<new>[\d,]+)\..*Out of sync replicas: "
     r"(?P<replicas>.*)\. \(kafka\.cluster\.Partition\)"
 )
 # Every KRaft controller logs the committed fence when it replays it (fenced=1: fence, -1: unfence).
@@ -112,10 +114,8 @@ class JudgeCluster:
     def resume_all(self) -> None:
         """SIGCONT every node (a test that failed mid-pause must not leave one stopped)."""
         for b in (1, 2, 3):
-            try:
+            with contextlib.suppress(OSError, ValueError):  # not running, or a pid file not written yet
                 os.kill(self.pid(b), signal.SIGCONT)
-            except (OSError, ValueError):
-                pass
 
     def fresh(self) -> None:
         if (RUN_DIR / "kafka").is_dir():

@@ -65,7 +65,7 @@ def judge_alertmanager():
 
 
 @pytest.fixture(scope="module")
-def pipeline(judge_cluster, judge_admin, local_services, judge_alertmanager, tmp_path_factory):  # noqa: F811
+def pipeline(judge_cluster, judge_admin, local_services, judge_alertmanager, tmp_path_factory):  # noqa: F811 - the fixture imported above
     p = Pipeline(
         judge_cluster,
         local_services,

@@ -40,7 +40,7 @@ class Webhook:
         received = self.received = []
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the http.server API
+            def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 received.append((int(time.time() * 1000), json.loads(body)))
                 self.send_response(200)

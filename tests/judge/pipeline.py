@@ -4,6 +4,7 @@ on the judged brokers do not stop the telemetry) -> `replmon run` -> Redis."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -33,16 +34,16 @@ class Pipeline:
         self.redis = redis.Redis.from_url(services["redis_url"], decode_responses=True)
 
     def _spawn(self, name: str, args: list[str], env: dict) -> None:
-        log = open(self.workdir / f"{name}.log", "ab")
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "replmon.streaming.cli", *args],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        with open(self.workdir / f"{name}.log", "ab") as log:  # the child keeps its own copy
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "replmon.streaming.cli", *args],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     def start_collect(self) -> None:
         args = [
@@ -196,10 +197,8 @@ class Producer:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-        try:
+        with contextlib.suppress(Exception):  # closing is best effort: the broker may be down
             self.producer.close(timeout=5)
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def describe(admin, topic: str) -> dict[int, dict]:
@@ -270,14 +269,15 @@ class JavaProducer:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> JavaProducer:
-        self.proc = subprocess.Popen(
-            self.args,
-            cwd=ROOT,
-            stdout=open(self.log, "ab"),
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        with open(self.log, "ab") as log:  # the child keeps its own copy
+            self.proc = subprocess.Popen(
+                self.args,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return self
 
     def stop(self) -> str:

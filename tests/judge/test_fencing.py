@@ -132,7 +132,7 @@ def test_paused_broker_fenced_by_the_controller_before_any_lag_rule(
         finally:
             os.kill(judge_cluster.pid(victim), signal.SIGCONT)
         resumed_ms = int(time.time() * 1000)
-        after = wait_full_isr(judge_admin, TOPIC, 120)
+        wait_full_isr(judge_admin, TOPIC, 120)
     finally:
         producer.stop()
     # The brokers' verdicts: the controller fenced it; no running leader shrank it for lag.
@@ -176,13 +176,17 @@ def test_paused_broker_fenced_by_the_controller_before_any_lag_rule(
         f"pause of broker {victim} for {resumed_ms - paused_ms} ms, default session timeout "
         f"(L = {LAG_MS} ms)",
         [
-            f"controller fenced it at +{fenced_ms - paused_ms} ms; replmon's BrokerUnavailable "
-            f"({root.get('cause')}) at +{root['started_ms'] - paused_ms} ms in event time "
-            f"({root['started_ms'] - fenced_ms} ms after the controller); a lag rule could act at "
-            f"+{LAG_MS} ms at the earliest",
-            f"leaders moved {[(p, before[p]['leader'], moved[p]['leader']) for p in led]} "
-            f"(partition, from, to); (leader, epoch) at the end "
-            f"{ {p: (v['leader'], v['leader_epoch']) for p, v in final.items()} }",
+            (
+                f"controller fenced it at +{fenced_ms - paused_ms} ms; replmon's BrokerUnavailable "
+                f"({root.get('cause')}) at +{root['started_ms'] - paused_ms} ms in event time "
+                f"({root['started_ms'] - fenced_ms} ms after the controller); a lag rule could act at "
+                f"+{LAG_MS} ms at the earliest"
+            ),
+            (
+                f"leaders moved {[(p, before[p]['leader'], moved[p]['leader']) for p in led]} "
+                f"(partition, from, to); (leader, epoch) at the end "
+                f"{ {p: (v['leader'], v['leader_epoch']) for p, v in final.items()} }"
+            ),
             f"running leaders' shrinks of {victim}: 0; its own stale shrinks on resume: {len(stale)}",
             "replmon ReplicaOutOfSync in the window: "
             + (
@@ -262,16 +266,25 @@ def test_killed_leader_fenced_leaders_move_and_return(
     fences = [t for t, b in judge_cluster.fences(killed_ms) if b == victim]
     roots = _broker_root(pipeline, victim, killed_ms)
     seen = [a for a in pipeline.alerts() if a["ts"] >= killed_ms and a.get("cluster")]
+    moves = [(p, before[p]["leader"], moved[p]["leader"]) for p in led]
+    causes = [(a.get("cause"), a["started_ms"] - killed_ms) for a in roots]
+    leaders_at_move = {p: (v["leader"], v["leader_epoch"]) for p, v in at_move.items()}
+    leaders_at_end = {p: (v["leader"], v["leader_epoch"]) for p, v in final.items()}
     report(
         f"SIGKILL of leader {victim}, default session timeout, restarted once its leaders moved",
         [
-            f"controller fenced it at +{fences[0] - killed_ms if fences else None} ms; leaders moved by "
-            f"+{moved_ms - killed_ms} ms (wall): {[(p, before[p]['leader'], moved[p]['leader']) for p in led]}",
-            f"replmon's BrokerUnavailable {[(a.get('cause'), a['started_ms'] - killed_ms) for a in roots]} "
-            f"(cause, event time after the kill); restarted at +{restarted_ms - killed_ms} ms",
-            f"(leader, epoch) after the move { {p: (v['leader'], v['leader_epoch']) for p, v in at_move.items()} }, "
-            f"at the end { {p: (v['leader'], v['leader_epoch']) for p, v in final.items()} }; "
-            f"alert transitions since the kill {len(seen)}",
+            (
+                f"controller fenced it at +{fences[0] - killed_ms if fences else None} ms; leaders moved by "
+                f"+{moved_ms - killed_ms} ms (wall): {moves}"
+            ),
+            (
+                f"replmon's BrokerUnavailable {causes} "
+                f"(cause, event time after the kill); restarted at +{restarted_ms - killed_ms} ms"
+            ),
+            (
+                f"(leader, epoch) after the move {leaders_at_move}, at the end {leaders_at_end}; "
+                f"alert transitions since the kill {len(seen)}"
+            ),
         ],
     )
     assert all(moved[p]["leader"] != victim for p in led) and led
@@ -314,11 +327,12 @@ def test_controlled_shutdown_reported_not_paged(
         1.0,
     )
     roots = _broker_root(pipeline, victim, stopped_ms)
+    seen = [(a.get("cause"), a["severity"], a["started_ms"] - stopped_ms) for a in roots]
     report(
         f"run {run}: SIGTERM (controlled shutdown) of broker {victim}",
         [
             f"leaders moved {[(p, before[p]['leader'], moved[p]['leader']) for p in before]}",
-            f"replmon's BrokerUnavailable {[(a.get('cause'), a['severity'], a['started_ms'] - stopped_ms) for a in roots]}",
+            f"replmon's BrokerUnavailable (cause, severity, event time after SIGTERM): {seen}",
         ],
     )
     assert len(roots) == 1, roots

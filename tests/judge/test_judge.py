@@ -84,7 +84,8 @@ def test_paused_follower_long_session_timeout(judge_cluster, judge_admin, pipeli
         replmon_lcu = a["started_ms"] - LAG_MS - 1
         lead = s.log_ms - a["started_ms"]
         rows.append(
-            f"{TOPIC}-{s.partition} replica {s.replica} (leader {s.leader}): broker shrank at +{s.log_ms - s.last_caught_up_ms} ms "
+            f"{TOPIC}-{s.partition} replica {s.replica} (leader {s.leader}): "
+            f"broker shrank at +{s.log_ms - s.last_caught_up_ms} ms "
             f"after its lcu, replmon fired at +{a['started_ms'] - s.last_caught_up_ms} ms "
             f"(detection lead {lead} ms in event time); lcu error {replmon_lcu - s.last_caught_up_ms} ms; "
             f"in Redis {a['written_ms'] - s.log_ms} ms after the broker's shrink (wall clock)"
@@ -155,8 +156,10 @@ def test_bursty_acks_all_producer_no_shrink_no_out_of_sync(judge_cluster, judge_
     report(
         f"bursts of 4,000 acks=all records every 2 s for {end_ms - start_ms} ms",
         [
-            f"records sent {producer.sent}, errors {producer.errors}; broker shrinks {len(shrinks)}; "
-            f"replmon ReplicaOutOfSync {len(fired)}"
+            (
+                f"records sent {producer.sent}, errors {producer.errors}; broker shrinks {len(shrinks)}; "
+                f"replmon ReplicaOutOfSync {len(fired)}"
+            )
         ],
     )
     assert producer.sent > 0 and producer.errors == 0

@@ -92,7 +92,7 @@ def test_publish_keys_partition_events_by_cluster_topic_partition():
     events, _ = run("steady")
     assert writers.publish(events, producer, "replmon.fetch-metrics") == len(events)
     assert producer.flushed == 1
-    for (topic, key, value), event in zip(producer.sent, events):
+    for (topic, key, value), event in zip(producer.sent, events, strict=True):
         assert topic == "replmon.fetch-metrics" and json.loads(value) == event
         expected = (
             "sim"

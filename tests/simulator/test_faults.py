@@ -5,6 +5,7 @@ docs/kafka-rules.md §2-§5, §11."""
 from __future__ import annotations
 
 import dataclasses
+from itertools import pairwise
 
 import pytest
 
@@ -77,7 +78,7 @@ def test_slow_follower_keeps_fetching_but_goes_out_of_sync(seed):
     mine = fetches(events, **key, replica=f["replica"])
     assert episode["start_ms"] - L - 1 in {e["ts"] for e in mine}  # lcu is the time of one of its fetches
     during = [e for e in mine if f["start_ms"] < e["ts"] < f["end_ms"]]
-    assert max(b["ts"] - a["ts"] for a, b in zip(during, during[1:])) < 600  # slow, not stuck
+    assert max(b["ts"] - a["ts"] for a, b in pairwise(during)) < 600  # slow, not stuck
     assert during[-1]["leader_leo"] - during[-1]["fetch_offset"] > 5000  # ever further behind
     assert any(
         r["reason"] == "shrink" and f["replica"] not in r["new"] for r in records(truth, "isr_change", **key)
@@ -92,7 +93,8 @@ def test_bursts_far_above_4000_messages_cause_no_isr_change(seed):
 
 
 def test_the_same_bursts_churn_the_isr_under_0_8s_message_rule():
-    """Why the time rule exists (KAFKA-1546): under 0.8's replica.lag.max.messages the bursts shrink the ISR."""
+    """Why the time rule exists (KAFKA-1546): under 0.8's replica.lag.max.messages the bursts
+    shrink the ISR."""
     _, truth = simulate(dataclasses.replace(scenarios.bursty(), rule_set="v0_8"), seed=0)
     assert [r for r in records(truth, "isr_change") if r["reason"] == "shrink"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import pairwise
 
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.cluster import ClusterSpec, TopicSpec
@@ -46,7 +47,7 @@ def test_events_are_in_ts_order_and_span_the_scenario():
 def test_a_heartbeat_every_second():
     events, _ = run("steady")
     beats = [e["ts"] for e in events if e["type"] == "heartbeat"]
-    assert {b - a for a, b in zip(beats, beats[1:])} == {1000}
+    assert {b - a for a, b in pairwise(beats)} == {1000}
 
 
 def test_fetch_offset_never_above_the_leader_leo():
@@ -56,7 +57,8 @@ def test_fetch_offset_never_above_the_leader_leo():
 
 
 def test_leader_leo_in_a_fetch_is_the_leader_log_end_as_appended():
-    """leader_leo is the LEO just before the read: the last append, or the new leader's LEO after an election."""
+    """leader_leo is the LEO just before the read: the last append, or the new leader's LEO after
+    an election."""
     events, _ = run("demo")
     leo, epoch = {}, {}
     for e in events:
@@ -98,8 +100,8 @@ def test_leader_hw_is_the_hw_before_the_fetch_and_never_goes_back_under_one_lead
 
 
 def test_a_caught_up_fetch_is_parked_up_to_fetch_wait_max():
-    """One batch every 2 s: a follower at the LEO is answered after 500 ms (empty) and fetches again an RTT later,
-    unless an append completes the long poll first."""
+    """One batch every 2 s: a follower at the LEO is answered after 500 ms (empty) and fetches
+    again an RTT later, unless an append completes the long poll first."""
     spec = ClusterSpec(
         name="c", topics=(TopicSpec(name="t", partitions=1, batch_interval_ms=2000),), duration_ms=20_000
     )
@@ -108,8 +110,7 @@ def test_a_caught_up_fetch_is_parked_up_to_fetch_wait_max():
     for f in _fetches(events):
         by_replica[f["replica"]].append(f)
     for fetches in by_replica.values():
-        gaps = [b["ts"] - a["ts"] for a, b in zip(fetches, fetches[1:])]
-        parked = [g for a, g in zip(fetches, gaps) if a["fetch_offset"] == a["leader_leo"]]
+        parked = [b["ts"] - a["ts"] for a, b in pairwise(fetches) if a["fetch_offset"] == a["leader_leo"]]
         assert max(parked) <= 500 + 5 + 50  # + the time to append a batch that completed the poll
         assert sum(501 <= g <= 505 for g in parked) > len(parked) / 2  # most long polls time out
 

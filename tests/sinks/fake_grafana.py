@@ -87,7 +87,7 @@ class FakeGrafana:
         if self.token is not None and header == f"Bearer {self.token}":
             return True
         if self.basic is not None and header.startswith("Basic "):
-            return base64.b64decode(header[6:]).decode() == "%s:%s" % self.basic
+            return base64.b64decode(header[6:]).decode() == ":".join(self.basic)
         return False
 
     # --- endpoints: (status, body) --------------------------------------------------------

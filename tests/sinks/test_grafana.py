@@ -58,7 +58,7 @@ def test_first_publish_creates_folder_datasource_and_dashboards():
         "redis://redis:6379",
         "replmon Redis",
     )
-    for method, path, body in grafana.calls:
+    for _method, path, body in grafana.calls:
         if path == "/api/dashboards/db":
             assert body["overwrite"] is True and body["folderUid"] == "replmon" and body["message"]
             assert body["dashboard"]["id"] is None and body["dashboard"]["uid"].startswith("replmon-")
@@ -99,23 +99,29 @@ def test_basic_auth_works():
 
 
 def test_a_wrong_token_fails_clearly_with_401():
-    with FakeGrafana(token="the-right-one") as grafana:
-        with pytest.raises(GrafanaAuthError, match="401 Unauthorized to 'GET folder replmon'") as failure:
-            publish(settings(grafana.url, token=SecretStr("expired-token")))
+    with (
+        FakeGrafana(token="the-right-one") as grafana,
+        pytest.raises(GrafanaAuthError, match="401 Unauthorized to 'GET folder replmon'") as failure,
+    ):
+        publish(settings(grafana.url, token=SecretStr("expired-token")))
     assert "expired-token" not in str(failure.value)
     assert grafana.routes() == ["GET /api/folders/replmon"]  # stops at the first refusal
 
 
 def test_a_token_without_permission_fails_clearly_with_403():
-    with FakeGrafana(read_only=True) as grafana:
-        with pytest.raises(GrafanaAuthError, match="403 Forbidden to 'create folder replmon'"):
-            publish(settings(grafana.url))
+    with (
+        FakeGrafana(read_only=True) as grafana,
+        pytest.raises(GrafanaAuthError, match="403 Forbidden to 'create folder replmon'"),
+    ):
+        publish(settings(grafana.url))
 
 
 def test_a_wrong_sub_path_fails_clearly_with_404():
-    with FakeGrafana() as grafana:
-        with pytest.raises(GrafanaPublishError, match="404 Not Found to 'create folder replmon'"):
-            publish(settings(grafana.url + "/grafana"))
+    with (
+        FakeGrafana() as grafana,
+        pytest.raises(GrafanaPublishError, match="404 Not Found to 'create folder replmon'"),
+    ):
+        publish(settings(grafana.url + "/grafana"))
     assert grafana.routes()[0] == "GET /grafana/api/folders/replmon"
 
 
@@ -171,7 +177,7 @@ def test_a_grafana_answering_503_fails_the_publish_clearly_and_a_rerun_completes
     with FakeGrafana() as grafana:
         grafana.unavailable = True
         with pytest.raises(
-            GrafanaPublishError, match="cannot complete 'GET folder replmon'.*Server Error 503"
+            GrafanaPublishError, match=r"cannot complete 'GET folder replmon'.*Server Error 503"
         ):
             publish(settings(grafana.url))
         grafana.unavailable = False

@@ -43,7 +43,7 @@ def test_alert_is_written_once_with_every_field(sink, db):
     a = r.alert()
     report = write(sink, 1, alerts=[a])
     assert report.alerts_written == 1
-    [(entry_id, fields)] = db.xrange(K.alerts_stream())
+    [(_entry_id, fields)] = db.xrange(K.alerts_stream())
     assert fields == {k: encode(v) for k, v in a.items()}
     assert fields["replica"] == "3" and fields["topic"] == "orders"
     assert json.loads(db.hget(K.alerts_firing(), "a1")) == a

@@ -103,7 +103,7 @@ def test_open_alerts_and_cluster_views_survive_the_round_trip():
 def test_the_partition_config_is_rebuilt_from_the_settings_and_the_partitions_overrides():
     # metadata overrides (min_insync_replicas 2, replica_lag_time_max_ms 10000) are kept; the
     # rest follows the run's settings, so a changed default applies to restored partitions.
-    bucket, cfg = _bucket_with_alerts()
+    bucket, _cfg = _bucket_with_alerts()
     other = monitor_config(replica_lag_time_max_ms=99_000, rule_set="v0_8")
     back = decode(encode(bucket), bucket_id=0, buckets=1, cfg=other)
     config = next(iter(back.partitions.values())).leader.config
@@ -160,7 +160,7 @@ def test_a_blob_that_is_not_a_state_is_refused(blob, why):
 
 def test_a_stored_field_this_code_does_not_know_is_ignored(monkeypatch):
     bucket, cfg = _bucket_with_alerts()
-    monkeypatch.setattr(codec, "WATCH_FIELDS", codec.WATCH_FIELDS + ("added_later",))
+    monkeypatch.setattr(codec, "WATCH_FIELDS", (*codec.WATCH_FIELDS, "added_later"))
     monkeypatch.setattr(PartitionWatch, "added_later", 7, raising=False)
     newer = encode(bucket)
     monkeypatch.undo()
@@ -219,7 +219,7 @@ def test_format2_stores_the_partitions_by_column():
 def test_a_bucket_without_partitions_round_trips_even_with_another_field_list(monkeypatch):
     # No partitions: the columns are empty but there is still one per field, so a blob whose
     # field list differs from this code's is remapped, not misaligned.
-    monkeypatch.setattr(codec, "WATCH_FIELDS", codec.WATCH_FIELDS + ("added_later",))
+    monkeypatch.setattr(codec, "WATCH_FIELDS", (*codec.WATCH_FIELDS, "added_later"))
     blob = encode(Bucket(0, 1))
     monkeypatch.undo()
     assert decode(blob, bucket_id=0, buckets=1, cfg=monitor_config()).partitions == {}
@@ -259,7 +259,7 @@ def test_a_format0_blob_is_migrated_with_its_open_episodes_which_then_resolve_as
 
 def test_a_format0_blob_written_with_another_bucket_count_is_refused():
     blob = (DATA / "bucket_format0.pickle").read_bytes()
-    with pytest.raises(StateFormatError, match="stream.buckets = 1, and this run has stream.buckets = 64"):
+    with pytest.raises(StateFormatError, match=r"stream\.buckets = 1, and this run has stream\.buckets = 64"):
         decode(blob, bucket_id=0, buckets=64, cfg=monitor_config())
 
 

@@ -63,7 +63,7 @@ def test_command_runs_the_whole_file():
     assert out.getvalue().splitlines() == [f"{len(load([OWN_FILE]))} passed, 0 failed"]
 
 
-# ---- the runner reports what disagrees ----------------------------------------------------------------------
+# ---- the runner reports what disagrees ---------------------------------------------------------------------
 
 CREDIT = "credit_from_previous_fetch_keeps_follower_at_exact_lag_limit"
 IDLE = "empty_idle_log_keeps_silent_followers_until_the_first_write"
@@ -221,7 +221,7 @@ def test_hw_mistakes_fail_the_scenarios(monkeypatch, mistake, fails):
     assert _failing(_scenarios()) >= fails
 
 
-# ---- malformed input ----------------------------------------------------------------------------------------
+# ---- malformed input ---------------------------------------------------------------------------------------
 
 
 def test_malformed_json_line_exits_2_naming_file_and_line(tmp_path):

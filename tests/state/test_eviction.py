@@ -38,8 +38,8 @@ def test_a_partition_silent_for_evict_after_ms_is_evicted_and_its_alerts_resolve
     # partition is evicted at last + 120 s = +139,902, once the cluster's clock less the
     # lateness has passed it (a heartbeat at +150 s does). t-0 keeps reporting and stays.
     last = T0 + 19_902
-    other = [e[:4] + (0,) + e[5:] for e in [meta(T0)] + steady(T0 + 100, T0 + 200_000, step=1000)]
-    gone = [e[:4] + (1,) + e[5:] for e in [meta(T0)] + steady(T0 + 100, T0 + 20_000)]
+    other = [(*e[:4], 0, *e[5:]) for e in [meta(T0), *steady(T0 + 100, T0 + 200_000, step=1000)]]
+    gone = [(*e[:4], 1, *e[5:]) for e in [meta(T0), *steady(T0 + 100, T0 + 20_000)]]
     bucket, alerts = run(
         [other[:40] + gone + heartbeats(T0, T0 + 40_000), other[40:] + heartbeats(T0 + 40_000, T0 + 200_000)]
     )
@@ -59,7 +59,7 @@ def test_a_partition_silent_for_evict_after_ms_is_evicted_and_its_alerts_resolve
 
 def test_eviction_waits_for_the_clock_less_the_lateness():
     # The cluster's clock reaches last + evict but not last + evict + lateness: not yet.
-    gone = [meta(T0)] + steady(T0 + 100, T0 + 20_000)
+    gone = [meta(T0), *steady(T0 + 100, T0 + 20_000)]
     bucket, _ = run([gone + heartbeats(T0, T0 + 19_902 + EVICT + 10_000)])
     assert ("c1", "t", 0) in bucket.partitions
     bucket.process([ev("heartbeat", T0 + 19_902 + EVICT + 10_000)], CFG, [], [])
@@ -70,7 +70,7 @@ def test_eviction_waits_for_the_clock_less_the_lateness():
 def test_a_partition_the_metadata_no_longer_lists_is_evicted_at_once_with_that_reason():
     # Replica 3 stops at +5 s: out of sync and out of the ISR by +15 s. The topic is deleted at
     # +30 s (metadata with no replicas): every open alert resolves then, with that reason.
-    events = [meta(T0)] + steady(T0 + 100, T0 + 30_000, stop=T0 + 5000)
+    events = [meta(T0), *steady(T0 + 100, T0 + 30_000, stop=T0 + 5000)]
     events.append(ev("metadata", T0 + 30_000, leader=-1, leader_epoch=2, replicas=(), isr=()))
     bucket, alerts = run([events])
     assert bucket.partitions == {}
@@ -85,9 +85,9 @@ def test_a_partition_the_metadata_no_longer_lists_is_evicted_at_once_with_that_r
 
 
 def test_an_evicted_partition_that_reports_again_starts_afresh():
-    events = [meta(T0)] + steady(T0 + 100, T0 + 5_000)
+    events = [meta(T0), *steady(T0 + 100, T0 + 5_000)]
     events.append(ev("metadata", T0 + 6_000, leader=-1, leader_epoch=2, replicas=(), isr=()))
-    bucket, _ = run([events, [meta(T0 + 10_000, epoch=5)] + steady(T0 + 10_100, T0 + 12_000)])
+    bucket, _ = run([events, [meta(T0 + 10_000, epoch=5), *steady(T0 + 10_100, T0 + 12_000)]])
     watch = bucket.partitions[("c1", "t", 0)]
     assert watch.leader.leader_epoch == 5 and watch.leader.election_ms == T0 + 10_000
 

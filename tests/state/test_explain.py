@@ -10,7 +10,8 @@ L = 10000
 TIMES = {"stuck_after_ms": 3000, "caught_up_grace_ms": 2000}  # the rows' timings assume these
 
 
-# Partition 1,2,3 with ISR {1,2}, leader LEO 100, HW 100; steps then explain replica 2 at `at` (offset from T).
+# Partition 1,2,3 with ISR {1,2}, leader LEO 100, HW 100; steps, then explain replica 2 at `at`
+# (an offset from T).
 @pytest.mark.parametrize(
     "steps, replica, at, ever_in_isr, state",
     [

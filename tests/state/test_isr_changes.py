@@ -249,7 +249,8 @@ def test_controller_update_replaces_isr_and_assignment():
 
 
 def test_controller_update_recomputes_hw():
-    # PartitionTest.testHighWatermarkIncreasesWithFencedOrShutdownFollower: a controller-side shrink releases it.
+    # Kafka's PartitionTest.testHighWatermarkIncreasesWithFencedOrShutdownFollower:
+    # a controller-side shrink releases it.
     p = make(replicas=(1, 2), isr=(1, 2), leo=10, hw=0)
     play(p, [("fetch", 0, 2, 10), ("append", 0, 20), ("broker", 2, {"fenced": True})])
     assert p.hw == 10

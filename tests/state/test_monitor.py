@@ -68,7 +68,7 @@ def test_stuck_follower_out_of_sync_exactly_after_the_limit():
     # Last caught-up fetch of replica 3 is at +4902 (step 4900, offset 2), so isCaughtUp fails
     # at lcu + L + 1 = +14903; the first isr-expiration run after that (every L/2 = 5 s from
     # the epoch) is +15000, which shrinks the ISR: UnderReplicated at +15000.
-    events = [meta(T0)] + steady(T0 + 100, T0 + 40_000, stop=T0 + 5000)
+    events = [meta(T0), *steady(T0 + 100, T0 + 40_000, stop=T0 + 5000)]
     _, alerts, _ = run(events)
     assert transitions(alerts, "ReplicaOutOfSync") == [("firing", 14903, "c1/t-0/3")]
     assert transitions(alerts, "IsrExitImminent") == [
@@ -119,14 +119,14 @@ def test_slow_follower_in_isr_stalls_the_high_watermark():
     # replica 3's last fetch at +4902 moved the HW to its LEO; the next append at +5000 puts the
     # HW behind the LEO; stalled strictly after 10 s of that: +15001.
     assert stalled == [("firing", 15001, "c1/t-0")]
-    fired = [a for a in alerts if a["name"] == "HighWatermarkStalled"][0]
+    fired = next(a for a in alerts if a["name"] == "HighWatermarkStalled")
     assert "[3]" in fired["reason"]
 
 
 def test_each_episode_fires_once_and_resolves_once_with_stable_ids():
     # Replica 3 stops for 20 s then resumes at the LEO: one out-of-sync episode, then it
     # rejoins the ISR (LEO >= HW on its first fetch back) and everything resolves.
-    events = [meta(T0)] + steady(T0 + 100, T0 + 5000) + steady(T0 + 5000, T0 + 25_000, stop=T0)
+    events = [meta(T0), *steady(T0 + 100, T0 + 5000), *steady(T0 + 5000, T0 + 25_000, stop=T0)]
     events += steady(T0 + 25_000, T0 + 40_000, leo0=2500)
     _, alerts, _ = run(events)
     _, again, _ = run(events)
@@ -143,7 +143,7 @@ def test_isr_flapping_reported_once():
     # Replica 3 goes silent for 12 s (> L) three times: it leaves the ISR three times within
     # the 10-minute window, which is reported once, not per flap.
     events, leo, t = [meta(T0)], 0, T0 + 100
-    for cycle in range(3):
+    for _cycle in range(3):
         part = steady(t, t + 5000, leo0=leo)
         leo += 500
         gap = steady(t + 5000, t + 20_000, stop=t + 5000, leo0=leo)
@@ -163,7 +163,7 @@ def test_silent_partition_found_out_of_sync_from_the_cluster_clock():
     # and its LEO is behind, so it is out of sync at +12903 although no event of the partition
     # comes after +5 s. Replica 2 is at the leader LEO: exempt (KAFKA-7152), never out of sync.
     # The partition's last event is at +4901: TelemetryMissing after 30 s of silence, +34902.
-    events = [meta(T0)] + steady(T0 + 100, T0 + 5000, stop=T0 + 3000)
+    events = [meta(T0), *steady(T0 + 100, T0 + 5000, stop=T0 + 3000)]
     events += [ev("heartbeat", T0 + s * 1000) for s in range(5, 60)]
     _, alerts, _ = run(events)
     assert transitions(alerts, "ReplicaOutOfSync") == [("firing", 12903, "c1/t-0/3")]
@@ -178,7 +178,7 @@ def test_unassigned_replica_fetch_is_quarantined_and_changes_nothing():
 
 
 def test_late_event_is_quarantined_not_applied():
-    events = [meta(T0)] + steady(T0 + 100, T0 + 5000)
+    events = [meta(T0), *steady(T0 + 100, T0 + 5000)]
     events.append(ev("fetch", T0 + 1000, replica=2, fetch_offset=0, leader_leo=0))
     _, _, quarantine = run(events)
     assert len(quarantine) == 1 and quarantine[0]["reason"].startswith("late")
@@ -196,7 +196,7 @@ def test_cluster_telemetry_missing(silence_s, fires):
     # Cluster c1 goes silent at +1 s; cluster c2 keeps the global clock moving.
     events = [ev("heartbeat", T0), ev("heartbeat", T0 + 1000)]
     events += [
-        ev("heartbeat", T0 + 1000 + s * 1000)[:2] + ("c2",) + ev("heartbeat", 0)[3:]
+        (*ev("heartbeat", T0 + 1000 + s * 1000)[:2], "c2", *ev("heartbeat", 0)[3:])
         for s in range(1, silence_s + 1)
     ]
     _, alerts, _ = run(events)
@@ -209,7 +209,7 @@ def test_cluster_telemetry_missing(silence_s, fires):
 def test_alerts_of_a_follower_that_becomes_leader_or_leaves_are_resolved():
     # Replica 3 falls behind (imminent fires at +9903, see the first test); at +12000 a
     # same-epoch metadata event drops it from the assignment: its episodes end then.
-    events = [meta(T0)] + steady(T0 + 100, T0 + 12_000, stop=T0 + 5000)
+    events = [meta(T0), *steady(T0 + 100, T0 + 12_000, stop=T0 + 5000)]
     events.append(
         ev(
             "metadata",
@@ -231,7 +231,7 @@ def test_reason_of_a_follower_that_never_caught_up_has_no_epoch_sized_lag():
     # Broker 2 becomes leader (epoch 2) with ISR {1, 2}: replica 3 was in the ISR before, and
     # the new leader sets its lcu to 0 ("never", docs/kafka-rules.md §1.4). Its ReplicaOutOfSync reason must
     # say so, not report a lag measured from 1970.
-    events = [meta(T0)] + steady(T0 + 100, T0 + 2000)
+    events = [meta(T0), *steady(T0 + 100, T0 + 2000)]
     events.append(
         ev(
             "metadata",

@@ -284,7 +284,7 @@ def check_isr_changes(events, truth, alerts, lag_ms) -> None:
         subj = f"{cluster}/{topic}-{partition}"
         mine = episodes_of(alerts, "UnderReplicated", subj)
         assert len(mine) == len(truth_intervals), (subj, mine, truth_intervals)
-        for (start, end), want in zip(mine, truth_intervals):
+        for (start, end), want in zip(mine, truth_intervals, strict=True):
             change = want["change"]
             if want["reason"] == "shrink":
                 removed = set(change["old"]) - set(change["new"])

@@ -143,9 +143,10 @@ def test_expansion_requires_epoch_start_offset():
 
 
 def test_expansion_uses_hw_before_this_fetchs_update():
-    # maybeExpandIsr runs before maybeIncrementLeaderHW (§1.3). Follower 2 (non-ISR, caught up by time, below the
-    # epoch start offset so it cannot join) holds the HW at 50; by T+L+1 its credit has expired, so a recompute
-    # before the expansion check would jump to the LEO (200) and 3 at 100 would no longer qualify.
+    # maybeExpandIsr runs before maybeIncrementLeaderHW (§1.3). Follower 2 (non-ISR, caught up by
+    # time, below the epoch start offset so it cannot join) holds the HW at 50; by T+L+1 its credit
+    # has expired, so a recompute before the expansion check would jump to the LEO (200) and 3 at
+    # 100 would no longer qualify.
     p = make(replicas=(1, 2, 3), isr=(1,), leo=100, hw=50, followers={2: {"leo": 50, "last_caught_up_ms": T}})
     p.append(T + 1, 200)
     assert p.hw == 50, "caught-up eligible non-ISR follower holds the HW"

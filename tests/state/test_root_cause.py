@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import zlib
 from functools import cache
+from operator import itemgetter
 
 from replmon.state.bucket import Bucket
 from replmon.state.cluster import fold_batches
@@ -46,7 +47,7 @@ def run_buckets(events, lag_ms, n):
 
     def flush():
         alerts = []
-        for b, evs in zip(buckets, batch):
+        for b, evs in zip(buckets, batch, strict=True):
             b.process(evs, cfg, alerts, [])
         batches.append((alerts, [r for b in buckets for r in b.activity_reports()]))
 
@@ -140,7 +141,7 @@ def test_same_ids_and_counts_however_partitions_are_bucketed():
     one, four = demo_alerts(1), demo_alerts(4)
     assert roots(one) == roots(four)
     assert [r[1] for r in roots(one) if r[1] != "updated"] == ["firing", "resolved"]
-    key = lambda a: (a["alert_id"], a["status"], a["caused_by"])  # noqa: E731
+    key = itemgetter("alert_id", "status", "caused_by")
     assert sorted(map(key, one)) == sorted(map(key, four))
 
 
@@ -186,18 +187,16 @@ def test_shutdown_then_fences_then_offline_each_counted_under_the_outage_that_ca
     from .test_monitor import steady
 
     cfg = monitor_config(replica_lag_time_max_ms=10_000, min_insync_replicas=2)
-    events = (
-        [meta(T0)]
-        + steady(T0 + 100, T0 + 20_000, stop=T0 + 5000)
-        + [
-            ev("broker", T0 + 6000, broker=3, state="shutting_down", broker_epoch=5),
-            meta(T0 + 6000, isr=(1, 2)),
-            ev("broker", T0 + 12_000, broker=2, state="fenced", broker_epoch=5),
-            meta(T0 + 12_000, isr=(1,)),
-            ev("broker", T0 + 15_000, broker=1, state="fenced", broker_epoch=5),
-            meta(T0 + 15_000, isr=(1,), epoch=2, leader=-1),
-        ]
-    )
+    events = [
+        meta(T0),
+        *steady(T0 + 100, T0 + 20000, stop=T0 + 5000),
+        ev("broker", T0 + 6000, broker=3, state="shutting_down", broker_epoch=5),
+        meta(T0 + 6000, isr=(1, 2)),
+        ev("broker", T0 + 12000, broker=2, state="fenced", broker_epoch=5),
+        meta(T0 + 12000, isr=(1,)),
+        ev("broker", T0 + 15000, broker=1, state="fenced", broker_epoch=5),
+        meta(T0 + 15000, isr=(1,), epoch=2, leader=-1),
+    ]
     events.sort(key=lambda e: e[1])
     bucket, alerts, _ = run(events, cfg)
     alerts = fold_batches([(alerts, bucket.activity_reports())], cfg)

@@ -139,7 +139,10 @@ def test_embedded_default_simulates_the_demo_and_alerts_on_each_fault(tmp_path):
         "bootstrap_replica",
         "broker_crash",
     }
-    window = lambda f: (f["start_ms"] - START_MS, (f["end_ms"] or START_MS + 180_000) - START_MS)  # noqa: E731
+
+    def window(f: dict) -> tuple[int, int]:
+        return f["start_ms"] - START_MS, (f["end_ms"] or START_MS + 180_000) - START_MS
+
     paused, slow, crash = faults["paused_follower"], faults["slow_follower"], faults["broker_crash"]
     assert alerted(
         {"ReplicaOutOfSync"},

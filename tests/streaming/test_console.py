@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -78,7 +79,7 @@ def test_the_jvm_is_quiet_unless_verbose(restore_logging):
     option = console.spark_java_options()
     assert option.startswith("-Dlog4j.configurationFile=file:")
     path = option.split("=", 1)[1][len("file://") :]
-    assert "logger.apache.level = error" in open(path).read()
+    assert "logger.apache.level = error" in Path(path).read_text()
     assert console.spark_log_level() == "ERROR"
     console.setup_logging(True, stream=io.StringIO())
     assert console.spark_java_options() is None
@@ -107,4 +108,4 @@ def test_the_quiet_appender_follows_system_err(restore_logging):
     stop's muting would not reach it."""
     console.setup_logging(verbose=False)
     path = console.spark_java_options().split("=", 1)[1].removeprefix("file://")
-    assert "appender.console.follow = true" in open(path).read().splitlines()
+    assert "appender.console.follow = true" in Path(path).read_text().splitlines()

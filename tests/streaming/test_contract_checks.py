@@ -59,7 +59,10 @@ VALID = {
 def _cases() -> list:
     """Records (bytes, None for no value): every check failing on its own, then random damage."""
     cases = [json.dumps(e).encode() for e in VALID.values()]
-    one = lambda e, **kw: json.dumps({**e, **kw}).encode()  # noqa: E731
+
+    def one(e: dict, **kw: object) -> bytes:
+        return json.dumps({**e, **kw}).encode()
+
     for kind, event in VALID.items():
         for name in ("type", "ts", "cluster", *REQUIRED[kind]):
             cases.append(json.dumps({k: v for k, v in event.items() if k != name}).encode())
@@ -109,7 +112,11 @@ def test_the_jvm_checks_give_the_python_references_reason_for_every_row(spark):
     pdf = parsed.select("*", contract_reason(MAX_FUTURE_MS).alias("jvm_reason")).toPandas()
     python = invalid_reasons(pdf, int(time.time() * 1000), MAX_FUTURE_MS)
     assert len(pdf) == len(cases)
-    mismatches = [(raw, jvm, py) for raw, jvm, py in zip(pdf["raw"], pdf["jvm_reason"], python) if jvm != py]
+    mismatches = [
+        (raw, jvm, py)
+        for raw, jvm, py in zip(pdf["raw"], pdf["jvm_reason"], python, strict=True)
+        if jvm != py
+    ]
     assert not mismatches, mismatches[:5]
     reasons = set(pdf["jvm_reason"].dropna())
     # the corpus reaches every kind of check, and valid events stay valid

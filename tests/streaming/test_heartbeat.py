@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from replmon.state.alerts import alert_id
@@ -18,12 +20,9 @@ START = Heartbeat(query="replmon", at_ms=T, running=True, started_ms=T, restarts
 
 
 def progress(batch_id, at_ms, rows, event_max_ms=None, duration_ms=800):
-    iso = lambda ms: (
-        __import__("datetime")
-        .datetime.fromtimestamp(ms / 1000, tz=__import__("datetime").timezone.utc)
-        .strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
-        + "Z"
-    )
+    def iso(ms: int) -> str:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
     p = {
         "batchId": batch_id,
         "timestamp": iso(at_ms),

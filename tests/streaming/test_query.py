@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import pytest
 
 from tests.streaming.helpers import run_once, write_events
@@ -75,8 +77,10 @@ BAD = [
         "missing field for fetch: fetch_offset",
     ),
     (
-        '{"type":"fetch","ts":1,"cluster":"c1","topic":"t","partition":0,"replica":2,'
-        '"fetch_offset":"abc","leader_leo":5}',
+        (
+            '{"type":"fetch","ts":1,"cluster":"c1","topic":"t","partition":0,"replica":2,'
+            '"fetch_offset":"abc","leader_leo":5}'
+        ),
         "mistyped field: fetch_offset is not an integer",
     ),
     (
@@ -127,5 +131,5 @@ def test_records_split_across_files_and_batches_give_the_same_alerts(spark, tmp_
     split = run_once(
         spark, folder, tmp_path / "o2", stream={"buckets": 4}, spark={"max_files_per_trigger": 1}
     )
-    key = lambda a: (a["alert_id"], a["status"], a["ts"])  # noqa: E731
+    key = itemgetter("alert_id", "status", "ts")
     assert sorted(map(key, whole["alerts"])) == sorted(map(key, split["alerts"]))

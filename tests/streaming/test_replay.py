@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from operator import itemgetter
 from pathlib import Path
 
 import pytest
@@ -74,7 +75,7 @@ def test_a_window_replay_gives_the_live_transitions_and_ids(spark, tmp_path, con
     replayed = _jsonl(tmp_path / "replay" / "alerts.jsonl")
     firing_at_start = _jsonl(tmp_path / "replay" / "firing_at_start.jsonl")
 
-    key = lambda r: (r["alert_id"], r["status"], r["ts"], r["name"], r["subject"])  # noqa: E731
+    key = itemgetter("alert_id", "status", "ts", "name", "subject")
     expected = sorted(key(r) for r in live if t1 <= r["ts"] <= t2)
     assert expected, "the window must hold transitions for the comparison to mean something"
     assert sorted(key(r) for r in replayed) == expected

@@ -177,7 +177,7 @@ def test_what_if_variants_are_validated_and_replace_per_partition_overrides():
     variants = build_variants(
         Settings(), ["rules.replica_lag_time_max_ms=10000", "rules.rule_set=v0_8,alerts.hw_stall_ms=5000"]
     )
-    assert [v.name for v in variants][0] == "actual"
+    assert next(v.name for v in variants) == "actual"
     assert variants[1].config.replica_lag_time_max_ms == 10000
     assert variants[1].ignore_event_fields == ("replica_lag_time_max_ms",)
     assert (variants[2].config.rule_set, variants[2].config.hw_stall_ms) == ("v0_8", 5000)

@@ -25,8 +25,10 @@ def test_the_zip_holds_every_package_and_imports_without_an_installed_replmon(tm
             sys.executable,
             "-I",
             "-c",
-            f"import sys; sys.path.insert(0, {str(path)!r}); import replmon.state.alerts as a; "
-            "print(a.__file__); print(a.alert_id('X', 'c', 1))",
+            (
+                f"import sys; sys.path.insert(0, {str(path)!r}); import replmon.state.alerts as a; "
+                "print(a.__file__); print(a.alert_id('X', 'c', 1))"
+            ),
         ],
         capture_output=True,
         text=True,

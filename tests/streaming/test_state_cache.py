@@ -68,7 +68,7 @@ def test_a_kept_bucket_is_not_used_for_another_bucket_count_or_other_settings():
     # another stream.buckets must be refused by the format, not handed the kept object.
     state = FakeState()
     stateful.save_bucket(state, Bucket(0, 2), CFG)
-    with pytest.raises(StateFormatError, match="stream.buckets = 2, and this run has stream.buckets = 3"):
+    with pytest.raises(StateFormatError, match=r"stream\.buckets = 2, and this run has stream\.buckets = 3"):
         stateful.load_bucket(state, CFG, 0, 3)
     stateful.save_bucket(state, Bucket(0, 2), CFG)
     other = monitor_config(replica_lag_time_max_ms=5000)

@@ -143,7 +143,10 @@ def test_a_stalled_query_fires_monitor_lagging_and_an_undeliverable_alert_is_kep
 def test_a_failure_no_restart_can_mend_ends_the_run_with_its_reason():
     queries = [ScriptedQuery(0, "StateFormatError: checkpoint made with 64 buckets")]
     start, started = starter(queries)
-    fatal = lambda exc: "refused" if "StateFormatError" in str(exc) else None  # noqa: E731
+
+    def fatal(exc: BaseException) -> str | None:
+        return "refused" if "StateFormatError" in str(exc) else None
+
     sup = Supervisor(start, Supervise(**FAST), name="q", once=True, stop=threading.Event(), fatal=fatal)
     assert sup.run() == 2
     assert len(started) == 1 and sup.report.fatal == "refused" and sup.report.restarts == 0
