@@ -227,7 +227,11 @@ class Bucket:
                     watch = self._start(key, ev, ts, view, cfg, auto=True)
                 self._fetch(watch, ev, ts, quarantine)
                 view.active(ev[REPLICA], ts, cfg.stuck_after_ms)
-                view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
+                epoch = ev[LEADER_EPOCH]
+                if epoch is None or epoch == watch.leader.leader_epoch:
+                    # logged by the leader replmon knows (a fetch of a newer epoch was answered by a
+                    # new leader whose metadata has not arrived yet: not the old one's doing)
+                    view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
                 if view.fetcher_roots:  # does this fetch end a stall?
                     self._fetch_resumed(cluster, view, watch, ev[REPLICA], ts, cfg, alerts)
             elif kind == "append":
@@ -235,7 +239,11 @@ class Bucket:
                     watch = self._start(key, ev, ts, view, cfg, auto=True)
                 if ev[LEADER_LEO] > watch.leader.leader_leo:
                     watch.leader.append(ts, ev[LEADER_LEO])
-                view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
+                if len(watch.leader.replicas) <= 1:
+                    # an append carries no leader epoch: after a leader change it may come from the
+                    # new leader before its metadata does; a partition with followers shows its
+                    # leader alive by their fetches, so only a leader without followers counts here
+                    view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
             elif kind == "metadata":
                 if not ev[REPLICAS]:  # the cluster no longer lists the partition: deleted
                     if watch is not None:

@@ -53,6 +53,9 @@ COUNTED = {
     "UnderMinIsr": "under_min_isr",
     "OfflinePartition": "offline",
 }
+# a broker that stops (silent or fenced) within this of the controller taking it out of an ISR
+# while it ran was shut down in a controlled way
+CONTROLLED_WITHIN_MS = 10_000
 REGROUP_MS = 300_000  # a lagging broker's alerts stay one group this long after the last resolves
 COUNTS_EVERY_MS = 1000  # at most one counts update per episode per this much event time
 SILENT, FENCED, SHUTTING_DOWN = "broker_silent", "broker_fenced", "broker_shutting_down"
@@ -107,6 +110,7 @@ class ClusterFacts:
     # follower broker -> [first ReplicaOutOfSync id, its open ones, when the last one resolved]:
     # a broker that lags on several partitions for its own reason is one notification
     lagging: dict = field(default_factory=dict)
+    controller_exits: dict = field(default_factory=dict)  # broker -> last time the controller took it out
     decided: dict = field(default_factory=dict)  # released, still firing: alert_id -> decision
 
 
@@ -137,6 +141,15 @@ class ClusterStep:
                         (rec["started_ms"] if state != "running" else rec["ts"], rec["broker"], state)
                     )
                 continue
+            if (
+                rec["name"] == "ReplicaOutOfSync"
+                and rec["status"] == "firing"
+                and rec.get("cause") == "controller"
+            ):
+                # the controller took the replica out of the ISR while its broker ran: what a
+                # controlled shutdown does first (leaders moved away, out of every ISR)
+                key = str(rec["replica"])
+                facts.controller_exits[key] = max(facts.controller_exits.get(key, -NEVER), rec["started_ms"])
             facts.held.append(rec)
         for name, facts in self.clusters.items():
             horizon = facts.newest_activity_ms - self.cfg.slack_ms
@@ -245,6 +258,9 @@ class ClusterStep:
         facts.held = waiting + facts.held
         facts.horizon_ms = max(horizon, start)
         facts.ended = [ep for ep in facts.ended if ep.ended_ms + gw >= facts.horizon_ms]
+        for key, at in list(facts.controller_exits.items()):
+            if at + CONTROLLED_WITHIN_MS < facts.horizon_ms:
+                del facts.controller_exits[key]
         for segs in facts.segments.values():  # what no decision can need any more
             cut = facts.horizon_ms - 2 * self.cfg.silent_after_ms
             while len(segs) > 1 and segs[1][1] < cut:
@@ -265,6 +281,12 @@ class ClusterStep:
         if cause is not None and ep is None:
             started = facts.silent[broker] + self.cfg.silent_after_ms + 1 if cause == SILENT else ts
             started = min(started, ts)
+            if cause != SHUTTING_DOWN and started - facts.controller_exits.get(str(broker), -NEVER) <= (
+                CONTROLLED_WITHIN_MS
+            ):
+                # the controller emptied the broker just before it stopped: a controlled shutdown
+                # (the Admin API does not show it, and the heartbeat asking for it may not be seen)
+                cause = SHUTTING_DOWN
             ep = Episode(
                 alert_id(BROKER_UNAVAILABLE, broker_subject(cluster, broker), started),
                 broker,
@@ -274,6 +296,8 @@ class ClusterStep:
             )
             facts.episodes[broker] = ep
             self._release_due(ep)
+        elif cause == SILENT and ep is not None and ep.controlled:
+            pass  # a broker that shut down is silent too: still the shutdown
         elif cause is not None and ep is not None and cause != ep.cause:
             ep.cause = cause
             ep.controlled = ep.controlled or cause == SHUTTING_DOWN
@@ -588,6 +612,7 @@ def _facts_doc(f: ClusterFacts) -> dict:
         "ended": [id(ep) for ep in f.ended],
         "held": f.held,
         "lagging": f.lagging,
+        "controller_exits": f.controller_exits,
         "decided": {aid: decision_doc(d) for aid, d in f.decided.items()},
     }
 
@@ -605,6 +630,7 @@ def _facts_from_doc(d: dict) -> ClusterFacts:
     f.ended = [eps[k] for k in d["ended"]]
     f.held = list(d["held"])
     f.lagging = {k: [v[0], list(v[1]), v[2]] for k, v in d.get("lagging", {}).items()}
+    f.controller_exits = dict(d.get("controller_exits", {}))
     f.decided = {
         aid: {"caused_by": x["caused_by"], "cause": x["cause"], "episode": eps.get(x["episode"])}
         for aid, x in d["decided"].items()

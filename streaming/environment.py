@@ -34,6 +34,7 @@ TOOLING_VARIABLES = {
     "REPLMON_SERVICES_ALERTMANAGER": "deploy/local/services.sh: 1 starts the local Alertmanager",
     "REPLMON_ALERTMANAGER_CONFIG": "deploy/local/alertmanager.sh: its configuration file",
     "REPLMON_ALERTMANAGER_RUN": "deploy/local/alertmanager.sh: its run dir (a second instance)",
+    "REPLMON_JUDGE_RUNS": "tests/judge: how many times each fault case runs (default 1)",
     "REPLMON_SERVICES_RUN": "deploy/local/services.sh: its run folder (a second cluster)",
     "REPLMON_KAFKA_RUN": "deploy/local/.run/env, bench/collector.py: the brokers' run folder",
     "REPLMON_REQUEST_LOG": "deploy/local/services.sh: 1 turns on the brokers' request log",

@@ -22,6 +22,9 @@ from tests.judge.pipeline import Pipeline, describe, wait_full_isr
 LAG_MS = 6000  # replica.lag.time.max.ms on the judged brokers
 LONG_SESSION_MS = 60000  # broker.session.timeout.ms: above every pause, so no fencing first
 TOPIC = "orders"
+# Each fault case runs this many times on the same cluster (REPLMON_JUDGE_RUNS, default 1; the
+# figures in docs/real-cluster.md come from 3).
+RUNS = list(range(1, int(os.environ.get("REPLMON_JUDGE_RUNS", "1")) + 1))
 PARTITIONS = 3
 
 

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from tests.judge.cluster import wait_for
-from tests.judge.conftest import TOPIC
+from tests.judge.conftest import RUNS, TOPIC
 from tests.judge.pipeline import Producer, controller, describe, wait_full_isr
 from tests.judge.verdicts import (
     describe_pages,
@@ -102,7 +102,7 @@ def _broker_root(pipeline, victim: int, since_ms: int):
     ]
 
 
-@pytest.mark.parametrize("run", [1, 2, 3])
+@pytest.mark.parametrize("run", RUNS)
 def test_paused_broker_fenced_by_the_controller_before_any_lag_rule(
     judge_cluster, judge_admin, pipeline, judge_alertmanager, run
 ):
@@ -215,7 +215,7 @@ def test_paused_broker_fenced_by_the_controller_before_any_lag_rule(
     _one_page_for(pipeline, judge_alertmanager, victim, before, paused_ms, run, "pause, default session")
 
 
-@pytest.mark.parametrize("run", [1, 2, 3])
+@pytest.mark.parametrize("run", RUNS)
 def test_killed_leader_fenced_leaders_move_and_return(
     judge_cluster, judge_admin, pipeline, judge_alertmanager, run
 ):
@@ -296,7 +296,7 @@ def test_killed_leader_fenced_leaders_move_and_return(
     _one_page_for(pipeline, judge_alertmanager, victim, before, killed_ms, run, "SIGKILL")
 
 
-@pytest.mark.parametrize("run", [1, 2, 3])
+@pytest.mark.parametrize("run", RUNS)
 def test_controlled_shutdown_reported_not_paged(
     judge_cluster, judge_admin, pipeline, judge_alertmanager, run
 ):

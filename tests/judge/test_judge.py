@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.judge.cluster import wait_for
-from tests.judge.conftest import LAG_MS, PARTITIONS, TOPIC
+from tests.judge.conftest import LAG_MS, PARTITIONS, RUNS, TOPIC
 from tests.judge.pipeline import JavaProducer, Producer, controller, describe, wait_full_isr
 from tests.judge.verdicts import describe_pages, firing, last_counts, notified_since, report
 
@@ -29,7 +29,7 @@ LCU_TOLERANCE_MS = 1000  # the issue's bound on replmon's last caught-up time vs
 FIRING_TOLERANCE_MS = 50
 
 
-@pytest.mark.parametrize("run", [1, 2, 3])
+@pytest.mark.parametrize("run", RUNS)
 def test_paused_follower_long_session_timeout(judge_cluster, judge_admin, pipeline, judge_alertmanager, run):
     """A broker SIGSTOPped for 3 x L, with broker.session.timeout.ms above the pause: every
     shrink the leaders log is matched by replmon's ReplicaOutOfSync for that replica, no later
@@ -129,7 +129,9 @@ def test_paused_follower_long_session_timeout(judge_cluster, judge_admin, pipeli
     assert counts.get("under_replicated") == len(shrunk_partitions), (counts, shrinks)
 
 
-def test_bursty_acks_all_producer_no_shrink_no_out_of_sync(judge_cluster, judge_admin, pipeline):
+def test_bursty_acks_all_producer_no_shrink_no_out_of_sync(
+    judge_cluster, judge_admin, pipeline, judge_alertmanager
+):
     """Bursts of acks=all records with healthy followers: the leaders shrink nothing, and
     replmon calls no follower out of sync (the 0.8 message-count rule would: KIP-16)."""
     wait_full_isr(judge_admin, TOPIC, 60)
@@ -165,13 +167,19 @@ def test_bursty_acks_all_producer_no_shrink_no_out_of_sync(judge_cluster, judge_
     assert producer.sent > 0 and producer.errors == 0
     assert shrinks == []
     assert fired == []
+    redis, am = notified_since(pipeline, judge_alertmanager, start_ms, start_ms, settle_s=6.0)
+    assert (redis, am) == ([], []), "nothing to tell on-call about healthy followers"
 
 
 SLOW_PROPS = "replica.fetch.max.bytes=2048;replica.fetch.response.max.bytes=2048"
 SLOW_LOAD_PER_S = 4000  # records/s of 1 KB, one per batch, over the topic's 3 partitions
 
 
-def test_slow_follower(judge_cluster, judge_admin, pipeline):
+_SLOW: dict[str, int] = {}  # the broker restarted with SLOW_PROPS (kept for the later runs)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_slow_follower(judge_cluster, judge_admin, pipeline, judge_alertmanager, run):
     """A follower that keeps fetching but falls behind, made real: one broker restarted with
     replica.fetch.max.bytes and replica.fetch.response.max.bytes 2 KB (each fetch brings one
     batch of 1 KB) under Kafka's producer sending one record per batch, 4,000 a second: the
@@ -184,10 +192,14 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline):
         for b in (3, 2, 1)
         if (b != active_controller and all(v["leader"] != b for v in before.values())) or b == 3
     )
-    pid = judge_cluster.pid(victim)
-    os.kill(pid, signal.SIGTERM)
-    wait_for("the broker to stop", lambda: not os.path.exists(f"/proc/{pid}") or None, 60)
-    judge_cluster.restart_node_with(victim, SLOW_PROPS)
+    if "victim" in _SLOW:
+        victim = _SLOW["victim"]
+    else:
+        pid = judge_cluster.pid(victim)
+        os.kill(pid, signal.SIGTERM)
+        wait_for("the broker to stop", lambda: not os.path.exists(f"/proc/{pid}") or None, 60)
+        judge_cluster.restart_node_with(victim, SLOW_PROPS)
+        _SLOW["victim"] = victim
     start = wait_full_isr(judge_admin, TOPIC, 120)
     started_ms = int(time.time() * 1000)
     producer = JavaProducer(
@@ -236,3 +248,9 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline):
         assert a["started_ms"] <= s.log_ms + FIRING_TOLERANCE_MS, (s, a)
         assert abs(a["started_ms"] - LAG_MS - 1 - s.last_caught_up_ms) <= LCU_TOLERANCE_MS, (s, a)
     del start
+    # On-call: one notification for the slow broker, however many partitions it fell behind on
+    # (its first ReplicaOutOfSync stands for the rest), and nothing else.
+    redis, am = notified_since(pipeline, judge_alertmanager, started_ms, started_ms)
+    report(f"run {run}: on-call for the slow follower {victim}", [describe_pages(redis, am)])
+    assert [(r["name"], int(r["replica"])) for r in redis] == [("ReplicaOutOfSync", victim)], redis
+    assert [sorted(a["alertname"] for a in n["alerts"]) for n in am] == [["ReplicaOutOfSync"]], am
