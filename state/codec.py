@@ -123,7 +123,26 @@ _WHAT_TO_DO = (
 
 
 class StateFormatError(ValueError):
-    """A checkpoint this code cannot use; the message says why and what to do."""
+    """A checkpoint this code cannot use; `reason` says why and what to do.
+
+    Raised in a Spark worker, it reaches the driver only as text inside Spark's error (the
+    worker's traceback, carried over py4j): its text therefore starts with MARKER, a stable
+    token the driver finds with `refusal_in`, whatever the layout of the text around it."""
+
+    MARKER = "[REPLMON_STATE_REFUSED]"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{self.MARKER} {reason}")
+        self.reason = reason
+
+
+def refusal_in(text: str) -> str | None:
+    """The reason of the StateFormatError whose text is in `text` (a Spark error's message), or
+    None when there is none."""
+    at = text.find(StateFormatError.MARKER)
+    if at < 0:
+        return None
+    return text[at + len(StateFormatError.MARKER) :].split("\n", 1)[0].strip()
 
 
 TAG_BYTES = 8
@@ -191,7 +210,7 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
         raise StateFormatError(
             f"the checkpoint's state (bucket {bucket_id}) is damaged: {exc}. {_WHAT_TO_DO}."
         ) from None
-    _check_buckets(doc["buckets"], buckets)
+    check_buckets(doc["buckets"], buckets)
     bucket = Bucket(bucket_id, buckets)
     bucket.global_ms = doc["global_ms"]
     for name, clock_ms, brokers, book, *root_book in doc["clusters"]:
@@ -337,7 +356,9 @@ def _builder(cls, names: tuple):
     return local["build"]
 
 
-def _check_buckets(stored: int, buckets: int) -> None:
+def check_buckets(stored: int, buckets: int) -> None:
+    """Refuse a checkpoint written with another bucket count. Also run on the driver, before the
+    query starts, against the count recorded beside a local checkpoint (streaming/checkpoint.py)."""
     if stored != buckets:
         raise StateFormatError(
             f"the checkpoint was written with stream.buckets = {stored}, and this run has "
@@ -408,7 +429,7 @@ def _migrate_format0(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorC
         for book in books:
             for alert in book.open.values():
                 _fill_dataclass_defaults(alert)
-        _check_buckets(old.buckets, buckets)
+        check_buckets(old.buckets, buckets)
         return decode(encode(old), bucket_id=bucket_id, buckets=buckets, cfg=cfg)
     except StateFormatError:
         raise

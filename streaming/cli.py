@@ -7,7 +7,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -23,8 +22,6 @@ log = logging.getLogger(__name__)
 # directory (installed code never guesses where its source lives).
 CHECKOUT_SERVICES = Path("deploy") / "local" / "services.sh"
 CHECKOUT_JARS = Path("deploy") / "local" / "jars"  # where deploy/local/fetch-jars.sh puts them
-# A checkpoint the state format refuses (state/codec.py), as it appears in a worker's traceback.
-STATE_REFUSAL = re.compile(r"StateFormatError: ([^\n]+)")
 
 
 def _common() -> argparse.ArgumentParser:
@@ -203,6 +200,7 @@ def run_embedded(settings, args) -> int:
 
 
 def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None = None) -> int:
+    from replmon.state.codec import StateFormatError
     from replmon.streaming import preflight
     from replmon.streaming.bridge import OutputRouter
     from replmon.streaming.checkpoint import with_checkpoint_buckets
@@ -211,7 +209,11 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     from replmon.streaming.sources import file_source, kafka_options, kafka_source
     from replmon.streaming.supervise import Supervisor
 
-    settings = with_checkpoint_buckets(settings)
+    try:
+        settings = with_checkpoint_buckets(settings)
+    except StateFormatError as refused:  # the count recorded beside the checkpoint: no query started
+        print(f"replmon: {checkpoint_refusal(settings)(refused)}", file=sys.stderr)
+        return 2
     redis_sink = silences = alertmanager = None
     if settings.redis.url is not None:
         from replmon.sinks.silences import SilenceStore
@@ -290,11 +292,15 @@ def checkpoint_refusal(settings):
     """A failure no restart can mend: the checkpoint's state is in a format this replmon refuses
     (state/codec.py). Returns the message to exit with, or None (then the query is restarted)."""
 
+    from replmon.state.codec import StateFormatError, refusal_in
+
     def fatal(exc: BaseException) -> str | None:
-        refusal = STATE_REFUSAL.search(str(exc))
-        if refusal is None:
+        # Raised on the driver, the error itself; raised in a Spark worker, it reaches the driver
+        # only as text inside Spark's error, where its marker finds it (codec.refusal_in).
+        reason = exc.reason if isinstance(exc, StateFormatError) else refusal_in(str(exc))
+        if reason is None:
             return None
-        return f"cannot continue from the checkpoint {settings.checkpoint_dir}: {refusal.group(1)}"
+        return f"cannot continue from the checkpoint {settings.checkpoint_dir}: {reason}"
 
     return fatal
 

@@ -265,3 +265,28 @@ def test_a_format0_blob_may_name_only_engine_classes():
     evil = pickle.dumps(json.JSONEncoder())
     with pytest.raises(StateFormatError, match="format 0"):
         decode(evil, bucket_id=0, buckets=1, cfg=MonitorConfig())
+
+
+def test_a_refusal_raised_in_a_worker_is_found_by_its_marker_in_the_text_spark_carries():
+    # Raised in a Spark worker, the error reaches the driver only as text: Spark's error with the
+    # worker's traceback inside (the layout below is pyspark 4.3's). The CLI finds the reason by
+    # the error's marker, whatever surrounds it, and nothing in an error without one.
+    import traceback
+
+    try:
+        decode(encode(Bucket(0, 1)), bucket_id=0, buckets=64, cfg=MonitorConfig())
+    except StateFormatError:
+        worker = traceback.format_exc()
+    spark_error = (
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Job aborted due to "
+        "stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: Lost task 0.0 "
+        f"(TID 5) (localhost executor driver): org.apache.spark.api.python.PythonException: {worker}\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(...)\n"
+    )
+    reason = codec.refusal_in(spark_error)
+    assert reason is not None
+    assert reason.startswith(
+        "the checkpoint was written with stream.buckets = 1, and this run has stream.buckets = 64"
+    )
+    assert reason.endswith("from where monitoring should begin.")
+    assert codec.refusal_in(spark_error.replace(StateFormatError.MARKER, "")) is None
