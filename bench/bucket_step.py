@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -168,6 +170,7 @@ def main() -> int:
         seq += len(rows)
     cfg = MonitorConfig(status_interval_ms=10_000)  # as bench/throughput.py
     calls: list[dict] = []
+    whole: list[float] = []  # CPU ms of each whole call, the collector's work at its end included
     for _ in range(args.repeats):
         folder = tempfile.mkdtemp(prefix="replmon-bucket-step-")
         func = stateful.make_state_func(cfg, 64, profile_dir=folder)
@@ -178,8 +181,11 @@ def main() -> int:
                 stateful._WRITTEN.clear()
             for b, state in enumerate(states):
                 state.watermark_ms = T0 + s * INTERVAL_MS - 10_000
+                t = time.thread_time()
                 for _ in func((b,), iter([f]), state):
                     pass
+                if s >= 2:
+                    whole.append((time.thread_time() - t) * 1000)
         lines = [
             json.loads(line)
             for p in Path(folder).glob("phases-*.jsonl")
@@ -204,6 +210,11 @@ def main() -> int:
         f"({events / med * 1000:,.0f} events/s on one core)"
     )
     print(
+        f"  {'whole call':18s} median {statistics.median(whole):7.2f}  min {min(whole):7.2f}  "
+        f"(the phases and the collector's work at the end of the call; {gc.get_freeze_count():,} "
+        "objects frozen)"
+    )
+    print(
         json.dumps(
             {
                 "partitions": args.partitions,
@@ -215,6 +226,7 @@ def main() -> int:
                 },
                 "cpu_ms_min": {k: round(min(c.get(f"{k}_cpu", 0.0) for c in calls), 2) for k in PHASES},
                 "total_ms_median": round(med, 2),
+                "call_ms_median": round(statistics.median(whole), 2),
             }
         )
     )
