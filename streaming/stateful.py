@@ -193,10 +193,10 @@ class Phases:
 # this process wrote (same tag) for the same bucket count and settings, which saves decoding the
 # whole bucket every batch. An entry is taken out while its bucket is being changed, so a call
 # that fails leaves none.
-# What it buys: a hit loads the state in 0.06 ms instead of decoding it in 78 ms (62-81), and the
-# whole call takes 236 ms (191-246) instead of 340 (276-370): bench/bucket_step.py --buckets 8
-# --batches 6 (a worker serving 8 buckets of 6,250 partitions), without and with --miss, CPU per
-# call, median of 3 runs (min-max), 2026-11-25 on the 2-core machine shared with other work.
+# What it buys: a hit loads the state in 0.06 ms instead of decoding it in 55 ms (53-60), and the
+# whole call takes 220 ms (206-247) instead of 253 (235-271): bench/bucket_step.py --buckets 8
+# --batches 5 (a worker serving 8 buckets of 6,250 partitions), without and with --miss, CPU per
+# whole call, median of 3 runs (min-max), 2026-11-25 on the 2-core machine, shared (load ~8).
 # Spark does not promise a hit: the two tasks' Python workers swap whenever the tasks finish in
 # the other order, and then every load decodes (README, Performance: 424 ms of state load per
 # 300k-event batch at 100k partitions, where 16 decodes would take about 560 ms).
@@ -234,20 +234,21 @@ def quiet_collector():
     """No cyclic garbage collection while a call runs, and the objects that outlive it (the kept
     buckets) excluded from later collections.
 
-    A Python worker keeps a decoded bucket per bucket id (~100k partitions' objects at scale),
+    A Python worker keeps the decoded buckets of one task (~50k partitions' objects at scale),
     and a call allocates tens of thousands more: the collector's full passes, triggered by those
     allocations, scanned every kept object again and again. What it buys (bench/bucket_step.py
-    --buckets 8 --batches 6, CPU per call, median of 3 runs with min-max, 2026-11-25, machine
-    shared): 236 ms (191-246) a call instead of 303 (289-326) with the collector as Python runs
-    it; when every call decodes its bucket (--miss), 340 (276-370) instead of 609 (575-617), the
-    state load alone 78 instead of 293. The engine builds no reference cycles (tests/streaming/
-    test_state_cache.py checks a whole simulated incident, and that what the calls freeze does
-    not grow from call to call), so its objects are freed by
-    reference counting; a young collection at the end of the call frees any cycle made during
-    it, then the survivors are frozen (gc.freeze: left out of later collections, still freed
-    when no longer referenced). Other code in the worker (pyspark's own per-task objects) may
-    hold cycles that are alive when they are frozen and die later: `full_collection_if_grown`
-    reclaims them."""
+    --buckets 8 --batches 5, CPU per whole call, its end included, median of 3 runs with
+    min-max, 2026-11-25, machine shared): 220 ms (206-247) a call instead of 296 (282-312) with
+    the collector as Python runs it; when every call decodes its bucket (--miss), 253 (235-271)
+    instead of 627 (496-631), the state load alone 55 instead of 268.
+
+    The engine builds no reference cycles (tests/streaming/test_state_cache.py checks a whole
+    simulated incident, and that what the calls freeze does not grow from call to call), so its
+    objects are freed by reference counting; a young collection at the end of the call frees any
+    cycle made during it, then the survivors are frozen (gc.freeze: left out of later
+    collections, still freed when no longer referenced). Other code in the worker (pyspark's own
+    per-task objects) may hold cycles that are alive when they are frozen and die later:
+    `full_collection_if_grown` reclaims them."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -268,7 +269,9 @@ FULL_COLLECTION_GROWTH = 1.25
 FULL_COLLECTION_MIN_OBJECTS = 100_000
 _frozen_after_full = 0
 # Checked every this many calls, not every call: counting the frozen objects walks all of them
-# (gc.get_freeze_count), about 60 ms of CPU for a worker's 560k (bench/bucket_step.py --buckets 8).
+# (gc.get_freeze_count). Checked every call, a worker with 560k frozen objects spent about 50 ms
+# of CPU a call at the call's end (bench/bucket_step.py --buckets 8: the whole call less its
+# phases, about 65 ms checking every call, 7-13 ms checking every 32nd).
 FULL_COLLECTION_CHECK_EVERY = 32
 _calls = 0
 
