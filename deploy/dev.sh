@@ -7,8 +7,9 @@
 #   test --fast
 #          setup, then only the tests that need no service, no Spark and no package index
 #          (-m "not spark and not services and not judge and not wheel"; a test's own throwaway
-#          redis-server counts as none, and skips saying so where it is not installed): under
-#          3 minutes on 2 cores. CI runs the whole suite.
+#          redis-server counts as none, and skips saying so where it is not installed): about
+#          90 s of CPU, so under 3 minutes on 2 cores unless other work holds them. CI runs the
+#          whole suite.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
