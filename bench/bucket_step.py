@@ -1,6 +1,7 @@
 """One bucket's stateful step without Spark: where the Python time of a micro-batch goes.
 
     python bench/bucket_step.py [--partitions 6250] [--batches 12] [--miss] [--repeats 3]
+                                [--buckets 1] [--plain-gc] [--plain-constructors]
 
 Feeds the real stateful function (streaming/stateful.make_state_func) the bench's steady traffic
 for one bucket (bench/throughput.py: per partition and round an append and a fetch by each of
@@ -8,7 +9,11 @@ two followers, plus a heartbeat; 6,250 partitions is one bucket's share of 100k 
 16 buckets, the default), as pandas frames shaped as Arrow hands them over, with a stand-in for Spark's
 GroupState. Prints the CPU time of each phase per call (validation and sort, state load, engine,
 state save, output), median and min over the steady calls. `--miss` makes every call decode the
-bucket, as when the task lands on the other Python worker. The Arrow-to-pandas step and the JVM
+bucket, as when the task lands on the other Python worker. `--buckets N`: the worker serves N
+such buckets per batch (a worker of a 100k-partition run with 16 buckets on 2 tasks serves 8),
+the figures are over all of them. `--plain-gc` and `--plain-constructors` turn two of the
+stateful step's speed tricks off (the cyclic collector as Python runs it; a setattr per field
+when decoding), to measure what each buys. The Arrow-to-pandas step and the JVM
 are not in it: bench/throughput.py measures those. Iterate on the Python side with this; confirm
 with bench/throughput.py.
 """
@@ -16,15 +21,19 @@ with bench/throughput.py.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from replmon.state import codec
 from replmon.streaming import stateful
 from replmon.streaming.contract import FIELDS, pack_extra
 from replmon.streaming.settings import monitor_config
@@ -127,36 +136,62 @@ def frame(rows: list[dict], seq0: int) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
+def _plain_builder(cls, names: tuple):
+    """state/codec._builder's plain equivalent: a setattr per field."""
+
+    def build(row):
+        o = object.__new__(cls)
+        for name, value in zip(names, row, strict=True):
+            setattr(o, name, value)
+        return o
+
+    return build
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", type=int, default=6250, help="partitions in the bucket")
     ap.add_argument("--batches", type=int, default=12, help="steady micro-batches")
     ap.add_argument("--miss", action="store_true", help="decode the bucket on every call")
     ap.add_argument("--repeats", type=int, default=3, help="runs; the figures are over all")
+    ap.add_argument("--buckets", type=int, default=1, help="buckets this worker serves per batch")
+    ap.add_argument("--plain-gc", action="store_true", help="the collector on during calls, nothing frozen")
+    ap.add_argument(
+        "--plain-constructors", action="store_true", help="decode with a setattr per field, not _builder"
+    )
     args = ap.parse_args()
+    if args.plain_gc:
+        stateful.quiet_collector = contextlib.nullcontext
+    if args.plain_constructors:
+        codec._builder = _plain_builder
     frames, seq = [], 0
     for rows in rounds(args.partitions, args.batches):
         frames.append(frame(rows, seq))
         seq += len(rows)
     cfg = monitor_config(status_interval_ms=10_000)  # as bench/throughput.py
     calls: list[dict] = []
+    whole: list[float] = []  # CPU ms of each whole call, the collector's work at its end included
     for _ in range(args.repeats):
         folder = tempfile.mkdtemp(prefix="replmon-bucket-step-")
         func = stateful.make_state_func(cfg, 64, profile_dir=folder)
-        state = GroupStateStandIn()
+        states = [GroupStateStandIn() for _ in range(args.buckets)]
         stateful._WRITTEN.clear()
         for s, f in enumerate(frames):
-            state.watermark_ms = T0 + s * INTERVAL_MS - 10_000
             if args.miss:
                 stateful._WRITTEN.clear()
-            for _ in func((0,), iter([f]), state):
-                pass
+            for b, state in enumerate(states):
+                state.watermark_ms = T0 + s * INTERVAL_MS - 10_000
+                t = time.thread_time()
+                for _ in func((b,), iter([f]), state):
+                    pass
+                if s >= 2:
+                    whole.append((time.thread_time() - t) * 1000)
         lines = [
             json.loads(line)
             for p in Path(folder).glob("phases-*.jsonl")
             for line in p.read_text().splitlines()
         ]
-        calls += lines[2:]  # leave out the metadata round and the first steady call
+        calls += lines[2 * args.buckets :]  # leave out the metadata round and the first steady call
     events = len(frames[-1])
     print(
         f"one bucket: {args.partitions:,} partitions, {events:,} events per call, "
@@ -175,6 +210,11 @@ def main() -> int:
         f"({events / med * 1000:,.0f} events/s on one core)"
     )
     print(
+        f"  {'whole call':18s} median {statistics.median(whole):7.2f}  min {min(whole):7.2f}  "
+        f"(the phases and the collector's work at the end of the call; {gc.get_freeze_count():,} "
+        "objects frozen)"
+    )
+    print(
         json.dumps(
             {
                 "partitions": args.partitions,
@@ -186,6 +226,7 @@ def main() -> int:
                 },
                 "cpu_ms_min": {k: round(min(c.get(f"{k}_cpu", 0.0) for c in calls), 2) for k in PHASES},
                 "total_ms_median": round(med, 2),
+                "call_ms_median": round(statistics.median(whole), 2),
             }
         )
     )

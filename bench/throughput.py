@@ -249,10 +249,11 @@ def one_run(spark, work: Path, args, n: int) -> dict:
         return parsed.select(contract_reason(settings.stream.max_future_ms).isNull().alias("ok"))
 
     # bucket keys as start_query gives a new checkpoint: spread evenly over the shuffle partitions
-    keys = balanced_keys(args.buckets, int(spark.conf.get("spark.sql.shuffle.partitions")))
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    keys = balanced_keys(args.buckets, partitions)
 
     def monitor_df():
-        return monitor_outputs(file_source(spark, str(work / "in"), 1), settings, keys)
+        return monitor_outputs(file_source(spark, str(work / "in"), 1), settings, keys, partitions=partitions)
 
     def floor_df():
         return monitor_outputs(file_source(spark, str(work / "in"), 1), settings, keys, state_func=_read_only)

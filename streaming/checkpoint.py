@@ -5,7 +5,8 @@ The state format (state/codec.py) refuses a bucket count other than the one it w
 (partitions would hash to other buckets and lose their state). A run that does not set
 `stream.buckets` therefore takes the count from the checkpoint it continues: from the marker
 file this module writes, or, for a checkpoint written before the marker existed, the default
-of those versions (64). A run that sets it keeps it, and the state format refuses a mismatch.
+of those versions (64). A run that sets another count than the marker's is refused before its
+query starts; without a marker, the state format refuses it at the first batch.
 
 Keys: Spark sends a group to shuffle partition pmod(murmur3(key), partitions), so buckets keyed
 0..n-1 land unevenly (16 buckets on 2 partitions: 7 and 9; the task with 9 sets the batch's
@@ -18,8 +19,11 @@ key = bucket id.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from urllib.parse import urlparse
+
+from replmon.state.codec import check_buckets
 
 MARKER = "replmon.json"
 # stream.buckets' default before the marker existed: what an unmarked checkpoint was written with
@@ -46,6 +50,13 @@ def _has_state(folder: Path) -> bool:
     return offsets.is_dir() and any(offsets.iterdir())
 
 
+# Spark's Murmur3 again, so that the driver can key the buckets evenly before the query starts.
+# What it buys: 16 buckets keyed 0..15 land 7 and 9 on 2 shuffle partitions, so the slower task
+# does 9/16 of the stateful step, not 8/16; at 100k partitions, 300k-event batches (README,
+# Performance: 2.6 s of the Python step's CPU per batch over 2 tasks) that is about 160 ms of a
+# 3.9 s batch, an estimate from those figures, not a bench run of its own. Its assumption (this
+# is the hash Spark shuffles an int key by) is checked against Spark's own hash values without
+# Spark and against Spark's shuffle placement with it (tests/streaming/test_checkpoint_buckets.py).
 def _rotl(x: int, r: int) -> int:
     return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
 
@@ -68,6 +79,12 @@ def spark_hash_int(value: int, seed: int = 42) -> int:
 def spark_partition(key: int, partitions: int) -> int:
     """The shuffle partition Spark's hash partitioning gives an int grouping key."""
     return spark_hash_int(key) % partitions
+
+
+def buckets_per_task(keys: list[int], partitions: int) -> int:
+    """The most buckets one shuffle partition gets: what one task, and so one Python worker at a
+    time, handles per batch (the stateful step keeps at most this many decoded per worker)."""
+    return max(Counter(spark_partition(k, partitions) for k in keys).values())
 
 
 def balanced_keys(buckets: int, partitions: int) -> list[int]:
@@ -113,9 +130,18 @@ def written_buckets(folder: Path) -> int | None:
 
 def with_checkpoint_buckets(settings):
     """`settings` with the bucket count of the checkpoint it continues when the run did not set
-    one. Remote checkpoints are left as they are (set stream.buckets there: docs/design.md)."""
+    one. A run that sets another count than the one recorded beside a checkpoint with state is
+    refused here, before the query starts (StateFormatError, with what to do); one whose
+    checkpoint has no record (remote, or written before the record existed) is refused by the
+    state format at its first batch. Remote checkpoints are left as they are (set stream.buckets
+    there: docs/design.md)."""
     folder = local_path(settings.checkpoint_dir)
-    if folder is None or "buckets" in settings.stream.model_fields_set:
+    if folder is None:
+        return settings
+    if "buckets" in settings.stream.model_fields_set:
+        recorded = _marker(folder).get("buckets")
+        if recorded is not None and _has_state(folder):
+            check_buckets(int(recorded), settings.stream.buckets)
         return settings
     written = written_buckets(folder)
     if written is None:

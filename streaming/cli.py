@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 import tempfile
 from functools import partial
@@ -21,8 +20,6 @@ from replmon.streaming.timeline import print_timeline
 log = logging.getLogger(__name__)
 # A development convenience that only exists in a replmon checkout, found from the working
 # directory (installed code never guesses where its source lives).
-# A checkpoint the state format refuses (state/codec.py), as it appears in a worker's traceback.
-STATE_REFUSAL = re.compile(r"StateFormatError: ([^\n]+)")
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
@@ -254,6 +251,7 @@ def run_embedded(settings, args) -> int:
 
 
 def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None = None) -> int:
+    from replmon.state.codec import StateFormatError
     from replmon.streaming import preflight
     from replmon.streaming.bridge import OutputRouter
     from replmon.streaming.checkpoint import with_checkpoint_buckets
@@ -263,7 +261,11 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
     from replmon.streaming.sources import file_source, kafka_options, kafka_source
     from replmon.streaming.supervise import Supervisor
 
-    settings = with_checkpoint_buckets(settings)
+    try:
+        settings = with_checkpoint_buckets(settings)
+    except StateFormatError as refused:  # the count recorded beside the checkpoint: no query started
+        print(f"replmon run: {checkpoint_refusal(settings)(refused)}", file=sys.stderr)
+        return 2
     redis_sink = silences = alertmanager = None
     if settings.redis.url is not None:
         from replmon.sinks.silences import SilenceStore
@@ -344,11 +346,15 @@ def checkpoint_refusal(settings):
     """A failure no restart can mend: the checkpoint's state is in a format this replmon refuses
     (state/codec.py). Returns the message to exit with, or None (then the query is restarted)."""
 
+    from replmon.state.codec import StateFormatError, refusal_in
+
     def fatal(exc: BaseException) -> str | None:
-        refusal = STATE_REFUSAL.search(str(exc))
-        if refusal is None:
+        # Raised on the driver, the error itself; raised in a Spark worker, it reaches the driver
+        # only as text inside Spark's error, where its marker finds it (codec.refusal_in).
+        reason = exc.reason if isinstance(exc, StateFormatError) else refusal_in(str(exc))
+        if reason is None:
             return None
-        return f"cannot continue from the checkpoint {settings.checkpoint_dir}: {refusal.group(1)}"
+        return f"cannot continue from the checkpoint {settings.checkpoint_dir}: {reason}"
 
     return fatal
 

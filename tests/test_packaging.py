@@ -92,6 +92,7 @@ def _replmon(env_dir: Path, *args: str, cwd: Path, timeout: float = 300):
     )
 
 
+@pytest.mark.wheel
 def test_wheel_help_and_imports_come_from_the_installed_package(installed, tmp_path):
     proc = _replmon(installed, "--help", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -117,12 +118,15 @@ def test_wheel_help_and_imports_come_from_the_installed_package(installed, tmp_p
     assert int(boards) >= 2
 
 
+@pytest.mark.wheel
 def test_wheel_runs_conformance(installed, tmp_path):
     proc = _replmon(installed, "conformance", str(OWN_SCENARIOS), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ", 0 failed" in proc.stdout
 
 
+@pytest.mark.wheel
+@pytest.mark.spark  # the demo runs the streaming query in a local Spark
 def test_wheel_runs_the_embedded_default(installed, tmp_path):
     refused = _replmon(installed, "run", cwd=tmp_path, timeout=120)  # not interactive, no input
     assert refused.returncode == 2 and "no input configured" in refused.stderr

@@ -80,6 +80,34 @@ def test_every_slot_is_stored_or_declared_derived(cls, fields):
     assert set(cls.__slots__) == set(fields) | derived
 
 
+@pytest.mark.parametrize(
+    "cls, fields",
+    [
+        (PartitionWatch, codec.WATCH_FIELDS),
+        (PartitionLeader, codec.LEADER_FIELDS),
+        (ReplicaState, codec.REPLICA_FIELDS),
+    ],
+)
+def test_the_generated_constructor_builds_what_a_setattr_per_field_builds(cls, fields):
+    # codec._builder generates its constructor's source (a speed trick): it must set each field
+    # to its own value (a value per field, so a swapped pair shows), leave every other slot unset,
+    # and refuse a row of another length, as the plain version does.
+    row = tuple(object() for _ in fields)
+    built = codec._builder(cls, fields)(row)
+    plain = object.__new__(cls)
+    for name, value in zip(fields, row, strict=True):
+        setattr(plain, name, value)
+    unset = object()
+    assert type(built) is cls
+    assert [getattr(built, s, unset) for s in cls.__slots__] == [
+        getattr(plain, s, unset) for s in cls.__slots__
+    ]
+    with pytest.raises(ValueError):
+        codec._builder(cls, fields)(row[:-1])
+    with pytest.raises(ValueError):
+        codec._builder(cls, ("leo", "x = 1; y"))
+
+
 def _bucket_with_alerts(buckets: int = 1) -> tuple[Bucket, MonitorConfig]:
     spec = scenarios.get("paused_and_slow")
     events, _ = simulate(spec, seed=0)
@@ -267,3 +295,28 @@ def test_a_format0_blob_may_name_only_engine_classes():
     evil = pickle.dumps(json.JSONEncoder())
     with pytest.raises(StateFormatError, match="format 0"):
         decode(evil, bucket_id=0, buckets=1, cfg=monitor_config())
+
+
+def test_a_refusal_raised_in_a_worker_is_found_by_its_marker_in_the_text_spark_carries():
+    # Raised in a Spark worker, the error reaches the driver only as text: Spark's error with the
+    # worker's traceback inside (below, abridged from pyspark 4.3's). The CLI finds the reason by
+    # the error's marker, whatever surrounds it, and nothing in an error without one.
+    import traceback
+
+    try:
+        decode(encode(Bucket(0, 1)), bucket_id=0, buckets=64, cfg=monitor_config())
+    except StateFormatError:
+        worker = traceback.format_exc()
+    spark_error = (
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Job aborted due to "
+        "stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: Lost task 0.0 "
+        f"(TID 5) (localhost executor driver): org.apache.spark.api.python.PythonException: {worker}\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(...)\n"
+    )
+    reason = codec.refusal_in(spark_error)
+    assert reason is not None
+    assert reason.startswith(
+        "the checkpoint was written with stream.buckets = 1, and this run has stream.buckets = 64"
+    )
+    assert reason.endswith("from where monitoring should begin.")
+    assert codec.refusal_in(spark_error.replace(StateFormatError.MARKER, "")) is None
