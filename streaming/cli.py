@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-from datetime import UTC
 from pathlib import Path
 
 from replmon.streaming.console import setup_logging
@@ -54,6 +53,13 @@ def _run_parser(sub, common) -> None:
     p.add_argument("--scenario", help="simulated scenario for --demo (default: demo)")
     p.add_argument("--master", help="Spark master, e.g. spark://host:7077 (default local[2])")
     p.add_argument("--quiet", action="store_true", help="do not print the alert timeline")
+    p.add_argument("--all", action="store_true", help=ALL_HELP)
+
+
+ALL_HELP = (
+    "print every alert transition in the timeline (default: what was notified, one line each, "
+    "with each root's consequences folded under it)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,7 +176,7 @@ def run_command(args) -> int:
     from replmon.streaming.preflight import PreflightError
 
     try:
-        return run_monitor(settings, once=args.once, quiet=args.quiet)
+        return run_monitor(settings, once=args.once, quiet=args.quiet, every_transition=args.all)
     except PreflightError as exc:
         print(f"replmon: {exc}", file=sys.stderr)
         return 2
@@ -199,10 +205,14 @@ def run_embedded(settings, args) -> int:
     if rc != 0:
         return rc
     settings = settings.model_copy(update={"input_path": str(sim_dir / "events")})
-    return run_monitor(settings, once=True, quiet=args.quiet, truth=sim_dir / "truth.jsonl")
+    return run_monitor(
+        settings, once=True, quiet=args.quiet, truth=sim_dir / "truth.jsonl", every_transition=args.all
+    )
 
 
-def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None = None) -> int:
+def run_monitor(
+    settings, *, once: bool, quiet: bool = False, truth: Path | None = None, every_transition: bool = False
+) -> int:
     from replmon.streaming import preflight
     from replmon.streaming.bridge import OutputRouter
     from replmon.streaming.cluster_state import ClusterStepRunner
@@ -283,7 +293,7 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
         )
     )
     if not quiet and settings.write_files:
-        print_timeline(Path(settings.output_dir) / "alerts")
+        print_timeline(Path(settings.output_dir) / "alerts", every_transition=every_transition)
     return rc
 
 
@@ -383,24 +393,24 @@ def connector_installed() -> bool:
     return any((Path(_find_spark_home()) / "jars").glob("spark-sql-kafka-0-10_*.jar"))
 
 
-def print_timeline(alerts_dir: Path, out=None) -> None:
-    """The alert transitions, in event-time order, one readable line each."""
+def print_timeline(alerts_dir: Path, out=None, every_transition: bool = False) -> None:
+    """The alerts in event-time order: what was notified, one line each, with each root's
+    consequences folded under it (streaming/timeline.py); every transition with `--all`."""
+    from replmon.streaming.timeline import timeline_lines, transition_line
+
     out = out or sys.stdout
     rows = []
     for f in sorted(alerts_dir.glob("*.jsonl")):
         rows += [json.loads(line) for line in f.read_text().splitlines() if line]
-    rows.sort(key=lambda r: (r["ts"], r["status"] != "resolved", r["subject"], r["name"]))
-    print(f"\nAlert timeline ({len(rows)} transitions)", file=out)
-    for r in rows:
-        print(timeline_line(r), file=out)
-
-
-def timeline_line(r: dict) -> str:
-    """One alert transition: '00:00:29.975  FIRING   warning  ReplicaOutOfSync  sim/orders-0/2  reason'."""
-    from datetime import datetime
-
-    when = datetime.fromtimestamp(r["ts"] / 1000, tz=UTC).strftime("%H:%M:%S.%f")[:-3]
-    return f"{when}  {r['status'].upper():8} {r['severity']:8} {r['name']:20} {r['subject']:28} {r['reason']}"
+    if every_transition:
+        rows.sort(key=lambda r: (r["ts"], r["status"] != "resolved", r["subject"], r["name"]))
+        print(f"\nAlert timeline ({len(rows)} transitions)", file=out)
+        for r in rows:
+            print(transition_line(r), file=out)
+        return
+    print(f"\nAlert timeline ({len(rows)} transitions; --all lists each)", file=out)
+    for line in timeline_lines(rows):
+        print(line, file=out)
 
 
 if __name__ == "__main__":
