@@ -85,7 +85,12 @@ class Incident:
 @dataclass
 class Timeline:
     incidents: list[Incident]  # notified roots and roots that explain something, by at_ms
-    quiet: Counter  # name -> roots neither notified nor explaining anything
+    quiet_roots: list[Incident]  # roots neither notified nor explaining anything, by at_ms
+
+    @property
+    def quiet(self) -> Counter:
+        """name -> how many quiet roots."""
+        return Counter(i.records[0]["name"] for i in self.quiet_roots)
 
 
 def group(records: list[dict]) -> Timeline:
@@ -103,14 +108,14 @@ def group(records: list[dict]) -> Timeline:
         else:
             inc.consequences[aid] = recs
     shown: list[Incident] = []
-    quiet: Counter = Counter()
-    for inc in incidents.values():
-        if inc.notified or inc.consequences or inc.root is None:
-            shown.append(inc)
-        else:
-            quiet[inc.root["name"]] += 1
-    shown.sort(key=lambda i: (i.at_ms, i.root["subject"] if i.root else "", i.alert_id))
+    quiet: list[Incident] = []
+    for inc in sorted(incidents.values(), key=_incident_order):
+        (shown if inc.notified or inc.consequences or inc.root is None else quiet).append(inc)
     return Timeline(shown, quiet)
+
+
+def _incident_order(inc: Incident) -> tuple:
+    return (inc.at_ms, inc.root["subject"] if inc.root else "", inc.alert_id)
 
 
 def root_of(alert_id: str, parent: dict[str, str | None]) -> str:
@@ -201,3 +206,34 @@ def timeline_lines(records: list[dict]) -> list[str]:
 
 def _counted(names: Counter) -> str:
     return ", ".join(f"{k} {name}" for name, k in sorted(names.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+# -- the report's chart -----------------------------------------------------------------------
+def root_episodes(records: list[dict], episodes: list[dict]) -> list[dict]:
+    """One episode per root, for the replay report's alert chart: the root's own episode
+    (streaming/replay_compare.py's `episodes`, clipped to the window) with `consequences` (how
+    many alerts it explains, by name) and `span` (from the first of them to start to the last to
+    end, the root included). A root not among the records stands as `(root not in the window)`
+    over its consequences' span."""
+    by_id = {e["alert_id"]: e for e in episodes}
+    tl = group(records)
+    out = []
+    for inc in sorted(tl.incidents + tl.quiet_roots, key=_incident_order):
+        members = [by_id[a] for a in (inc.alert_id, *inc.consequences) if a in by_id]
+        if not members:
+            continue
+        span = (min(e["from_ms"] for e in members), max(e["to_ms"] for e in members))
+        own = by_id.get(inc.alert_id)
+        if own is None:
+            own = {
+                "name": "(root not in the window)",
+                "subject": inc.alert_id,
+                "alert_id": inc.alert_id,
+                "severity": "info",
+                "started_ms": min(e["started_ms"] for e in members),
+                "from_ms": span[0],
+                "to_ms": span[1],
+                "resolved": all(e["resolved"] for e in members),
+            }
+        out.append({**own, "consequences": dict(inc.consequence_names()), "span": span})
+    return out

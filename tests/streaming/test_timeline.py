@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from replmon.streaming.timeline import group, incident_lines, root_of, timeline_lines
+from replmon.streaming.timeline import group, incident_lines, root_episodes, root_of, timeline_lines
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z: clock 00:00:00.000
 
@@ -154,3 +154,49 @@ def test_a_root_outside_the_records_is_named_by_its_id():
     assert line.startswith("00:00:40.000") and line.endswith("id gone")
     assert "root not in these records" in line
     assert folded.strip() == "+1 consequence: 1 UnderReplicated"
+
+
+def ep(aid, from_s, to_s, *, resolved=True, name="X", subject=None):
+    """A flat episode as streaming/replay_compare.py's `episodes` gives it."""
+    return {
+        "name": name,
+        "subject": subject or f"sim/{aid}",
+        "alert_id": aid,
+        "severity": "warning",
+        "started_ms": T0 + from_s * 1000,
+        "from_ms": T0 + from_s * 1000,
+        "to_ms": T0 + to_s * 1000,
+        "resolved": resolved,
+    }
+
+
+def test_the_chart_has_one_bar_per_root_with_its_consequences_counted():
+    eps = [
+        ep("bu", 10, 70, name="BrokerUnavailable"),
+        ep("ur0", 12, 65),
+        *[ep(f"ur{i}", 12, 100, resolved=False) for i in (1, 2)],  # outlast the root
+        *[ep(f"oos{i}", 12, 60) for i in range(2)],
+        ep("hw", 13, 50),
+        ep("umi", 14, 40),
+        ep("imm", 5, 6, name="IsrExitImminent"),
+    ]
+    bars = root_episodes([*CRASH, IMMINENT], eps)
+    # roots in the order they began: the quiet IsrExitImminent (5 s), then the crash (10 s)
+    assert [b["alert_id"] for b in bars] == ["imm", "bu"]
+    imm, crash = bars
+    assert imm["consequences"] == {} and imm["span"] == (T0 + 5000, T0 + 6000)
+    assert crash["consequences"] == CRASH_NAMES
+    assert (crash["from_ms"], crash["to_ms"]) == (T0 + 10_000, T0 + 70_000)  # the root's own bar
+    assert crash["span"] == (T0 + 10_000, T0 + 100_000)  # to the last consequence's end
+
+
+def test_a_root_outside_the_window_is_a_bar_over_its_consequences():
+    records = [
+        rec("u", "UnderReplicated", "firing", 40, by="gone"),
+        rec("v", "AtMinIsr", "firing", 45, by="gone"),
+    ]
+    (bar,) = root_episodes(records, [ep("u", 40, 50), ep("v", 45, 55, resolved=False)])
+    assert (bar["name"], bar["subject"]) == ("(root not in the window)", "gone")
+    assert (bar["from_ms"], bar["to_ms"]) == bar["span"] == (T0 + 40_000, T0 + 55_000)
+    assert bar["resolved"] is False  # one of them still fires at the window's end
+    assert bar["consequences"] == {"UnderReplicated": 1, "AtMinIsr": 1}
