@@ -200,3 +200,30 @@ def test_a_root_outside_the_window_is_a_bar_over_its_consequences():
     assert (bar["from_ms"], bar["to_ms"]) == bar["span"] == (T0 + 40_000, T0 + 55_000)
     assert bar["resolved"] is False  # one of them still fires at the window's end
     assert bar["consequences"] == {"UnderReplicated": 1, "AtMinIsr": 1}
+
+
+def test_the_replay_prints_roots_already_firing_at_the_start_apart(capsys):
+    from replmon.streaming.replay_cmd import print_view
+    from replmon.streaming.replay_compare import WindowView
+
+    crash_firing, *crash_rest = CRASH
+    view = WindowView(transitions=[*crash_rest, *LAG], firing_at_start=[crash_firing])
+    print_view(view, None)
+    printed = capsys.readouterr().out.splitlines()
+    start = printed.index("Already firing at the start of the window (1)")
+    assert printed[start + 1].startswith("  00:00:10.000  NOTIFIED critical BrokerUnavailable")
+    assert printed[start + 2].strip().startswith("+7 consequences")
+    window = printed.index(
+        f"Alert timeline in the window ({len(crash_rest) + len(LAG)} transitions; --all lists each)"
+    )
+    assert printed[window + 1].startswith("00:00:30.000  NOTIFIED warning  ReplicaOutOfSync")
+    assert printed[window + 2].strip() == "+2 consequences: 1 ReplicaOutOfSync, 1 UnderReplicated"
+    assert len(printed) == window + 3
+
+    print_view(view, None, every_transition=True)
+    flat = capsys.readouterr().out.splitlines()
+    assert flat[flat.index("Already firing at the start of the window (1)") + 1].startswith(
+        "  00:00:10.000  FIRING   critical BrokerUnavailable"
+    )
+    window = flat.index(f"Alert timeline in the window ({len(crash_rest) + len(LAG)} transitions)")
+    assert len(flat) == window + 1 + len(crash_rest) + len(LAG)  # one line per transition
