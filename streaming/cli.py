@@ -41,6 +41,13 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", metavar="NAME", help="simulated scenario for --demo (default: demo)")
     p.add_argument("--master", metavar="URL", help="Spark master, e.g. spark://host:7077 (default local[2])")
     p.add_argument("--quiet", action="store_true", help="do not print the alert timeline")
+    p.add_argument("--all", action="store_true", help=ALL_HELP)
+
+
+ALL_HELP = (
+    "print every alert transition in the timeline (default: what was notified, one line each, "
+    "with each root's consequences folded under it)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -219,7 +226,7 @@ def run_command(args) -> int:
     from replmon.streaming.preflight import PreflightError
 
     try:
-        return run_monitor(settings, once=args.once, quiet=args.quiet)
+        return run_monitor(settings, once=args.once, quiet=args.quiet, every_transition=args.all)
     except PreflightError as exc:
         raise UsageError(str(exc)) from None
 
@@ -247,10 +254,14 @@ def run_embedded(settings, args) -> int:
     if rc != 0:
         return rc
     settings = settings.model_copy(update={"input_path": str(sim_dir / "events")})
-    return run_monitor(settings, once=True, quiet=args.quiet, truth=sim_dir / "truth.jsonl")
+    return run_monitor(
+        settings, once=True, quiet=args.quiet, truth=sim_dir / "truth.jsonl", every_transition=args.all
+    )
 
 
-def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None = None) -> int:
+def run_monitor(
+    settings, *, once: bool, quiet: bool = False, truth: Path | None = None, every_transition: bool = False
+) -> int:
     from replmon.state.codec import StateFormatError
     from replmon.streaming import preflight
     from replmon.streaming.bridge import OutputRouter
@@ -335,7 +346,7 @@ def run_monitor(settings, *, once: bool, quiet: bool = False, truth: Path | None
         )
     )
     if not quiet and settings.write_files:
-        print_timeline(Path(settings.output_dir) / "alerts")
+        print_timeline(Path(settings.output_dir) / "alerts", every_transition=every_transition)
     return rc
 
 

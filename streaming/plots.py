@@ -50,30 +50,44 @@ def _empty(ax, text: str) -> None:
 
 
 def alert_timeline(episodes: list[dict], window, title: str = "Alerts") -> bytes:
-    """One row per (alert, subject): a bar from firing (or the window start) to resolved (or
-    the window end); a hatched bar started before the window."""
-    rows = sorted({(e["subject"], e["name"]) for e in episodes})
-    fig, ax = plt.subplots(figsize=(11, max(2.0, 0.32 * len(rows) + 1.2)))
-    index = {row: i for i, row in enumerate(rows)}
+    """One row per root alert (streaming/timeline.py's `root_episodes`), in the order they
+    started: a bar from firing (or the window start) to resolved (or the window end), hatched
+    when it started before the window; its consequences counted in the row's label, and the
+    span from the first of them to start to the last to end drawn light behind the bar."""
+    rows: dict[tuple, int] = {}
+    for e in sorted(episodes, key=lambda e: (e["from_ms"], e["subject"], e["name"])):
+        rows.setdefault((e["subject"], e["name"]), len(rows))
+    explained: dict[tuple, int] = defaultdict(int)
     for e in episodes:
+        explained[(e["subject"], e["name"])] += sum(e.get("consequences", {}).values())
+    fig, ax = plt.subplots(figsize=(11, max(2.0, 0.32 * len(rows) + 1.2)))
+    least = (_t(window.end_ms) - _t(window.start_ms)) / 400
+    for e in episodes:
+        row = rows[(e["subject"], e["name"])]
+        color = SEVERITY_COLOR.get(e["severity"], "#888")
+        if e.get("consequences"):
+            lo, hi = _t(e["span"][0]), _t(e["span"][1])
+            ax.barh(row, max(hi - lo, least), left=lo, height=0.85, color=color, alpha=0.18)
         start, end = _t(e["from_ms"]), _t(e["to_ms"])
-        width = max(end - start, (_t(window.end_ms) - _t(window.start_ms)) / 400)
         ax.barh(
-            index[(e["subject"], e["name"])],
-            width,
+            row,
+            max(end - start, least),
             left=start,
-            height=0.6,
-            color=SEVERITY_COLOR.get(e["severity"], "#888"),
+            height=0.5,
+            color=color,
             hatch="//" if e["started_ms"] < window.start_ms else None,
             edgecolor="black" if not e["resolved"] else "none",
             linewidth=0.6,
         )
-    ax.set_yticks(range(len(rows)), [f"{n}  {s}" for s, n in rows], fontsize=8)
+    labels = [
+        f"{n}  {s}" + (f"  (+{explained[(s, n)]} consequences)" if explained[(s, n)] else "") for s, n in rows
+    ]
+    ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.invert_yaxis()
     _time_axis(ax, window)
     ax.set_title(
-        f"{title} (bar: firing → resolved; hatched: already firing at the start; "
-        "outlined: still firing at the end)",
+        f"{title}, one row per root cause (bar: firing → resolved; light: its consequences; "
+        "hatched: already firing at the start; outlined: still firing at the end)",
         fontsize=10,
     )
     if not rows:

@@ -14,7 +14,11 @@ from typing import Any
 
 from replmon.streaming.cli_flags import UsageError, old_spelling
 from replmon.streaming.replay_window import WindowError, check_window_options, fmt_time, resolve_window
-from replmon.streaming.timeline import timeline_line
+
+ALL_HELP = (
+    "print every alert transition of the window (default: what was notified, one line each, "
+    "with each root's consequences folded under it)"
+)
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,7 @@ def add_arguments(p) -> None:
         "--output", default="replmon-replay", metavar="DIR", help="output folder (default ./replmon-replay)"
     )
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots here")
+    p.add_argument("--all", action="store_true", help=ALL_HELP)
 
 
 def run(args) -> int:
@@ -149,10 +154,14 @@ def _replay(args, settings, variants, input_path) -> int:
             result = replay.collect(rows, window, variants, total)
     finally:
         events.unpersist()
-    return report_result(result, Path(args.output), Path(args.report) if args.report else None)
+    return report_result(
+        result, Path(args.output), Path(args.report) if args.report else None, every_transition=args.all
+    )
 
 
-def report_result(result, output: Path, report_dir: Path | None, out=None) -> int:
+def report_result(
+    result, output: Path, report_dir: Path | None, out=None, every_transition: bool = False
+) -> int:
     from replmon.streaming.replay_compare import compare, summarize, window_view
 
     out = out or sys.stdout
@@ -165,7 +174,7 @@ def report_result(result, output: Path, report_dir: Path | None, out=None) -> in
     view = window_view(result.of(0, "alerts"), window)
     write_outputs(output, result, view)
     print(f"replmon replay: {result.events:,} events read; outputs in {output}", file=out)
-    print_view(view, out)
+    print_view(view, out, every_transition)
     print_comparisons(summaries, comparisons, out)
     if report_dir is not None:
         from replmon.streaming.report import write_report
@@ -195,14 +204,38 @@ def _jsonl(path: Path, records: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
 
 
-def print_view(view, out) -> None:
-    if view.firing_at_start:
-        print(f"\nAlready firing at the start of the window ({len(view.firing_at_start)})", file=out)
-        for r in view.firing_at_start:
-            print("  " + timeline_line(r), file=out)
-    print(f"\nAlert timeline in the window ({len(view.transitions)} transitions)", file=out)
-    for r in view.transitions:
-        print(timeline_line(r), file=out)
+def print_view(view, out, every_transition: bool = False) -> None:
+    """The window's alerts: grouped by root (streaming/timeline.py), or every transition."""
+    from replmon.streaming.timeline import group, incident_lines, quiet_line, transition_line
+
+    if every_transition:
+        if view.firing_at_start:
+            print(f"\nAlready firing at the start of the window ({len(view.firing_at_start)})", file=out)
+            for r in view.firing_at_start:
+                print("  " + transition_line(r), file=out)
+        print(f"\nAlert timeline in the window ({len(view.transitions)} transitions)", file=out)
+        for r in view.transitions:
+            print(transition_line(r), file=out)
+        return
+    timeline = group(view.firing_at_start + view.transitions)
+    before = {r["alert_id"] for r in view.firing_at_start}
+    already = [i for i in timeline.incidents if i.alert_id in before]
+    if already:
+        print(f"\nAlready firing at the start of the window ({len(already)})", file=out)
+        for inc in already:
+            for line in incident_lines(inc):
+                print("  " + line, file=out)
+    print(
+        f"\nAlert timeline in the window ({len(view.transitions)} transitions; --all lists each)",
+        file=out,
+    )
+    for inc in timeline.incidents:
+        if inc.alert_id not in before:
+            for line in incident_lines(inc):
+                print(line, file=out)
+    quiet = quiet_line(timeline.quiet)
+    if quiet is not None:
+        print(quiet, file=out)
 
 
 def print_comparisons(summaries, comparisons, out) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from replmon.streaming import plots
 from replmon.streaming.replay_compare import episodes, window_view
 from replmon.streaming.replay_window import fmt_time
+from replmon.streaming.timeline import group, root_episodes
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}
@@ -43,7 +44,7 @@ def write_report(report_dir: Path, result, summaries, comparisons) -> Path:
     stalled = sorted({_partition_key(e) for e in eps if e["name"] == "HighWatermarkStalled"})
     v0_8 = [v.config.replica_lag_max_messages for v in result.variants if v.config.rule_set == "v0_8"]
     figures = [
-        ("alerts.png", "Alert timeline", plots.alert_timeline(eps, window)),
+        ("alerts.png", "Alert timeline", plots.alert_timeline(_roots(view, eps), window)),
         (
             "replica_lag.png",
             "Per-replica lag",
@@ -61,13 +62,14 @@ def write_report(report_dir: Path, result, summaries, comparisons) -> Path:
     if len(summaries) > 1:
         figures.append(("variants.png", "What-if variants", plots.variant_bars(summaries)))
     for v in result.variants[1:]:
-        v_eps = episodes(window_view(result.of(v.variant_id, "alerts"), window), window)
+        v_view = window_view(result.of(v.variant_id, "alerts"), window)
+        v_eps = episodes(v_view, window)
         if [(e["alert_id"], e["to_ms"]) for e in v_eps] != [(e["alert_id"], e["to_ms"]) for e in eps]:
             figures.append(
                 (
                     f"alerts-what-if-{v.variant_id}.png",
                     f"Alert timeline with {v.name}",
-                    plots.alert_timeline(v_eps, window, title=f"What if {v.name}"),
+                    plots.alert_timeline(_roots(v_view, v_eps), window, title=f"What if {v.name}"),
                 )
             )
     for name, _, png in figures:
@@ -75,6 +77,11 @@ def write_report(report_dir: Path, result, summaries, comparisons) -> Path:
     page = report_dir / "index.html"
     page.write_text(render(result, view, eps, summaries, comparisons, figures))
     return page
+
+
+def _roots(view, eps: list[dict]) -> list[dict]:
+    """The chart's bars: one per root episode, its consequences counted (streaming/timeline.py)."""
+    return root_episodes(view.firing_at_start + view.transitions, eps)
 
 
 def _partition_key(e: dict[str, Any]) -> tuple:
@@ -106,25 +113,36 @@ def render(result, view, eps, summaries, comparisons, figures) -> str:
             f"{data}'><figcaption class='meta'>{esc(name)}</figcaption></figure>"
         )
         if name == "alerts.png":
-            parts.append(_episodes_table(eps))
+            parts.append(_episodes_table(eps, _root_names(view)))
         if name == "variants.png":
             parts.append(_comparison_tables(summaries, comparisons))
     parts.append(f"<script>{_JS}</script></body></html>")
     return "\n".join(parts)
 
 
-def _episodes_table(eps: list[dict]) -> str:
+def _root_names(view) -> dict[str, str]:
+    """alert_id of each consequence -> its root, as 'name subject' (or the root's id when the
+    root is not among the window's records)."""
+    tl = group(view.firing_at_start + view.transitions)
+    out = {}
+    for inc in tl.incidents:
+        root = f"{inc.root['name']} {inc.root['subject']}" if inc.root else inc.alert_id
+        out.update(dict.fromkeys(inc.consequences, root))
+    return out
+
+
+def _episodes_table(eps: list[dict], roots: dict[str, str]) -> str:
     esc = html.escape
     rows = "".join(
         f"<tr><td class='{esc(e['severity'])}'>{esc(e['name'])}</td><td>{esc(e['subject'])}</td>"
         f"<td>{esc(fmt_time(e['started_ms']))}</td>"
         f"<td>{esc(fmt_time(e['to_ms'])) if e['resolved'] else 'still firing'}</td>"
-        f"<td><code>{esc(e['alert_id'])}</code></td></tr>"
+        f"<td>{esc(roots.get(e['alert_id'], ''))}</td><td><code>{esc(e['alert_id'])}</code></td></tr>"
         for e in eps
     )
     return (
-        "<table><tr><th>alert</th><th>subject</th><th>started</th><th>resolved</th><th>id</th></tr>"
-        f"{rows}</table>"
+        "<table><tr><th>alert</th><th>subject</th><th>started</th><th>resolved</th>"
+        f"<th>consequence of</th><th>id</th></tr>{rows}</table>"
     )
 
 
