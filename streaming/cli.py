@@ -275,8 +275,7 @@ def run_monitor(
     try:
         settings = with_checkpoint_buckets(settings)
     except StateFormatError as refused:  # the count recorded beside the checkpoint: no query started
-        print(f"replmon run: {checkpoint_refusal(settings)(refused)}", file=sys.stderr)
-        return 2
+        raise UsageError(checkpoint_refusal(settings)(refused) or str(refused)) from None
     redis_sink = silences = alertmanager = None
     if settings.redis.url is not None:
         from replmon.sinks.silences import SilenceStore
