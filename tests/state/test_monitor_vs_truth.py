@@ -202,18 +202,22 @@ def under_replicated_intervals(events, truth, topic, partition) -> list[dict]:
 
 
 def check_alert_lifecycle(alerts) -> None:
-    """Each episode fires once and resolves at most once, after it fired; ids never repeat a status."""
+    """Each episode fires once, may be updated (a root's cause or counts: state/cluster.py) while
+    it is open, and resolves at most once, after it fired; ids never repeat a firing or a resolve,
+    and an update never comes before the firing or after the resolve (nor twice at one time)."""
     seen = set()
     fired = {}
-    for a in alerts:
-        key = (a["alert_id"], a["status"])
+    for a in sorted(alerts, key=lambda r: (r["ts"], r["status"] != "firing", r["status"] == "resolved")):
+        key = (a["alert_id"], a["status"], a["ts"] if a["status"] == "updated" else None)
+        if a["status"] == "updated":
+            assert (a["alert_id"], "resolved", None) not in seen, f"updated after its resolve: {a}"
         assert key not in seen, f"{a['status']} twice: {a}"
         seen.add(key)
         if a["status"] == "firing":
             assert a["ts"] == a["started_ms"], a
             fired[a["alert_id"]] = a
         else:
-            assert a["alert_id"] in fired, f"resolved without firing: {a}"
+            assert a["alert_id"] in fired, f"{a['status']} without firing: {a}"
             first = fired[a["alert_id"]]
             assert (a["name"], a["subject"], a["started_ms"]) == (
                 first["name"],

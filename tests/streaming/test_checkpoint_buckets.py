@@ -87,7 +87,8 @@ def test_replmon_run_refuses_it_with_exit_2_and_what_to_do_without_starting_spar
     args = ["run", "--config", str(config), "--input", str(tmp_path / "in"), "--once", "--quiet"]
     assert cli.main([*args, "--output", str(tmp_path / "out")]) == 2
     printed = capsys.readouterr().err
-    assert f"replmon run: cannot continue from the checkpoint {checkpoint}: the checkpoint was written" in printed
+    said = f"replmon run: cannot continue from the checkpoint {checkpoint}: the checkpoint was written"
+    assert said in printed
     assert "Set stream.buckets = 2 again" in printed and StateFormatError.MARKER not in printed
 
 
