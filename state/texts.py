@@ -87,6 +87,14 @@ OPEN = {
         "broker_shutting_down",
     ): "broker {broker} of {cluster} is in controlled shutdown since {since}: {counts}",
     (
+        "MonitorLagging",
+        "stalled",
+    ): "query {query} has completed no batch for {silent} (limit {limit}); query {state}",
+    (
+        "MonitorLagging",
+        "behind",
+    ): "query {query} is {lag} behind the wall clock in event time (limit {limit})",
+    (
         "ReplicaFetcherStalled",
         "fetcher_stalled",
     ): "broker {broker}'s fetcher {fetcher_id} for leader {leader} stopped at {since}: {n} partitions "
@@ -129,6 +137,7 @@ CLOSE = {
         "ReplicaFetcherStalled",
         "fetching",
     ): "broker {broker}'s fetcher {fetcher_id} for leader {leader} is fetching again (or its partitions moved)",
+    ("MonitorLagging", "keeping_up"): "query {query} is keeping up again",
     # per-replica alerts when the replica stops being a follower of the partition
     ("*", "became_leader"): "replica {replica} became the leader of {partition}",
     ("*", "left_assignment"): "replica {replica} left the assignment of {partition}",
