@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from replmon.state import alert_rules as rules
 from replmon.state import texts
-from replmon.state.alert_rules import PARTITION_RULES, REPLICA_RULES, PartitionFacts, ReplicaFacts
+from replmon.state.alert_rules import PARTITION_RULES, REPLICA_RULES, AlertRule, PartitionFacts, ReplicaFacts
 from replmon.state.alerts import AlertBook
 from replmon.state.explain import (
     BROKER_FENCED,
@@ -24,6 +24,7 @@ from replmon.state.explain import (
 )
 from replmon.state.fetcher import FetcherRoot, fetcher_id, fetcher_key
 from replmon.state.partition import PartitionConfig, PartitionLeader
+from replmon.state.replica import ReplicaState
 from replmon.state.root_cause import root_id
 from replmon.state.texts import fmt_clock
 
@@ -273,15 +274,25 @@ class PartitionWatch:
             p.election_ms == now,
         )
 
-    def _apply(self, rule, subject: str, replica, f, now: int, out: list, cfg, roots: dict) -> None:
+    def _apply(
+        self,
+        rule: AlertRule,
+        subject: str,
+        replica: int | None,
+        f: ReplicaFacts | PartitionFacts,
+        now: int,
+        out: list,
+        cfg: MonitorConfig,
+        roots: dict,
+    ) -> None:
         """Fire or resolve one rule's episode for `subject` so that it matches its condition."""
         book = self.book
         key = (rule.name, subject)
         if rule.condition(f):
             if key in book.open:
                 return
-            cause = rule.cause(f) if callable(rule.cause) else rule.cause
-            says = rule.open_text(f) if rule.open_text is not None else cause
+            cause: str = rule.cause(f) if callable(rule.cause) else rule.cause
+            says: str = rule.open_text(f) if rule.open_text is not None else cause
             book.fire(
                 out,
                 rule.name,
@@ -293,7 +304,7 @@ class PartitionWatch:
                 cause,
             )
         elif key in book.open:
-            closes = rule.close_text(f) if rule.close_text is not None else rule.closes[0]
+            closes: str = rule.close_text(f) if rule.close_text is not None else rule.closes[0]
             book.resolve(
                 out,
                 rule.name,
@@ -303,19 +314,19 @@ class PartitionWatch:
                 texts.close_text(rule.name, closes, **self._text_facts(f, now, cfg, roots)),
             )
 
-    def _root_of(self, how: str, f, cause: str, roots: dict) -> str | None:
+    def _root_of(
+        self, how: str | None, f: ReplicaFacts | PartitionFacts, cause: str, roots: dict
+    ) -> str | None:
         """The alert that explains a firing episode (alert_rules.ROOT_OF_*), or None."""
-        if how == rules.ROOT_OF_MISSING:  # a missing replica's own ReplicaOutOfSync may explain it
-            return self._partition_root(roots)
-        if not roots:
-            return None
         p = self.leader
-        if how == rules.ROOT_OF_REPLICAS:
-            return self._single_root(roots, p.replicas)
-        if how == rules.ROOT_OF_HOLDERS:
-            return self._single_root(roots, f.holders, every=True)
-        if how == rules.ROOT_OF_LEADER:
-            return root_id(roots, p.leader)
+        if isinstance(f, PartitionFacts):
+            if how == rules.ROOT_OF_MISSING:  # a missing replica's own ReplicaOutOfSync may explain it
+                return self._partition_root(roots)
+            if how == rules.ROOT_OF_REPLICAS:
+                return self._single_root(roots, p.replicas)
+            if how == rules.ROOT_OF_HOLDERS:
+                return self._single_root(roots, f.holders, every=True)
+            return root_id(roots, p.leader)  # ROOT_OF_LEADER
         r = f.replica
         if how == rules.ROOT_OF_REPLICA:
             return root_id(roots, r)
@@ -327,7 +338,9 @@ class PartitionWatch:
             return root_id(roots, r)
         return leader_root
 
-    def _text_facts(self, f, now: int, cfg: MonitorConfig, roots: dict) -> dict:
+    def _text_facts(
+        self, f: ReplicaFacts | PartitionFacts, now: int, cfg: MonitorConfig, roots: dict
+    ) -> dict:
         """Every fact a template of the rule's scope may name (only built on a transition)."""
         if isinstance(f, ReplicaFacts):
             facts = self._replica_text_facts(f.replica, now, cfg, roots)
@@ -363,7 +376,9 @@ class PartitionWatch:
             exits.pop(0)
         return len(exits)
 
-    def _replica_deadline(self, st, f: ReplicaFacts, deadline: int, now: int, cfg: MonitorConfig) -> int:
+    def _replica_deadline(
+        self, st: ReplicaState, f: ReplicaFacts, deadline: int, now: int, cfg: MonitorConfig
+    ) -> int:
         """The earliest time before `deadline` at which a rule of this follower may change: its
         oldest ISR exit leaving the flap window, and while in the ISR its lag passing the
         imminent fraction and the limit, and the limit after its last fetch."""

@@ -211,12 +211,12 @@ def test_cluster_telemetry_missing_says_when_events_come_back():
     # later micro-batch. The resolution says that events came back (the close template), not the
     # opening text again.
     def c2(s):
-        return ev("heartbeat", T0 + s * 1000)[:2] + ("c2",) + ev("heartbeat", 0)[3:]
+        return (*ev("heartbeat", T0 + s * 1000)[:2], "c2", *ev("heartbeat", 0)[3:])
 
     cfg = monitor_config(replica_lag_time_max_ms=L)
     bucket, alerts = Bucket(0, 1), []
-    silent = [ev("heartbeat", T0), ev("heartbeat", T0 + 1000)] + [c2(s) for s in range(2, 46)]
-    back = [ev("heartbeat", T0 + 46_000)] + [c2(s) for s in range(47, 60)]
+    silent = [ev("heartbeat", T0), ev("heartbeat", T0 + 1000), *(c2(s) for s in range(2, 46))]
+    back = [ev("heartbeat", T0 + 46_000), *(c2(s) for s in range(47, 60))]
     for batch in (silent, back):
         bucket.process(batch, cfg, alerts, [])
         bucket.advance(cfg, alerts)
