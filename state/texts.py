@@ -128,6 +128,7 @@ CLOSE = {
     ("IsrFlapping", "exits"): "replica {replica} of {partition} has stopped leaving the ISR",
     ("TelemetryMissing", "partition"): "events for {partition} again",
     ("TelemetryMissing", "cluster"): "events from cluster {cluster} again",
+    ("MonitorLagging", "keeping_up"): "query {query} is keeping up again",
     ("BrokerUnavailable", "running"): "broker {broker} of {cluster} is registered and running again",
     (
         "BrokerUnavailable",
@@ -137,7 +138,6 @@ CLOSE = {
         "ReplicaFetcherStalled",
         "fetching",
     ): "broker {broker}'s fetcher {fetcher_id} for leader {leader} is fetching again (or its partitions moved)",
-    ("MonitorLagging", "keeping_up"): "query {query} is keeping up again",
     # per-replica alerts when the replica stops being a follower of the partition
     ("*", "became_leader"): "replica {replica} became the leader of {partition}",
     ("*", "left_assignment"): "replica {replica} left the assignment of {partition}",
