@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .explain import LAG, OUT_OF_ISR_CAUSES, out_of_isr_cause
 from .partition import PartitionLeader
@@ -48,7 +49,7 @@ class PartitionFacts:
 class ReplicaFacts:
     """What the per-replica rules read, for one follower, derived once per evaluation."""
 
-    partition: PartitionFacts | None = None
+    partition: PartitionFacts
     replica: int = 2
     in_isr: bool = True  # in the committed ISR
     behind: bool = False  # its LEO is not the leader LEO
@@ -302,5 +303,11 @@ RULES = (
     ),
 )
 
-REPLICA_RULES = tuple(r for r in RULES if r.scope == REPLICA)
-PARTITION_RULES = tuple(r for r in RULES if r.scope == PARTITION)
+
+def _applied(scope: str) -> tuple[tuple[AlertRule, Callable[[Any], bool]], ...]:
+    """The rows the partition engine applies for `scope`, in order, each with its condition."""
+    return tuple((r, r.condition) for r in RULES if r.scope == scope and r.condition is not None)
+
+
+REPLICA_RULES = _applied(REPLICA)
+PARTITION_RULES = _applied(PARTITION)

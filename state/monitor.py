@@ -192,7 +192,9 @@ class PartitionWatch:
             for r in p.isr:
                 st = followers.get(r)
                 if st is not None and st.leo != leo:
-                    self._bring_forward(p.lag_passes_at_ms(st, imminent_after))
+                    at = p.lag_passes_at_ms(st, imminent_after)
+                    if at is not None:
+                        self._bring_forward(at)
         if now >= self.deadline_ms:
             self.evaluate(now, out, cfg, roots)
 
@@ -239,13 +241,13 @@ class PartitionWatch:
                     cfg.flap_count,
                 )
                 rsub = f"{subject}/{r}"
-                for rule in REPLICA_RULES:
-                    self._apply(rule, rsub, r, f, now, out, cfg, roots)
+                for rule, holds in REPLICA_RULES:
+                    self._apply(rule, holds(f), rsub, r, f, now, out, cfg, roots)
                 deadline = self._replica_deadline(st, f, deadline, now, cfg)
         if self.book.open:
             self._resolve_former_followers(now, out)
-        for rule in PARTITION_RULES:
-            self._apply(rule, subject, None, pf, now, out, cfg, roots)
+        for rule, holds in PARTITION_RULES:
+            self._apply(rule, holds(pf), subject, None, pf, now, out, cfg, roots)
         waiting = self.hw_waiting_since_ms
         if waiting is not None and now < waiting + cfg.hw_stall_ms + 1 < deadline:
             deadline = waiting + cfg.hw_stall_ms + 1
@@ -277,6 +279,7 @@ class PartitionWatch:
     def _apply(
         self,
         rule: AlertRule,
+        active: bool,
         subject: str,
         replica: int | None,
         f: ReplicaFacts | PartitionFacts,
@@ -285,13 +288,16 @@ class PartitionWatch:
         cfg: MonitorConfig,
         roots: dict,
     ) -> None:
-        """Fire or resolve one rule's episode for `subject` so that it matches its condition."""
+        """Fire or resolve one rule's episode for `subject` so that it matches `active` (whether
+        its condition holds)."""
         book = self.book
         key = (rule.name, subject)
-        if rule.condition(f):
+        if active:
             if key in book.open:
                 return
-            cause: str = rule.cause(f) if callable(rule.cause) else rule.cause
+            how = rule.cause
+            cause = how(f) if callable(how) else how
+            assert cause is not None  # every rule the engine applies names its cause
             says: str = rule.open_text(f) if rule.open_text is not None else cause
             book.fire(
                 out,
@@ -387,10 +393,11 @@ class PartitionWatch:
             deadline = min(deadline, exits[0] + cfg.flap_window_ms)
         if f.in_isr:
             p = self.leader
+            lag_limit = p.config.replica_lag_time_max_ms
             imminent_at = p.lag_passes_at_ms(st, f.imminent_after_ms)
-            if imminent_at is not None:
-                lag_limit = p.config.replica_lag_time_max_ms
-                for d in (imminent_at, p.lag_passes_at_ms(st, lag_limit), st.last_fetch_ms + lag_limit + 1):
+            out_of_sync_at = p.lag_passes_at_ms(st, lag_limit)
+            if imminent_at is not None and out_of_sync_at is not None:  # None: exempt, nothing to come
+                for d in (imminent_at, out_of_sync_at, st.last_fetch_ms + lag_limit + 1):
                     if now < d < deadline:
                         deadline = d
         return deadline
