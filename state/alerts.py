@@ -10,21 +10,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from replmon.state.alert_rules import RULES
+
 # The severity policy (docs/alerts.md): `critical` pages, `warning` goes to the team's channel,
-# `info` only shows on dashboards and in the alert stream.
-SEVERITY = {
-    "BrokerUnavailable": "critical",
-    "UnderMinIsr": "critical",
-    "OfflinePartition": "critical",
-    "HighWatermarkStalled": "critical",
-    "ReplicaFetcherStalled": "warning",
-    "ReplicaOutOfSync": "warning",
-    "UnderReplicated": "warning",
-    "AtMinIsr": "warning",
-    "IsrFlapping": "warning",
-    "TelemetryMissing": "warning",
-    "IsrExitImminent": "info",
-}
+# `info` only shows on dashboards and in the alert stream. One column of the rules table.
+SEVERITY = {rule.name: rule.severity for rule in RULES}
 NOTIFIED_SEVERITIES = ("critical", "warning")
 # Consequences that still page on their own, root cause or not: data can no longer be written
 # (acks=all) or read.
@@ -103,42 +93,56 @@ class AlertBook:
         key = (name, subject)
         current = self.open.get(key)
         if active and current is None:
-            aid = alert_id(name, subject, now_ms)
-            root = caused_by() if callable(caused_by) else caused_by
-            self.open[key] = OpenAlert(aid, now_ms, labels, root, cause)
-            out.append(
-                _record(
-                    aid,
-                    name,
-                    "firing",
-                    subject,
-                    labels,
-                    now_ms,
-                    now_ms,
-                    reason() if callable(reason) else reason,
-                    root,
-                    cause,
-                )
+            self.fire(
+                out,
+                name,
+                subject,
+                now_ms,
+                labels,
+                reason() if callable(reason) else reason,
+                caused_by() if callable(caused_by) else caused_by,
+                cause,
             )
         elif not active and current is not None:
-            del self.open[key]
             if resolved is None:
                 resolved = reason
-            text = resolved() if callable(resolved) else resolved
-            out.append(
-                _record(
-                    current.alert_id,
-                    name,
-                    "resolved",
-                    subject,
-                    labels,
-                    current.started_ms,
-                    now_ms,
-                    text,
-                    current.caused_by,
-                    current.cause,
-                )
+            self.resolve(out, name, subject, now_ms, labels, resolved() if callable(resolved) else resolved)
+
+    def fire(
+        self,
+        out: list,
+        name: str,
+        subject: str,
+        now_ms: int,
+        labels: tuple,
+        reason: str,
+        caused_by: str | None,
+        cause: str | None,
+    ) -> None:
+        """Open an episode of `name` for `subject` at `now_ms` (the caller knows none is open)."""
+        aid = alert_id(name, subject, now_ms)
+        self.open[(name, subject)] = OpenAlert(aid, now_ms, labels, caused_by, cause)
+        out.append(
+            alert_record(aid, name, "firing", subject, labels, now_ms, now_ms, reason, caused_by, cause)
+        )
+
+    def resolve(self, out: list, name: str, subject: str, now_ms: int, labels: tuple, reason: str) -> None:
+        """Close the open episode of `name` for `subject` at `now_ms`."""
+        a = self.open.pop((name, subject))
+        out.append(
+            alert_record(
+                a.alert_id,
+                name,
+                "resolved",
+                subject,
+                labels,
+                a.started_ms,
+                now_ms,
+                reason,
+                a.caused_by,
+                a.cause,
             )
+        )
 
     def alert_id_of(self, name: str, subject: str) -> str | None:
         current = self.open.get((name, subject))
@@ -148,24 +152,14 @@ class AlertBook:
         """Resolve every open episode whose subject starts with `prefix`."""
         for (name, subject), alert in list(self.open.items()):
             if subject.startswith(prefix):
-                del self.open[(name, subject)]
-                out.append(
-                    _record(
-                        alert.alert_id,
-                        name,
-                        "resolved",
-                        subject,
-                        alert.labels,
-                        alert.started_ms,
-                        now_ms,
-                        reason,
-                        alert.caused_by,
-                        alert.cause,
-                    )
-                )
+                self.resolve(out, name, subject, now_ms, alert.labels, reason)
 
 
-def _record(aid, name, status, subject, labels, started_ms, ts, reason, caused_by=None, cause=None) -> dict:
+def alert_record(
+    aid, name, status, subject, labels, started_ms, ts, reason, caused_by=None, cause=None
+) -> dict:
+    """The one alert record format (docs/outputs.md), for every alert: the engine's, the
+    cluster's and the query's own (streaming/heartbeat.py)."""
     cluster, topic, partition, replica = labels
     broker = replica  # a per-replica alert concerns the replica's broker
     if name in BROKER_ALERTS:  # labels carry the broker in the replica slot

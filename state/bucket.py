@@ -14,7 +14,7 @@ import json
 import zlib
 from dataclasses import dataclass, field
 
-from replmon.state import alert_rules
+from replmon.state import alert_rules, texts
 from replmon.state.alerts import AlertBook, is_notified
 from replmon.state.fetcher import (
     FETCHER_STALLED,
@@ -176,7 +176,9 @@ class Bucket:
                 view = self.clusters[cluster] = ClusterView(clock_ms=ts)
             if ts > view.clock_ms:
                 if self._owns(cluster) and view.book.open:
-                    view.book.resolve_all(alerts, ts, f"events from cluster {cluster} again")
+                    view.book.resolve_all(
+                        alerts, ts, texts.close_text("TelemetryMissing", "cluster", cluster=cluster)
+                    )
                 view.clock_ms = ts
             if ts > self.global_ms:
                 self.global_ms = ts
@@ -554,8 +556,14 @@ class Bucket:
                 self.global_ms - cfg.lateness_ms >= silent_at,
                 silent_at,
                 (cluster, None, None, None),
-                f"no events from cluster {cluster} since {fmt_clock(view.clock_ms)} "
-                f"(more than {cfg.telemetry_gap_ms / 1000:g} s)",
+                texts.open_text(
+                    "TelemetryMissing",
+                    "cluster",
+                    cluster=cluster,
+                    since=fmt_clock(view.clock_ms),
+                    gap=f"{cfg.telemetry_gap_ms / 1000:g} s",
+                ),
+                texts.close_text("TelemetryMissing", "cluster", cluster=cluster),
             )
 
     def _evict(self, key: tuple, at_ms: int, alerts: list, reason: str) -> None:

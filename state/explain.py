@@ -32,7 +32,7 @@ class ReplicaView:
     last_fetch_ms: int  # Kafka's lastFetchTimeMs (0 = never)
     in_isr: bool  # committed ISR
     caught_up: bool  # Kafka's isCaughtUp now
-    out_of_sync_at_ms: int | None  # first time isCaughtUp fails if nothing changes; None: LEO == leader LEO
+    out_of_sync_at_ms: int | None  # first time isCaughtUp fails if nothing changes; None: never (exempt)
     removable_by_ms: int | None  # out_of_sync_at_ms + L/2: the latest isr-expiration run that removes it
     eligible: bool  # Kafka's isReplicaIsrEligible
     holds_hw: bool  # its LEO is what the HW is waiting for
@@ -148,11 +148,8 @@ def explain_replica(
         )
     lag_max_ms = p.config.replica_lag_time_max_ms
     leader_leo = p.leader_leo
-    if state.leo == leader_leo:
-        out_of_sync_at_ms = removable_by_ms = None
-    else:
-        out_of_sync_at_ms = state.last_caught_up_ms + lag_max_ms + 1
-        removable_by_ms = out_of_sync_at_ms + lag_max_ms // 2
+    out_of_sync_at_ms = p.lag_passes_at_ms(state, lag_max_ms)
+    removable_by_ms = None if out_of_sync_at_ms is None else out_of_sync_at_ms + lag_max_ms // 2
     return ReplicaView(
         replica=replica,
         state=classify_replica(

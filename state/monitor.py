@@ -13,17 +13,18 @@ from dataclasses import dataclass
 
 from replmon.state import alert_rules as rules
 from replmon.state import texts
+from replmon.state.alert_rules import PARTITION_RULES, REPLICA_RULES, AlertRule, PartitionFacts, ReplicaFacts
 from replmon.state.alerts import AlertBook
 from replmon.state.explain import (
     BROKER_FENCED,
     BROKER_SHUTTING_DOWN,
-    LAG,
     explain_replica,
     hw_holders,
     out_of_isr_cause,
 )
 from replmon.state.fetcher import FetcherRoot, fetcher_id, fetcher_key
 from replmon.state.partition import PartitionConfig, PartitionLeader
+from replmon.state.replica import ReplicaState
 from replmon.state.root_cause import root_id
 from replmon.state.texts import fmt_clock
 
@@ -38,6 +39,11 @@ def explains_lag(root) -> bool:
 
 
 NEVER = 1 << 62
+
+
+def _imminent_after_ms(p: PartitionLeader, cfg: MonitorConfig) -> int:
+    """IsrExitImminent holds past this lag: alerts.imminent_fraction of replica.lag.time.max.ms."""
+    return int(p.config.replica_lag_time_max_ms * cfg.imminent_fraction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,12 +187,14 @@ class PartitionWatch:
         leo = p.leader_leo
         if leo != self.leo_seen:
             self.leo_seen = leo
-            soon = int(p.config.replica_lag_time_max_ms * cfg.imminent_fraction) + 1
+            imminent_after = _imminent_after_ms(p, cfg)
             followers = p.followers
             for r in p.isr:
                 st = followers.get(r)
                 if st is not None and st.leo != leo:
-                    self._bring_forward(st.last_caught_up_ms + soon)
+                    at = p.lag_passes_at_ms(st, imminent_after)
+                    if at is not None:
+                        self._bring_forward(at)
         if now >= self.deadline_ms:
             self.evaluate(now, out, cfg, roots)
 
@@ -195,7 +203,9 @@ class PartitionWatch:
             self.deadline_ms = d
 
     def evaluate(self, now: int, out: list, cfg: MonitorConfig, roots: dict | None = None) -> None:
-        """Bring every alert of this partition in line with its condition at `now`.
+        """Bring every alert of this partition in line with its condition at `now`: derive the
+        facts once, apply the rules of state/alert_rules.py (per follower, then per partition),
+        and set the next deadline at which a condition may change.
 
         `roots` maps each unavailable broker of the cluster to its BrokerUnavailable alert id
         (state/root_cause.py): alerts it explains carry that id in `caused_by`."""
@@ -203,6 +213,156 @@ class PartitionWatch:
         roots = self._roots_here(roots, cfg) if roots else {}
         self.leo_seen = p.leader_leo
         emitted = len(out)
+        self._track_isr(now)
+        self._track_hw(now)
+        pf = self._facts(now, cfg)
+        subject = f"{self.cluster}/{self.name}"
+        deadline = self.next_tick_ms
+        if p.leader >= 0:
+            out_of_sync = p.out_of_sync_replicas(now, ignore_inflight=True)
+            isr = p.isr
+            imminent_after = _imminent_after_ms(p, cfg)
+            for r in p.replicas:
+                if r == p.leader:
+                    continue
+                st = p.followers.get(r)
+                if st is None:
+                    continue
+                f = ReplicaFacts(
+                    pf,
+                    r,
+                    r in isr,
+                    st.leo != p.leader_leo,
+                    now - st.last_caught_up_ms,
+                    imminent_after,
+                    r in out_of_sync,
+                    r in self.ever_in_isr,
+                    self._exits_in_window(r, now, cfg),
+                    cfg.flap_count,
+                )
+                rsub = f"{subject}/{r}"
+                for rule, holds in REPLICA_RULES:
+                    self._apply(rule, holds(f), rsub, r, f, now, out, cfg, roots)
+                deadline = self._replica_deadline(st, f, deadline, now, cfg)
+        if self.book.open:
+            self._resolve_former_followers(now, out)
+        for rule, holds in PARTITION_RULES:
+            self._apply(rule, holds(pf), subject, None, pf, now, out, cfg, roots)
+        waiting = self.hw_waiting_since_ms
+        if waiting is not None and now < waiting + cfg.hw_stall_ms + 1 < deadline:
+            deadline = waiting + cfg.hw_stall_ms + 1
+        t_gap = self.last_event_ms + cfg.telemetry_gap_ms + 1
+        if now < t_gap < deadline:
+            deadline = t_gap
+        self.deadline_ms = deadline
+        self.dirty = True
+        if len(out) > emitted:
+            self.significant = True
+            self._annotate(out, emitted, pf.holders)
+
+    def _facts(self, now: int, cfg: MonitorConfig) -> PartitionFacts:
+        """The partition's facts at `now`, for its rules (state/alert_rules.py)."""
+        p = self.leader
+        return PartitionFacts(
+            p,
+            now,
+            self.reported_isr is not None,
+            self.hw_waiting_since_ms,
+            cfg.hw_stall_ms,
+            hw_holders(p, now),
+            self.last_event_ms,
+            cfg.telemetry_gap_ms,
+            now - self.last_event_ms > cfg.stuck_after_ms,
+            p.election_ms == now,
+        )
+
+    def _apply(
+        self,
+        rule: AlertRule,
+        active: bool,
+        subject: str,
+        replica: int | None,
+        f: ReplicaFacts | PartitionFacts,
+        now: int,
+        out: list,
+        cfg: MonitorConfig,
+        roots: dict,
+    ) -> None:
+        """Fire or resolve one rule's episode for `subject` so that it matches `active` (whether
+        its condition holds)."""
+        book = self.book
+        key = (rule.name, subject)
+        if active:
+            if key in book.open:
+                return
+            how = rule.cause
+            cause = how(f) if callable(how) else how
+            assert cause is not None  # every rule the engine applies names its cause
+            says: str = rule.open_text(f) if rule.open_text is not None else cause
+            book.fire(
+                out,
+                rule.name,
+                subject,
+                now,
+                (self.cluster, self.topic, self.partition, replica),
+                texts.open_text(rule.name, says, **self._text_facts(f, now, cfg, roots)),
+                self._root_of(rule.root, f, cause, roots),
+                cause,
+            )
+        elif key in book.open:
+            closes: str = rule.close_text(f) if rule.close_text is not None else rule.closes[0]
+            book.resolve(
+                out,
+                rule.name,
+                subject,
+                now,
+                (self.cluster, self.topic, self.partition, replica),
+                texts.close_text(rule.name, closes, **self._text_facts(f, now, cfg, roots)),
+            )
+
+    def _root_of(
+        self, how: str | None, f: ReplicaFacts | PartitionFacts, cause: str, roots: dict
+    ) -> str | None:
+        """The alert that explains a firing episode (alert_rules.ROOT_OF_*), or None."""
+        p = self.leader
+        if isinstance(f, PartitionFacts):
+            if how == rules.ROOT_OF_MISSING:  # a missing replica's own ReplicaOutOfSync may explain it
+                return self._partition_root(roots)
+            if how == rules.ROOT_OF_REPLICAS:
+                return self._single_root(roots, p.replicas)
+            if how == rules.ROOT_OF_HOLDERS:
+                return self._single_root(roots, f.holders, every=True)
+            return root_id(roots, p.leader)  # ROOT_OF_LEADER
+        r = f.replica
+        if how == rules.ROOT_OF_REPLICA:
+            return root_id(roots, r)
+        # a silent leader makes every follower look stuck: it is the cause
+        leader_root = roots[p.leader].alert_id if explains_lag(roots.get(p.leader)) else None
+        if how == rules.ROOT_OF_REPLICA_OR_LEADER:
+            return root_id(roots, r) or leader_root
+        if cause in BROKER_CAUSES or explains_lag(roots.get(r)):  # ROOT_OF_OUT_OF_SYNC
+            return root_id(roots, r)
+        return leader_root
+
+    def _text_facts(
+        self, f: ReplicaFacts | PartitionFacts, now: int, cfg: MonitorConfig, roots: dict
+    ) -> dict:
+        """Every fact a template of the rule's scope may name (only built on a transition)."""
+        if isinstance(f, ReplicaFacts):
+            facts = self._replica_text_facts(f.replica, now, cfg, roots)
+            facts["exits"] = f.exits_in_window
+            facts["window"] = f"{cfg.flap_window_ms / 1000:g} s"
+            return facts
+        facts = self._partition_text_facts()
+        facts["holders"] = list(f.holders)
+        facts["stalled"] = texts.fmt_seconds(now - (self.hw_waiting_since_ms or now))
+        facts["since"] = fmt_clock(self.last_event_ms)
+        facts["silent"] = texts.fmt_seconds(now - self.last_event_ms)
+        return facts
+
+    def _track_isr(self, now: int) -> None:
+        """Record the followers that left the ISR since the last evaluation (IsrFlapping)."""
+        p = self.leader
         isr = p.isr
         if isr != self.last_isr:
             for r in self.last_isr:
@@ -211,230 +371,36 @@ class PartitionWatch:
             self.ever_in_isr.update(isr)
             self.last_isr = isr
             self.significant = True
-        self._track_hw(now)
-        labels = (self.cluster, self.topic, self.partition, None)
-        subject = f"{self.cluster}/{self.name}"
-        book = self.book
-        lag_limit = p.config.replica_lag_time_max_ms
-        imminent_after = int(lag_limit * cfg.imminent_fraction)
-        leader_leo = p.leader_leo
-        deadline = self.next_tick_ms
-        exemption = p.config.rule_set == "current"  # older rule sets have no LEO exemption
-        # a silent leader makes every follower look stuck: it is the cause
-        leader_root = roots[p.leader].alert_id if explains_lag(roots.get(p.leader)) else None
-        if p.leader >= 0:
-            out_of_sync = p.out_of_sync_replicas(now, ignore_inflight=True)
-            for r in p.replicas:
-                if r == p.leader:
-                    continue
-                st = p.followers.get(r)
-                if st is None:
-                    continue
-                in_isr = r in isr
-                rsub = f"{subject}/{r}"
-                rlabels = (self.cluster, self.topic, self.partition, r)
-                ever = r in self.ever_in_isr
-                oos = r in out_of_sync
-                book.update(
-                    out,
-                    "IsrExitImminent",
-                    rsub,
-                    rules.is_isr_exit_imminent(
-                        in_isr=in_isr,
-                        behind=st.leo != leader_leo,
-                        ms_since_caught_up=now - st.last_caught_up_ms,
-                        imminent_after_ms=imminent_after,
-                        out_of_sync=oos,
-                    ),
-                    now,
-                    rlabels,
-                    lambda r=r: self._replica_text("IsrExitImminent", self._lag_cause(now, cfg), r, now, cfg),
-                    lambda r=r, oos=oos, in_isr=in_isr: self._replica_close(
-                        "IsrExitImminent",
-                        "left_isr"
-                        if not in_isr
-                        else "out_of_sync"
-                        if oos
-                        else "new_leader"
-                        if p.election_ms == now
-                        else "caught_up",
-                        r,
-                    ),
-                    caused_by=root_id(roots, r) or leader_root,
-                    cause=LAG,
-                )
-                if rules.is_replica_out_of_sync(in_isr=in_isr, out_of_sync=oos, ever_in_isr=ever):
-                    cause = out_of_isr_cause(p, r, now, ever_in_isr=ever)
-                    book.update(
-                        out,
-                        "ReplicaOutOfSync",
-                        rsub,
-                        True,
-                        now,
-                        rlabels,
-                        lambda r=r, cause=cause: self._replica_text(
-                            "ReplicaOutOfSync", cause, r, now, cfg, roots
-                        ),
-                        caused_by=root_id(roots, r)
-                        if cause in BROKER_CAUSES or explains_lag(roots.get(r))
-                        else leader_root,
-                        cause=cause,
-                    )
-                else:
-                    book.update(
-                        out,
-                        "ReplicaOutOfSync",
-                        rsub,
-                        False,
-                        now,
-                        rlabels,
-                        None,
-                        lambda r=r: self._replica_close("ReplicaOutOfSync", "rejoined", r),
-                    )
-                exits = self.exits.get(r)
-                if exits:
-                    cutoff = now - cfg.flap_window_ms
-                    while exits and exits[0] <= cutoff:
-                        exits.pop(0)
-                    n = len(exits)
-                    book.update(
-                        out,
-                        "IsrFlapping",
-                        rsub,
-                        rules.is_isr_flapping(exits_in_window=n, flap_count=cfg.flap_count),
-                        now,
-                        rlabels,
-                        lambda r=r, n=n: texts.open_text(
-                            "IsrFlapping",
-                            "exits",
-                            replica=r,
-                            partition=self.name,
-                            exits=n,
-                            window=f"{cfg.flap_window_ms / 1000:g} s",
-                        ),
-                        lambda r=r: self._replica_close("IsrFlapping", "exits", r),
-                        caused_by=root_id(roots, r),
-                        cause="exits",
-                    )
-                    if exits:
-                        deadline = min(deadline, exits[0] + cfg.flap_window_ms)
-                if in_isr and (st.leo != leader_leo or not exemption):
-                    for d in (
-                        st.last_caught_up_ms + imminent_after + 1,
-                        st.last_caught_up_ms + lag_limit + 1,
-                        st.last_fetch_ms + lag_limit + 1,
-                    ):
-                        if now < d < deadline:
-                            deadline = d
-        if book.open:
-            self._resolve_former_followers(now, out)
-        facts = self._partition_facts
-        min_isr = p.effective_min_isr
-        n_replicas = len(p.replicas)
-        partition_root = lambda: self._partition_root(roots)  # noqa: E731 (only built on a transition)
-        book.update(
-            out,
-            "UnderReplicated",
-            subject,
-            rules.is_under_replicated(
-                isr_size=len(isr), replica_count=n_replicas, adding_count=len(p.adding_replicas)
-            ),
-            now,
-            labels,
-            lambda: texts.open_text("UnderReplicated", "replicas", **facts()),
-            lambda: texts.close_text("UnderReplicated", "replicas", **facts()),
-            caused_by=partition_root,
-            cause="replicas",
-        )
-        under_min = rules.is_under_min_isr(isr_size=len(isr), effective_min_isr=min_isr)
-        book.update(
-            out,
-            "UnderMinIsr",
-            subject,
-            under_min,
-            now,
-            labels,
-            lambda: texts.open_text("UnderMinIsr", "min_isr", **facts()),
-            lambda: texts.close_text("UnderMinIsr", "min_isr", **facts()),
-            caused_by=partition_root,
-            cause="min_isr",
-        )
-        book.update(
-            out,
-            "AtMinIsr",
-            subject,
-            rules.is_at_min_isr(isr_size=len(isr), effective_min_isr=min_isr, replica_count=n_replicas),
-            now,
-            labels,
-            lambda: texts.open_text("AtMinIsr", "min_isr", **facts()),
-            lambda: texts.close_text("AtMinIsr", "below" if under_min else "above", **facts()),
-            caused_by=partition_root,
-            cause="min_isr",
-        )
-        book.update(
-            out,
-            "OfflinePartition",
-            subject,
-            rules.is_offline(leader=p.leader, has_metadata=self.reported_isr is not None),
-            now,
-            labels,
-            lambda: texts.open_text("OfflinePartition", "no_leader", **facts()),
-            lambda: texts.close_text("OfflinePartition", "no_leader", **facts()),
-            caused_by=lambda: self._single_root(roots, p.replicas),
-            cause="no_leader",
-        )
-        waiting = self.hw_waiting_since_ms
-        holders = hw_holders(p, now)
-        book.update(
-            out,
-            "HighWatermarkStalled",
-            subject,
-            rules.is_hw_stalled(
-                waiting_since_ms=waiting, now_ms=now, stall_ms=cfg.hw_stall_ms, under_min_isr=under_min
-            ),
-            now,
-            labels,
-            lambda: texts.open_text(
-                "HighWatermarkStalled",
-                "holders" if holders else "isr",
-                **facts(),
-                holders=list(holders),
-                stalled=texts.fmt_seconds(now - (waiting or now)),
-            ),
-            lambda: texts.close_text("HighWatermarkStalled", "min_isr" if under_min else "moving", **facts()),
-            caused_by=lambda: self._single_root(roots, holders, every=True),
-            cause="holders" if holders else "isr",
-        )
-        if waiting is not None and now < waiting + cfg.hw_stall_ms + 1 < deadline:
-            deadline = waiting + cfg.hw_stall_ms + 1
-        book.update(
-            out,
-            "TelemetryMissing",
-            subject,
-            rules.is_telemetry_missing(
-                last_event_ms=self.last_event_ms, now_ms=now, gap_ms=cfg.telemetry_gap_ms
-            ),
-            now,
-            labels,
-            lambda: texts.open_text(
-                "TelemetryMissing",
-                "partition",
-                partition=self.name,
-                since=fmt_clock(self.last_event_ms),
-                silent=texts.fmt_seconds(now - self.last_event_ms),
-            ),
-            texts.close_text("TelemetryMissing", "partition", partition=self.name),
-            caused_by=lambda: root_id(roots, p.leader),
-            cause="partition",
-        )
-        t_gap = self.last_event_ms + cfg.telemetry_gap_ms + 1
-        if now < t_gap < deadline:
-            deadline = t_gap
-        self.deadline_ms = deadline
-        self.dirty = True
-        if len(out) > emitted:
-            self.significant = True
-            self._annotate(out, emitted, holders)
+
+    def _exits_in_window(self, r: int, now: int, cfg: MonitorConfig) -> int:
+        """The follower's ISR exits within the flap window ending now (older ones are dropped)."""
+        exits = self.exits.get(r)
+        if not exits:
+            return 0
+        cutoff = now - cfg.flap_window_ms
+        while exits and exits[0] <= cutoff:
+            exits.pop(0)
+        return len(exits)
+
+    def _replica_deadline(
+        self, st: ReplicaState, f: ReplicaFacts, deadline: int, now: int, cfg: MonitorConfig
+    ) -> int:
+        """The earliest time before `deadline` at which a rule of this follower may change: its
+        oldest ISR exit leaving the flap window, and while in the ISR its lag passing the
+        imminent fraction and the limit, and the limit after its last fetch."""
+        exits = self.exits.get(f.replica)
+        if exits:
+            deadline = min(deadline, exits[0] + cfg.flap_window_ms)
+        if f.in_isr:
+            p = self.leader
+            lag_limit = p.config.replica_lag_time_max_ms
+            imminent_at = p.lag_passes_at_ms(st, f.imminent_after_ms)
+            out_of_sync_at = p.lag_passes_at_ms(st, lag_limit)
+            if imminent_at is not None and out_of_sync_at is not None:  # None: exempt, nothing to come
+                for d in (imminent_at, out_of_sync_at, st.last_fetch_ms + lag_limit + 1):
+                    if now < d < deadline:
+                        deadline = d
+        return deadline
 
     def _annotate(self, out: list, start: int, holders) -> None:
         """The brokers each new record depends on, for the cluster step (state/cluster.py):
@@ -467,7 +433,7 @@ class PartitionWatch:
                     here[r] = root
         return here
 
-    def _partition_facts(self) -> dict:
+    def _partition_text_facts(self) -> dict:
         p = self.leader
         return {
             "partition": self.name,
@@ -534,17 +500,10 @@ class PartitionWatch:
         elif self.hw_waiting_since_ms is None:
             self.hw_waiting_since_ms = now
 
-    def _lag_cause(self, now: int, cfg: MonitorConfig) -> str:
-        """`leader_silent` when nothing at all came from this partition's leader for longer than
-        a follower may go without fetching: the followers are not seen, not necessarily late."""
-        return "leader_silent" if now - self.last_event_ms > cfg.stuck_after_ms else LAG
-
     def _replica_close(self, name: str, cause: str, r: int) -> str:
         return texts.close_text(name, cause, replica=r, partition=self.name, leader=self.leader.leader)
 
-    def _replica_text(
-        self, name: str, cause: str, r: int, now: int, cfg: MonitorConfig, roots: dict | None = None
-    ) -> str:
+    def _replica_text_facts(self, r: int, now: int, cfg: MonitorConfig, roots: dict) -> dict:
         p = self.leader
         st = p.followers[r]
         view = explain_replica(
@@ -565,20 +524,18 @@ class PartitionWatch:
             lag = f"not caught up for {texts.fmt_against_limit(now - st.last_caught_up_ms, limit)}"
         else:
             lag = f"never caught up since the election (limit {limit / 1000:g} s)"
-        return texts.open_text(
-            name,
-            cause,
-            replica=r,
-            partition=self.name,
-            lag=lag,
-            lag_messages=view.lag_messages,
-            state=view.state,
-            fetch=fetch,
-            leader=p.leader,
-            leader_epoch=p.leader_epoch,
-            silent_since=fmt_clock(self.last_event_ms),
-            since=fmt_clock(roots[r].since_ms if roots and r in roots else now),
-        )
+        return {
+            "replica": r,
+            "partition": self.name,
+            "lag": lag,
+            "lag_messages": view.lag_messages,
+            "state": view.state,
+            "fetch": fetch,
+            "leader": p.leader,
+            "leader_epoch": p.leader_epoch,
+            "silent_since": fmt_clock(self.last_event_ms),
+            "since": fmt_clock(roots[r].since_ms if r in roots else now),
+        }
 
     # -- status -------------------------------------------------------------------------------
     def partition_status(self) -> dict:

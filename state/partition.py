@@ -209,6 +209,16 @@ class PartitionLeader:
             state, self.leader_leo, now_ms, self.config.replica_lag_time_max_ms
         )
 
+    def lag_passes_at_ms(self, state: ReplicaState, limit_ms: int) -> int | None:
+        """The first time a follower's lag (now - lastCaughtUpTimeMs) passes `limit_ms` if nothing
+        changes: lcu + limit + 1, where isCaughtUp flips to false for limit L. None when it never
+        does: the follower is at the leader LEO and the rule set exempts it (KAFKA-7152's
+        LEO-equality exemption; the older rule sets have none). The one definition of the
+        caught-up flip time: alert deadlines, IsrExitImminent and replica_status use it."""
+        if state.leo == self.leader_leo and self.config.rule_set == CURRENT:
+            return None
+        return state.last_caught_up_ms + limit_ms + 1
+
     def is_isr_eligible(self, replica: int) -> bool:
         # Kafka: Partition.isReplicaIsrEligible (KIP-841 fenced / controlled shutdown, KIP-903 broker epoch).
         state = self.followers.get(replica)

@@ -87,6 +87,14 @@ OPEN = {
         "broker_shutting_down",
     ): "broker {broker} of {cluster} is in controlled shutdown since {since}: {counts}",
     (
+        "MonitorLagging",
+        "stalled",
+    ): "query {query} has completed no batch for {silent} (limit {limit}); query {state}",
+    (
+        "MonitorLagging",
+        "behind",
+    ): "query {query} is {lag} behind the wall clock in event time (limit {limit})",
+    (
         "ReplicaFetcherStalled",
         "fetcher_stalled",
     ): "broker {broker}'s fetcher {fetcher_id} for leader {leader} stopped at {since}: {n} partitions "
@@ -120,6 +128,7 @@ CLOSE = {
     ("IsrFlapping", "exits"): "replica {replica} of {partition} has stopped leaving the ISR",
     ("TelemetryMissing", "partition"): "events for {partition} again",
     ("TelemetryMissing", "cluster"): "events from cluster {cluster} again",
+    ("MonitorLagging", "keeping_up"): "query {query} is keeping up again",
     ("BrokerUnavailable", "running"): "broker {broker} of {cluster} is registered and running again",
     (
         "BrokerUnavailable",

@@ -9,10 +9,11 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from replmon.state.alerts import alert_id
+from replmon.state import texts
+from replmon.state.alerts import alert_id, alert_record
 
-ALERT_NAME = "MonitorLagging"
-SEVERITY = "critical"
+ALERT_NAME = "MonitorLagging"  # its row (severity, cause, templates): state/alert_rules.py
+CAUSE = "monitor"
 # Query-level alerts are about replmon itself, not a monitored Kafka cluster: this is their
 # `cluster` label, and the subject is "replmon/<query name>".
 SELF_CLUSTER = "replmon"
@@ -85,17 +86,27 @@ def lagging_reason(hb: Heartbeat, *, stalled_after_ms: int, max_event_lag_ms: in
     since = hb.last_batch_ms if hb.last_batch_ms is not None else hb.started_ms
     silent_ms = hb.at_ms - since
     if silent_ms > stalled_after_ms:
-        state = "running" if hb.running else f"not running ({hb.restarts} restarts)"
-        return (
-            f"query {hb.query} has completed no batch for {silent_ms / 1000:.0f} s "
-            f"(limit {stalled_after_ms / 1000:.0f} s); query {state}"
+        return texts.open_text(
+            ALERT_NAME,
+            "stalled",
+            query=hb.query,
+            silent=_seconds(silent_ms),
+            limit=_seconds(stalled_after_ms),
+            state="running" if hb.running else f"not running ({hb.restarts} restarts)",
         )
     if max_event_lag_ms and hb.event_time_lag_ms is not None and hb.event_time_lag_ms > max_event_lag_ms:
-        return (
-            f"query {hb.query} is {hb.event_time_lag_ms / 1000:.0f} s behind the wall clock "
-            f"in event time (limit {max_event_lag_ms / 1000:.0f} s)"
+        return texts.open_text(
+            ALERT_NAME,
+            "behind",
+            query=hb.query,
+            lag=_seconds(hb.event_time_lag_ms),
+            limit=_seconds(max_event_lag_ms),
         )
     return None
+
+
+def _seconds(ms: int) -> str:
+    return f"{ms / 1000:.0f} s"
 
 
 def subject(query: str) -> str:
@@ -103,28 +114,20 @@ def subject(query: str) -> str:
 
 
 def lagging_record(query: str, status: str, started_ms: int, ts: int, reason: str) -> dict:
-    """An alert record in the format of every other alert (docs/outputs.md)."""
+    """An alert record in the format of every other alert (state/alerts.alert_record)."""
     subj = subject(query)
-    return {
-        "alert_id": alert_id(ALERT_NAME, subj, started_ms),
-        "name": ALERT_NAME,
-        "status": status,
-        "severity": SEVERITY,
-        "cluster": SELF_CLUSTER,
-        "topic": None,
-        "partition": None,
-        "replica": None,
-        "broker": None,
-        "subject": subj,
-        "started_ms": started_ms,
-        "ts": ts,
-        "reason": reason,
-        "cause": "monitor",
-        "caused_by": None,
-        "root_cause": True,
-        "notify": True,
-        "silenced_by": [],
-    }
+    return alert_record(
+        alert_id(ALERT_NAME, subj, started_ms),
+        ALERT_NAME,
+        status,
+        subj,
+        (SELF_CLUSTER, None, None, None),
+        started_ms,
+        ts,
+        reason,
+        None,
+        CAUSE,
+    )
 
 
 class LaggingAlert:
@@ -142,6 +145,10 @@ class LaggingAlert:
         if reason is None and self.started_ms is not None:
             started, self.started_ms = self.started_ms, None
             return lagging_record(
-                self.query, "resolved", started, now_ms, f"query {self.query} is keeping up again"
+                self.query,
+                "resolved",
+                started,
+                now_ms,
+                texts.close_text(ALERT_NAME, "keeping_up", query=self.query),
             )
         return None

@@ -113,17 +113,35 @@ def test_view_fields_for_a_lagging_follower():
 
 
 @pytest.mark.parametrize(
-    "steps, expected",
+    "steps, rule_set, expected",
     [
-        pytest.param([("fetch", 0, 2, 100)], (0, None, None), id="at the leader LEO: never out of sync"),
-        pytest.param([], (100, T + L + 1, T + L + 1 + L // 2), id="LEO unknown: lag is the whole leader LEO"),
+        pytest.param(
+            [("fetch", 0, 2, 100)], "current", (0, None, None), id="at the leader LEO: never out of sync"
+        ),
+        pytest.param(
+            [],
+            "current",
+            (100, T + L + 1, T + L + 1 + L // 2),
+            id="LEO unknown: lag is the whole leader LEO",
+        ),
+        # Kafka 0.10.2-2.0 had no LEO-equality exemption (KAFKA-7152): a follower at the leader LEO
+        # that stops fetching is removed L after its last catch-up all the same
+        pytest.param(
+            [("fetch", 0, 2, 100)],
+            "v0_10_2_to_2_0",
+            (0, T + L + 1, T + L + 1 + L // 2),
+            id="at the leader LEO without the exemption: out of sync after L",
+        ),
     ],
 )
-def test_view_lag_and_deadlines(steps, expected):
-    p = make(replicas=(1, 2), isr=(1, 2), leo=100, hw=0, lag=L)
+def test_view_lag_and_deadlines(steps, rule_set, expected):
+    p = make(replicas=(1, 2), isr=(1, 2), leo=100, hw=0, lag=L, rule_set=rule_set)
     play(p, steps)
     v = explain_replica(p, 2, T + 1, ever_in_isr=True, **TIMES)
     assert (v.lag_messages, v.out_of_sync_at_ms, v.removable_by_ms) == expected
+    if v.out_of_sync_at_ms is not None:  # the rule set's own test agrees
+        at = v.out_of_sync_at_ms
+        assert p.out_of_sync_replicas(at) == (2,) and p.out_of_sync_replicas(at - 1) == ()
 
 
 @pytest.mark.parametrize(

@@ -206,6 +206,29 @@ def test_cluster_telemetry_missing(silence_s, fires):
         assert got[0]["ts"] == T0 + 1000 + 30_000 + 1
 
 
+def test_cluster_telemetry_missing_says_when_events_come_back():
+    # c1 is silent from +1 s to +46 s (c2 keeps the global clock moving), then beats again, in a
+    # later micro-batch. The resolution says that events came back (the close template), not the
+    # opening text again.
+    def c2(s):
+        return (*ev("heartbeat", T0 + s * 1000)[:2], "c2", *ev("heartbeat", 0)[3:])
+
+    cfg = monitor_config(replica_lag_time_max_ms=L)
+    bucket, alerts = Bucket(0, 1), []
+    silent = [ev("heartbeat", T0), ev("heartbeat", T0 + 1000), *(c2(s) for s in range(2, 46))]
+    back = [ev("heartbeat", T0 + 46_000), *(c2(s) for s in range(47, 60))]
+    for batch in (silent, back):
+        bucket.process(batch, cfg, alerts, [])
+        bucket.advance(cfg, alerts)
+    got = [
+        (a["status"], a["reason"]) for a in alerts if a["name"] == "TelemetryMissing" and a["subject"] == "c1"
+    ]
+    assert got == [
+        ("firing", "no events from cluster c1 since 00:00:01 (more than 30 s)"),
+        ("resolved", "events from cluster c1 again"),
+    ]
+
+
 def test_alerts_of_a_follower_that_becomes_leader_or_leaves_are_resolved():
     # Replica 3 falls behind (imminent fires at +9903, see the first test); at +12000 a
     # same-epoch metadata event drops it from the assignment: its episodes end then.

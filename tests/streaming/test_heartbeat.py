@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from replmon.state.alerts import alert_id
+from replmon.state.alerts import SEVERITY, alert_id
 from replmon.streaming.heartbeat import (
     Heartbeat,
     LaggingAlert,
@@ -151,3 +151,43 @@ def test_lagging_fires_once_and_resolves_once_with_a_stable_id():
     assert fired["notify"] is True and fired["root_cause"] is True, "replmon down always pages"
     again = alert.update("stalled again", T + 40_000)
     assert again["alert_id"] != expected_id, "a new episode has a new id"
+
+
+def test_lagging_texts_in_full():
+    # the templates of texts.py, as the supervisor has always written them
+    stalled = Heartbeat("replmon", T + 61_000, True, T, 0)
+    behind = Heartbeat("replmon", T + 20_000, True, T, 0, last_batch_ms=T + 10_000, event_time_lag_ms=301_000)
+    assert lagging_reason(stalled, **LIMITS) == (
+        "query replmon has completed no batch for 61 s (limit 60 s); query running"
+    )
+    assert lagging_reason(behind, **LIMITS) == (
+        "query replmon is 301 s behind the wall clock in event time (limit 300 s)"
+    )
+    alert = LaggingAlert("replmon")
+    alert.update("stalled", T)
+    assert alert.update(None, T + 1)["reason"] == "query replmon is keeping up again"
+
+
+def test_lagging_record_is_an_alert_record_of_its_row():
+    fired = LaggingAlert("replmon").update("stalled", T)
+    assert fired == {
+        "alert_id": alert_id("MonitorLagging", "replmon/replmon", T),
+        "name": "MonitorLagging",
+        "status": "firing",
+        "severity": "critical",  # SEVERITY, the rules table's column (state/alert_rules.py)
+        "cluster": "replmon",
+        "topic": None,
+        "partition": None,
+        "replica": None,
+        "broker": None,
+        "subject": "replmon/replmon",
+        "started_ms": T,
+        "ts": T,
+        "reason": "stalled",
+        "cause": "monitor",
+        "caused_by": None,
+        "root_cause": True,
+        "notify": True,
+        "silenced_by": [],
+    }
+    assert SEVERITY["MonitorLagging"] == "critical"
