@@ -117,6 +117,14 @@ class AlertmanagerSink:
         batch = []
         with self._lock:
             for alert in alerts:
+                if alert["status"] == "updated" and alert["alert_id"] in self._firing:
+                    # a notified alert's cause or counts moved: Alertmanager takes the new
+                    # annotations for the same labels and notifies nobody again
+                    body = to_postable(dict(alert, status="firing"), self._settings.generator_url)
+                    body["labels"] = self._firing[alert["alert_id"]]["labels"]
+                    self._firing[alert["alert_id"]] = body
+                    batch.append(body)
+                    continue
                 if not alert.get("notify"):
                     continue
                 body = to_postable(alert, self._settings.generator_url)

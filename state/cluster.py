@@ -85,6 +85,7 @@ class Episode:
     counted: dict = field(default_factory=dict)  # kind -> subjects of the partitions it took down
     counts_dirty: bool = False
     counts_ms: int = -NEVER
+    dirty_ms: int = -NEVER  # when the counts last changed
 
     def counts(self) -> dict:
         out = {kind: len(self.counted.get(kind, ())) for kind in COUNTED.values()}
@@ -196,6 +197,16 @@ class ClusterStep:
             if flush or ep.started_ms + gw <= horizon
             else None
         )
+        scheduled: set[int] = set()
+
+        def counts_due() -> None:  # an update of each outage whose counts changed, at most 1/s
+            for ep in facts.episodes.values():
+                if ep.counts_dirty and ep.released and ep.broker not in scheduled:
+                    at = max(ep.dirty_ms, ep.counts_ms + COUNTS_EVERY_MS)
+                    if flush or at <= horizon:
+                        scheduled.add(ep.broker)
+                        push(at, 5, "counts", ep.broker)
+
         limit = self.cfg.silent_after_ms
         for broker, segs in facts.segments.items():
             if not self._has_replicas(facts, broker):
@@ -247,14 +258,16 @@ class ClusterStep:
                 ep = facts.episodes.get(broker)
                 if ep is not None and not ep.released:
                     self._release_root(cluster, facts, ep, ts, out)
+            elif kind == "counts":
+                scheduled.discard(broker)
+                ep = facts.episodes.get(broker)
+                if ep is not None and ep.counts_dirty and ep.released:
+                    ep.counts_dirty = False
+                    ep.counts_ms = ts
+                    out.append(self._root_record(cluster, ep, "updated", ts))
             else:
                 self._release(cluster, facts, arg, ts, out, waiting)
-            self._counts_updates(cluster, facts, ts, out)
-        if flush:  # the input has ended: the counts as they stand
-            for ep in facts.episodes.values():
-                if ep.counts_dirty and ep.released:
-                    ep.counts_dirty = False
-                    out.append(self._root_record(cluster, ep, "updated", max(facts.horizon_ms, ep.counts_ms)))
+            counts_due()
         facts.held = waiting + facts.held
         facts.horizon_ms = max(horizon, start)
         facts.ended = [ep for ep in facts.ended if ep.ended_ms + gw >= facts.horizon_ms]
@@ -361,13 +374,6 @@ class ClusterStep:
             )
         return rec
 
-    def _counts_updates(self, cluster: str, facts: ClusterFacts, ts: int, out: list) -> None:
-        for ep in facts.episodes.values():
-            if ep.counts_dirty and ep.released and ts >= ep.counts_ms + COUNTS_EVERY_MS:
-                ep.counts_dirty = False
-                ep.counts_ms = ts
-                out.append(self._root_record(cluster, ep, "updated", ts))
-
     def _episode_for(self, facts: ClusterFacts, broker: int | None, at_ms: int) -> Episode | None:
         """The outage of `broker` that explains something that started at `at_ms`: open then,
         or starting within group_wait after it, or ended less than group_wait before it."""
@@ -411,7 +417,7 @@ class ClusterStep:
         kind = COUNTED.get(rec["name"])
         if ep is not None and kind is not None:
             ep.counted.setdefault(kind, set()).add(rec["subject"])
-            ep.counts_dirty = True
+            ep.counts_dirty, ep.dirty_ms = True, ts
         if (
             ep is not None
             and rec.get("topic") is not None
@@ -423,7 +429,7 @@ class ClusterStep:
             subject = f"{rec['cluster']}/{rec['topic']}-{rec['partition']}"
             if subject not in led:
                 led.add(subject)
-                ep.counts_dirty = True
+                ep.counts_dirty, ep.dirty_ms = True, ts
         for other in resolves:  # its resolve, already in hand, follows at once
             waiting.remove(other)
             self._release(cluster, facts, other, ts, out, waiting)
@@ -582,6 +588,7 @@ def _episode_doc(ep: Episode) -> dict:
         "counted": {k: sorted(v) for k, v in ep.counted.items()},
         "counts_dirty": ep.counts_dirty,
         "counts_ms": ep.counts_ms,
+        "dirty_ms": ep.dirty_ms,
     }
 
 

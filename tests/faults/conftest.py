@@ -2,4 +2,9 @@
 the local Kafka broker (tests/integration/conftest.py) and the shared Spark session."""
 
 from tests.faults.reference import demo_reference  # noqa: F401 - a pytest fixture, found by name
-from tests.integration.conftest import redis_url  # noqa: F401 - a pytest fixture, found by name
+from tests.integration.conftest import (  # noqa: F401 - pytest fixtures, found by name
+    kafka_bootstrap,
+    local_services,
+    redis_url,
+    spark_kafka_jars,
+)

@@ -62,10 +62,17 @@ def wait_for(predicate, timeout_s=10.0):
 
 
 class Batch:
-    """What foreachBatch hands the router: a frame of (kind, payload)."""
+    """What foreachBatch hands the router: a frame of (kind, payload): the buckets' alerts and
+    their brokers' activity (for the cluster step, streaming/bridge.py)."""
 
-    def __init__(self, alerts):
-        self.table = pa.table({"kind": ["alerts"] * len(alerts), "payload": [json.dumps(a) for a in alerts]})
+    def __init__(self, records):
+        alerts, activity = records
+        self.table = pa.table(
+            {
+                "kind": ["alerts"] * len(alerts) + ["activity"] * len(activity),
+                "payload": [json.dumps(a) for a in (*alerts, *activity)],
+            }
+        )
 
     def toArrow(self):
         return self.table
@@ -75,9 +82,18 @@ def demo_batches(cluster: str):
     """The demo's alert records, renamed to a cluster of the test's own (Alertmanager keeps
     state across tests), split at the broker's restart."""
     events, lag_ms = demo_events()
-    alerts = [dict(a, cluster=cluster) for a in run_monitor(events, lag_ms).alerts]
+    monitored = run_monitor(events, lag_ms)
+    alerts = [dict(a, cluster=cluster) for a in monitored.alerts]
+    activity = [dict(r, cluster=cluster) for r in monitored.activity]
     cut = T0 + RESTART_AT
-    return [a for a in alerts if a["ts"] < cut], [a for a in alerts if a["ts"] >= cut]
+
+    def before(report):
+        return max(e for b in report["brokers"].values() for _, e in b.get("segments", [[0, 0]])) < cut
+
+    return (
+        ([a for a in alerts if a["ts"] < cut], [r for r in activity if before(r)]),
+        ([a for a in alerts if a["ts"] >= cut], [r for r in activity if not before(r)]),
+    )
 
 
 def notified(redis_client, prefix):

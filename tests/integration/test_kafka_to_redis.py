@@ -268,6 +268,7 @@ def test_each_alert_transition_is_in_the_stream_once(first_run, redis_client):
         "silenced_by",
         "counts",
         "leader",
+        "brokers",
         "fetcher_id",
         "partitions",
     }
