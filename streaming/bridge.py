@@ -104,7 +104,7 @@ class OutputRouter:
     def flush(self) -> None:
         """The input has ended (a bounded run): release the alerts the cluster step still holds,
         as one more batch."""
-        batch_id = self.cluster_step.last_batch + 1
+        batch_id = self.cluster_step.next_batch()
         records = split_batch([])
         decide_alerts(records, self.cluster_step, batch_id, flush=True)
         if records["alerts"]:

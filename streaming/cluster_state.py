@@ -43,6 +43,11 @@ class ClusterStepRunner:
         self.last_batch = max(self.last_batch, batch_id)
         return out
 
+    def next_batch(self) -> int:
+        """The id after every batch this step has a state of (a restarted run that processed
+        no new batch still flushes what the last one held)."""
+        return max([self.last_batch, *self._ids()]) + 1
+
     def _ids(self) -> list[int]:
         if self.folder is None:
             return sorted(self._memory)

@@ -18,7 +18,7 @@ from replmon.sinks.keys import Keys
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.model import simulate
 from replmon.streaming.simulator.writers import write_events
-from tests.streaming.helpers import read_outputs
+from tests.streaming.helpers import exactly_once, read_outputs, transition_key
 from tests.streaming.test_outage import split_into_files, transitions_in_redis
 
 FILES = 4
@@ -80,6 +80,6 @@ def demo_reference(tmp_path_factory, redis_server) -> Reference:
     client.close()
     assert expected and max(expected.values()) == 1
     assert any(name == "ReplicaOutOfSync" for _, _, name in expected)
-    files = Counter((a["alert_id"], a["status"], a["name"]) for a in read_outputs(root / "out")["alerts"])
+    files = Counter(transition_key(a) for a in read_outputs(root / "out")["alerts"] if exactly_once(a))
     assert files == expected
     return Reference(events=events, folder=root / "events", transitions=expected)

@@ -25,7 +25,7 @@ import pytest
 
 from replmon.sinks.keys import Keys
 from tests.faults.reference import FILES, run_env
-from tests.streaming.helpers import read_outputs
+from tests.streaming.helpers import exactly_once, read_outputs, transition_key
 from tests.streaming.test_outage import transitions_in_redis, wait_for
 
 pytestmark = pytest.mark.spark
@@ -96,7 +96,7 @@ def test_ctrl_c_in_the_middle_of_a_batch_exits_0_quietly(tmp_path, demo_referenc
 
 
 def alert_pairs(rows: list[dict]) -> Counter:
-    return Counter((a["alert_id"], a["status"], a["name"]) for a in rows)
+    return Counter(transition_key(a) for a in rows if exactly_once(a))
 
 
 @pytest.mark.services

@@ -80,3 +80,16 @@ def read_outputs(out_dir: Path) -> dict[str, list[dict]]:
             rows += [json.loads(line) for line in f.read_text().splitlines() if line]
         result[kind] = rows
     return result
+
+
+def transition_key(a) -> tuple:
+    """One alert transition, as counted when a run must write each exactly once: its firing and
+    its resolve."""
+    return (a["alert_id"], a["status"], a["name"])
+
+
+def exactly_once(a) -> bool:
+    """Whether a record is one of those: a root's `updated` records (its cause or counts moved,
+    state/cluster.py) are progress, stamped when the cluster step saw the change, which depends
+    on how the input was cut into micro-batches; they are not counted."""
+    return a["status"] != "updated"

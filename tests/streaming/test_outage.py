@@ -22,7 +22,7 @@ import redis
 from replmon.sinks.keys import Keys
 from replmon.streaming.cli import main as replmon
 from tests.redis_server import REDIS_SERVER, free_port
-from tests.streaming.helpers import read_outputs
+from tests.streaming.helpers import exactly_once, read_outputs, transition_key
 
 pytestmark = pytest.mark.spark
 
@@ -107,8 +107,11 @@ def split_into_files(events_file: Path, folder: Path, n: int) -> None:
 
 def transitions_in_redis(client: redis.Redis, keys: Keys) -> Counter:
     return Counter(
-        (f[b"alert_id"].decode(), f[b"status"].decode(), f[b"name"].decode())
-        for _, f in client.xrange(keys.alerts_stream())
+        transition_key(a)
+        for a in (
+            {k.decode(): v.decode() for k, v in f.items()} for _, f in client.xrange(keys.alerts_stream())
+        )
+        if exactly_once(a)
     )
 
 
@@ -199,7 +202,7 @@ def test_a_redis_outage_loses_and_duplicates_no_alert_and_the_query_keeps_runnin
         in_redis = transitions_in_redis(client, keys)
         files = read_outputs(out)["alerts"]
         query_alerts = Counter(
-            (a["alert_id"], a["status"], a["name"]) for a in files if a["name"] != "MonitorLagging"
+            transition_key(a) for a in files if a["name"] != "MonitorLagging" and exactly_once(a)
         )
         lagging = Counter(
             (a["alert_id"], a["status"], a["name"]) for a in files if a["name"] == "MonitorLagging"
