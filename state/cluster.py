@@ -467,6 +467,14 @@ class ClusterStep:
                 found = [e for e in eps if e is not None]
                 if len(found) == len(eps):
                     ep = max(found, key=lambda e: e.started_ms)
+            if ep is None:
+                # a partition one of whose replicas is out: its leadership moved, its new leader's
+                # HW waits for followers that now fetch from it, ... (a replica's own lag still
+                # notifies on its own ReplicaOutOfSync)
+                eps = [self._episode_for(facts, b, at) for b in rec.get("replicas") or []]
+                found = [e for e in eps if e is not None]
+                if found:
+                    ep = min(found, key=lambda e: e.started_ms)
         if ep is None and caused_by in facts.aliases:  # named a bucket's BrokerUnavailable
             ep = self._episode_for(facts, facts.aliases[caused_by], at)
         if ep is not None:

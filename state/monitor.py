@@ -404,12 +404,13 @@ class PartitionWatch:
 
     def _annotate(self, out: list, start: int, holders) -> None:
         """The brokers each new record depends on, for the cluster step (state/cluster.py):
-        the partition's leader, and for a partition alert the brokers whose absence explains it
-        (the replicas missing from the ISR, the HW holders, every replica when offline)."""
+        the partition's leader and replicas, and for a partition alert the brokers whose absence
+        explains it (the replicas missing from the ISR, the HW holders, every replica when offline)."""
         p = self.leader
         missing = [r for r in p.replicas if r not in p.isr and r not in p.adding_replicas]
         for rec in out[start:]:
             rec["leader"] = p.leader
+            rec["replicas"] = list(p.replicas)
             name = rec["name"]
             if rec["replica"] is not None:
                 rec["brokers"] = [rec["replica"]]

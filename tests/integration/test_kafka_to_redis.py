@@ -269,6 +269,7 @@ def test_each_alert_transition_is_in_the_stream_once(first_run, redis_client):
         "counts",
         "leader",
         "brokers",
+        "replicas",
         "fetcher_id",
         "partitions",
     }

@@ -88,7 +88,7 @@ IMMINENT = rec("imm", "IsrExitImminent", "firing", 5, severity="info")
             "the root is not among the records (a replay window after it resolved): its id stands",
         ),
         (
-            [rec("a", "ReplicaOutOfSync", "firing", 1, by="b"), rec("b", "UnderReplicated", "firing", 1, by="a")],  # noqa: E501
+            [rec("a", "ReplicaOutOfSync", "firing", 1, by="b"), rec("b", "UnderReplicated", "firing", 1, by="a")],  # noqa: E501 - one case per row reads best
             [],
             {"ReplicaOutOfSync": 1, "UnderReplicated": 1},
             "a loop of caused_by (never in the step's output): each stands alone, no hang",
