@@ -86,6 +86,7 @@ class Episode:
     counts_dirty: bool = False
     counts_ms: int = -NEVER
     dirty_ms: int = -NEVER  # when the counts last changed
+    cause_ms: int = -NEVER  # when the current cause was seen (the fence, the shutdown, the silence)
 
     def counts(self) -> dict:
         out = {kind: len(self.counted.get(kind, ())) for kind in COUNTED.values()}
@@ -306,6 +307,7 @@ class ClusterStep:
                 started,
                 cause,
                 controlled=cause == SHUTTING_DOWN,
+                cause_ms=ts,
             )
             facts.episodes[broker] = ep
             self._release_due(ep)
@@ -313,6 +315,7 @@ class ClusterStep:
             pass  # a broker that shut down is silent too: still the shutdown
         elif cause is not None and ep is not None and cause != ep.cause:
             ep.cause = cause
+            ep.cause_ms = ts
             ep.controlled = ep.controlled or cause == SHUTTING_DOWN
             if ep.released:
                 out.append(self._root_record(cluster, ep, "updated", ts))
@@ -355,6 +358,7 @@ class ClusterStep:
             "notify": ep.notify and status != "updated",
             "silenced_by": [],
             "counts": counts,
+            "cause_ms": ep.cause_ms,
         }
         if status == "resolved":
             rec["reason"] = texts.close_text(
@@ -597,6 +601,7 @@ def _episode_doc(ep: Episode) -> dict:
         "counts_dirty": ep.counts_dirty,
         "counts_ms": ep.counts_ms,
         "dirty_ms": ep.dirty_ms,
+        "cause_ms": ep.cause_ms,
     }
 
 

@@ -267,6 +267,7 @@ def test_each_alert_transition_is_in_the_stream_once(first_run, redis_client):
         "root_cause",
         "silenced_by",
         "counts",
+        "cause_ms",
         "leader",
         "brokers",
         "replicas",

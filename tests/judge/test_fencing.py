@@ -71,7 +71,7 @@ def _fenced_at(pipeline, root: dict) -> int | None:
     update of the same alert that moved its cause to broker_fenced)."""
     for a in pipeline.alerts():
         if a["alert_id"] == root["alert_id"] and a.get("cause") == "broker_fenced":
-            return a["ts"] if a["status"] != "firing" else a["started_ms"]
+            return int(a["cause_ms"])  # the fence may come before the first notification
     return None
 
 
