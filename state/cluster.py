@@ -493,13 +493,17 @@ class ClusterStep:
         the others while any is open, or it resolved less than REGROUP_MS ago (Alertmanager's
         group_interval)."""
         if (
-            rec["name"] != "ReplicaOutOfSync"
+            rec["name"] not in ("ReplicaOutOfSync", "IsrFlapping")
             or decision["caused_by"] is not None
             or rec.get("replica") is None
         ):
             return
         group = facts.lagging.get(str(rec["replica"]))
         at = rec["started_ms"]
+        if rec["name"] == "IsrFlapping":  # the same lagging broker going in and out: its group's
+            if group is not None and (group[1] or at <= group[2] + REGROUP_MS):
+                decision["caused_by"] = group[0]
+            return
         if group is not None and (group[1] or at <= group[2] + REGROUP_MS):
             decision["caused_by"] = group[0]
             group[1].append(rec["alert_id"])
