@@ -234,6 +234,29 @@ def test_a_format1_blob_is_read_as_the_state_it_was_written_from_and_goes_on_ali
     assert quarantine == []
 
 
+def test_a_format2_blob_is_read_as_the_state_it_was_written_from_and_goes_on_alike():
+    """bucket_format2.bin: the same 2,600 events, encoded by format 2 (one compressed pickle of
+    the partitions by column; tests/state/data/README.md), before format 3 split the partitions
+    into separately compressed chunks."""
+    spec = scenarios.get("paused_and_slow")
+    events, _ = simulate(spec, seed=0)
+    cfg = monitor_config(replica_lag_time_max_ms=10000, min_insync_replicas=2)
+    blob = (DATA / "bucket_format2.bin").read_bytes()
+    assert blob[len(codec.MAGIC) : len(codec.MAGIC) + 2] == b"\x00\x02"
+    assert codec.tag_of(blob) == b"format-2"
+    restored = decode(blob, bucket_id=0, buckets=1, cfg=cfg)
+    rebuilt, _ = feed(events[:2600], cfg, roundtrip=False)
+    assert state_of(restored) == state_of(rebuilt)
+    open_now = {a.alert_id: key for w in restored.partitions.values() for key, a in w.book.open.items()}
+    assert open_now == FORMAT0_OPEN
+    _, (alerts, quarantine, _, _) = feed(events[2600:], cfg, roundtrip=True, bucket=restored)
+    resolved = {a["alert_id"]: a["ts"] for a in alerts if a["status"] == "resolved"}
+    assert {aid: resolved.get(aid) for aid in FORMAT0_OPEN} == dict.fromkeys(
+        FORMAT0_OPEN, FORMAT0_RESOLVED_AT
+    )
+    assert quarantine == []
+
+
 def test_format2_stores_the_partitions_by_column():
     bucket, _ = _bucket_with_alerts()
     doc = state_of(bucket)
