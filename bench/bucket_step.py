@@ -1,6 +1,6 @@
 """One bucket's stateful step without Spark: where the Python time of a micro-batch goes.
 
-    python bench/bucket_step.py [--partitions 6250] [--batches 12] [--miss] [--repeats 3]
+    python bench/bucket_step.py [--partitions 6250] [--batches 12] [--miss] [--repeats 3] [--busy 0.1]
                                 [--buckets 1] [--plain-gc] [--plain-constructors]
 
 Feeds the real stateful function (streaming/stateful.make_state_func) the bench's steady traffic
@@ -69,8 +69,18 @@ class GroupStateStandIn:
         pass
 
 
-def rounds(partitions: int, n: int) -> list[list[dict]]:
-    """Round 0: every partition's metadata; then `n` rounds of the steady traffic."""
+def is_busy(i: int, busy: float) -> bool:
+    """Whether partition i is in the busy share (spread over the partitions, not the first ones)."""
+    return (i * 7919) % 1000 < busy * 1000
+
+
+def rounds(partitions: int, n: int, busy: float = 1.0, idle_every: int = 8) -> list[list[dict]]:
+    """Round 0: every partition's metadata; then `n` rounds of the steady traffic: the busy
+    share of the partitions (`busy`, all by default) appends and is fetched every round; the
+    others append nothing and each follower's caught-up fetch reaches the monitor once every
+    `idle_every` rounds (what the collector's compaction leaves of an idle partition: one
+    caught-up fetch per resolution, L/8 = 3.75 s at the default L of 30 s, 8 rounds of 500 ms),
+    staggered so that a 1/idle_every of them shows up in each round."""
     out = []
     for s in range(n + 1):
         t, leo, rows = T0 + s * INTERVAL_MS, s * 10, []
@@ -94,6 +104,20 @@ def rounds(partitions: int, n: int) -> list[list[dict]]:
                 )
                 continue
             jt = t + i % 97
+            if not is_busy(i, busy):
+                if (s + i) % idle_every == 0:
+                    rows += [
+                        {
+                            "type": "fetch",
+                            "ts": jt + 1,
+                            **key,
+                            "replica": f,
+                            "fetch_offset": 0,
+                            "leader_leo": 0,
+                        }
+                        for f in (f1, f2)
+                    ]
+                continue
             rows += [
                 {"type": "append", "ts": jt, **key, "leader_leo": leo},
                 {"type": "fetch", "ts": jt + 1, **key, "replica": f1, "fetch_offset": leo, "leader_leo": leo},
@@ -154,6 +178,14 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=12, help="steady micro-batches")
     ap.add_argument("--miss", action="store_true", help="decode the bucket on every call")
     ap.add_argument("--repeats", type=int, default=3, help="runs; the figures are over all")
+    ap.add_argument(
+        "--busy",
+        type=float,
+        default=1.0,
+        help="share of partitions with traffic every round; the rest idle (one caught-up fetch "
+        "per follower every --idle-every rounds)",
+    )
+    ap.add_argument("--idle-every", type=int, default=8, help="rounds between an idle partition's fetches")
     ap.add_argument("--buckets", type=int, default=1, help="buckets this worker serves per batch")
     ap.add_argument("--plain-gc", action="store_true", help="the collector on during calls, nothing frozen")
     ap.add_argument(
@@ -165,11 +197,12 @@ def main() -> int:
     if args.plain_constructors:
         codec._builder = _plain_builder
     frames, seq = [], 0
-    for rows in rounds(args.partitions, args.batches):
+    for rows in rounds(args.partitions, args.batches, args.busy, args.idle_every):
         frames.append(frame(rows, seq))
         seq += len(rows)
     cfg = monitor_config(status_interval_ms=10_000)  # as bench/throughput.py
     calls: list[dict] = []
+    runs: list[list[dict]] = []  # the steady calls of each run
     whole: list[float] = []  # CPU ms of each whole call, the collector's work at its end included
     for _ in range(args.repeats):
         folder = tempfile.mkdtemp(prefix="replmon-bucket-step-")
@@ -191,8 +224,9 @@ def main() -> int:
             for p in Path(folder).glob("phases-*.jsonl")
             for line in p.read_text().splitlines()
         ]
-        calls += lines[2 * args.buckets :]  # leave out the metadata round and the first steady call
-    events = len(frames[-1])
+        runs.append(lines[2 * args.buckets :])  # leave out the metadata round and the first steady call
+        calls += runs[-1]
+    events = round(statistics.mean(len(f) for f in frames[1:]))
     print(
         f"one bucket: {args.partitions:,} partitions, {events:,} events per call, "
         f"{'decoding the bucket every call' if args.miss else 'the kept bucket reused'}; "
@@ -202,7 +236,12 @@ def main() -> int:
     total = []
     for k in PHASES:
         v = [c.get(f"{k}_cpu", 0.0) for c in calls]
-        print(f"  {k:18s} median {statistics.median(v):7.2f}  min {min(v):7.2f}")
+        per_run = [statistics.median(c.get(f"{k}_cpu", 0.0) for c in run) for run in runs]
+        print(
+            f"  {k:18s} median {statistics.median(v):7.2f}  min {min(v):7.2f}  mean {statistics.mean(v):7.2f}"
+            f"  | median of the {len(runs)} runs' medians {statistics.median(per_run):7.2f} "
+            f"({min(per_run):.2f}-{max(per_run):.2f})"
+        )
     total = [sum(c.get(f"{k}_cpu", 0.0) for k in PHASES) for c in calls]
     med = statistics.median(total)
     print(
@@ -220,11 +259,15 @@ def main() -> int:
                 "partitions": args.partitions,
                 "events_per_call": events,
                 "miss": args.miss,
+                "busy": args.busy,
                 "state_bytes": len(state.blob),
                 "cpu_ms_median": {
                     k: round(statistics.median(c.get(f"{k}_cpu", 0.0) for c in calls), 2) for k in PHASES
                 },
                 "cpu_ms_min": {k: round(min(c.get(f"{k}_cpu", 0.0) for c in calls), 2) for k in PHASES},
+                "cpu_ms_mean": {
+                    k: round(statistics.mean(c.get(f"{k}_cpu", 0.0) for c in calls), 2) for k in PHASES
+                },
                 "total_ms_median": round(med, 2),
                 "call_ms_median": round(statistics.median(whole), 2),
             }

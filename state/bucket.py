@@ -160,11 +160,18 @@ class Bucket:
         self.global_ms = 0
         # partition key -> how many entries of its cluster's broker log it has applied (absent: 0)
         self.broker_pos: dict[tuple, int] = {}
+        # The partitions whose stored state changed since the bucket was last written (keys; a
+        # key evicted since may be in it): state/codec.encode_chunks re-encodes only these. A
+        # partition moved up to its cluster's settled time and nothing else is not in it (the
+        # codec stores `time_ms` apart). tests/streaming/test_incremental_state.py fails when a
+        # change is not marked.
+        self.touched: set[tuple] = set()
 
     # -- events -------------------------------------------------------------------------------
     def process(self, events, cfg: MonitorConfig, alerts: list, quarantine: list) -> None:
         """Apply events (already in event-time order) and record alert transitions."""
         mark = len(alerts)
+        touched = self.touched
         for ev in events:
             if len(alerts) > mark:
                 self._fetcher_triggers(cfg, alerts, mark)
@@ -189,6 +196,7 @@ class Bucket:
                 self._broker(ev, view, alerts)
                 continue
             key = (cluster, ev[TOPIC], ev[PARTITION])
+            touched.add(key)
             watch = self.partitions.get(key)
             if watch is not None:
                 # Broker events come first on equal times (streaming/stateful.py's order).
@@ -517,9 +525,11 @@ class Bucket:
                 idle.append(key)
                 continue
             if view.broker_log:
+                self.touched.add(key)
                 self._apply_broker_log(key, watch, view, target + 1, cfg, alerts)
             if target > watch.time_ms:
                 if watch.deadline_ms <= target:
+                    self.touched.add(key)
                     watch.advance_to(target, alerts, cfg, self._roots(key, view))
                 else:  # what advance_to does when no deadline is due
                     watch.time_ms = target
@@ -641,6 +651,7 @@ class Bucket:
         )
         if since is not None:
             self._open_fetcher_root(cluster, key, since, members, view, alerts)
+            self.touched.update((w.cluster, w.topic, w.partition) for w, _ in members)
 
     def _broker_involvement(self, cluster: str, broker: int, cfg: MonitorConfig) -> tuple:
         """This bucket's partitions of `broker`: as follower, by fetcher group; as leader."""
@@ -766,6 +777,7 @@ class Bucket:
                 continue
             partitions.append(watch.partition_status())
             replicas.extend(watch.replica_statuses(cfg))
+            self.touched.add((watch.cluster, watch.topic, watch.partition))
             watch.dirty = watch.significant = False
             watch.last_status_ms = watch.time_ms
 

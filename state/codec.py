@@ -23,6 +23,20 @@ a bucket pickles about 4x and unpickles about 3x faster and compresses to about 
 values of one field look alike), and the state save and load are a large share of a
 micro-batch at 100k partitions. Format 1 blobs are still read.
 
+Format 3 splits the partitions into chunks, each compressed on its own (a chunk is format 2's
+columns of some of the bucket's partitions), so that a process that wrote a bucket's last blob
+rewrites only the partitions that changed since (`encode_chunks`, `Chunks`): the others' chunks
+are joined in as they are (a memcpy), and the state save costs in proportion to the partitions
+a batch touched, not to all of them. The bucket names the changed ones (`Bucket.touched`). A
+partition written again lives in the newer chunk; the older copy stays in its chunk, dead, until
+that chunk is more than half dead, when its live partitions move to the new chunk and it goes;
+so a blob holds at most about twice its partitions. A small compressed document holds what is not
+per partition (clusters, broker logs) and, in the bucket's partition order, where each partition
+is and its `time_ms`: the one field that moves for every partition every batch (the bucket moves
+idle partitions up to the cluster's settled time), stored apart so that moving it is no change.
+
+    format 3: MAGIC + version + tag + pickle((zlib(pickle(doc)), [zlib(pickle(columns)), ...]))
+
 Format 0 is the unversioned pickle of `Bucket` objects written before this module existed; it
 is migrated when its objects still load, else refused with a message (see `decode`).
 """
@@ -48,8 +62,8 @@ from replmon.state.root_cause import (
     roots_from_book,
 )
 
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # and format 0, which has no header
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # and format 0, which has no header
 MAGIC = b"replmon-state\x00"
 COMPRESSION_LEVEL = 1  # level 1: most of the size win for a fraction of the time of level 6
 
@@ -149,9 +163,9 @@ TAG_BYTES = 8
 _HEADER = len(MAGIC) + 2 + TAG_BYTES
 
 
-def encode(bucket: Bucket, tag: bytes = bytes(TAG_BYTES)) -> bytes:
-    """The bucket as a versioned blob, marked with `tag` (TAG_BYTES long)."""
-    doc = {
+def _bucket_doc(bucket: Bucket) -> dict:
+    """What a blob stores of a bucket besides its partitions."""
+    return {
         "format": FORMAT_VERSION,
         "buckets": bucket.buckets,
         "bucket": bucket.bucket_id,
@@ -161,7 +175,6 @@ def encode(bucket: Bucket, tag: bytes = bytes(TAG_BYTES)) -> bytes:
             (name, v.clock_ms, v.brokers, v.book.to_rows(), v.root_book.to_rows())
             for name, v in bucket.clusters.items()
         ],
-        "partitions": _partition_columns(list(bucket.partitions.values())),
         # Broker events not yet applied by every partition, the roots as of the log's start
         # (state/bucket.py), and how far each partition has applied the log. getattr: format 0
         # objects, re-encoded by _migrate_format0, predate them.
@@ -178,17 +191,130 @@ def encode(bucket: Bucket, tag: bytes = bytes(TAG_BYTES)) -> bytes:
             if getattr(v, "activity", None)
         },
     }
-    if len(tag) != TAG_BYTES:
-        raise ValueError(f"tag must be {TAG_BYTES} bytes, got {len(tag)}")
+
+
+def _pickled(value) -> bytes:
     out = io.BytesIO()
     pickler = pickle.Pickler(out, protocol=5)  # protocol >= 4: sets need no class either
     # No memo: the state is a tree (nothing in it refers to itself), and without the memo's
     # back references it compresses to two thirds (a bucket of 6,250 partitions: 41 KB, not
     # 62 KB) and decodes a little faster.
     pickler.fast = True
-    pickler.dump(doc)
-    body = out.getvalue()
-    return MAGIC + FORMAT_VERSION.to_bytes(2, "big") + tag + zlib.compress(body, COMPRESSION_LEVEL)
+    pickler.dump(value)
+    return out.getvalue()
+
+
+def _compressed(value) -> bytes:
+    return zlib.compress(_pickled(value), COMPRESSION_LEVEL)
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Chunks:
+    """The partitions of the blob a process last wrote (or read) for a bucket, as written: what
+    `encode_chunks` needs to write the next blob of that bucket with only the changed partitions
+    encoded. `data`: chunk id -> compressed columns, in blob order; `keys`: the partition keys of
+    each chunk's rows; `live`: how many of those rows are current; `where`: partition key ->
+    (chunk id, row) of its current copy."""
+
+    data: dict[int, bytes] = dataclasses.field(default_factory=dict)
+    keys: dict[int, list] = dataclasses.field(default_factory=dict)
+    live: dict[int, int] = dataclasses.field(default_factory=dict)
+    where: dict[tuple, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    next_id: int = 0
+
+    def add(self, watches: list) -> None:
+        """A new chunk of these partitions (their current copies from now on)."""
+        if not watches:
+            return
+        cid = self.next_id
+        self.next_id += 1
+        keys = [(w.cluster, w.topic, w.partition) for w in watches]
+        self.data[cid] = _compressed(_partition_columns(watches))
+        self.keys[cid] = keys
+        self.live[cid] = len(keys)
+        where = self.where
+        for row, key in enumerate(keys):
+            where[key] = (cid, row)
+
+    def forget(self, key: tuple) -> None:
+        """The partition's copy in its chunk is no longer current."""
+        cid, _ = self.where.pop(key)
+        self.live[cid] -= 1
+
+    def drop(self, cid: int) -> list:
+        """Remove a chunk; the keys of the rows in it that were still current."""
+        where = self.where
+        current = [k for row, k in enumerate(self.keys[cid]) if where.get(k) == (cid, row)]
+        for k in current:
+            del where[k]
+        del self.data[cid], self.keys[cid], self.live[cid]
+        return current
+
+
+# A blob with more chunks than this is written again as one chunk (a chunk costs a compression
+# stream and a pickle of its own; a few dozen are cheap).
+MAX_CHUNKS = 32
+
+
+def encode(bucket: Bucket, tag: bytes = bytes(TAG_BYTES)) -> bytes:
+    """The bucket as a versioned blob, marked with `tag` (TAG_BYTES long)."""
+    return _write(bucket, tag, None)[0]
+
+
+def encode_chunks(bucket: Bucket, tag: bytes = bytes(TAG_BYTES), kept: Chunks | None = None):
+    """The bucket as a versioned blob, and its Chunks for the next write. With `kept`, the Chunks
+    of the blob this bucket was last read from or written to, only the partitions the bucket
+    names in `touched` (or new since) are encoded; `kept` is updated in place and the bucket's
+    `touched` emptied. Without it, every partition is encoded."""
+    out = _write(bucket, tag, kept)
+    bucket.touched.clear()  # the Chunks returned are the state as of now
+    return out
+
+
+def _write(bucket: Bucket, tag: bytes, kept: Chunks | None) -> tuple[bytes, Chunks]:
+    if len(tag) != TAG_BYTES:
+        raise ValueError(f"tag must be {TAG_BYTES} bytes, got {len(tag)}")
+    partitions = bucket.partitions
+    chunks = kept
+    if chunks is not None:
+        touched = getattr(bucket, "touched", None)
+        if touched is None:
+            chunks = None
+        else:
+            where = chunks.where
+            changed = [k for k in partitions if k in touched or k not in where]
+            for k in changed:
+                if k in where:
+                    chunks.forget(k)
+            for k in [k for k in where if k not in partitions]:  # evicted
+                chunks.forget(k)
+            moved: list = []
+            for cid in [c for c, n in chunks.live.items() if 2 * n < len(chunks.keys[c])]:
+                moved += chunks.drop(cid)  # more than half dead: its live rows move
+            if len(chunks.data) >= MAX_CHUNKS:
+                chunks = None
+            else:
+                chunks.add([partitions[k] for k in changed] + [partitions[k] for k in moved])
+    if chunks is None:
+        chunks = Chunks()
+        chunks.add(list(partitions.values()))
+    position = {cid: i for i, cid in enumerate(chunks.data)}
+    where = chunks.where
+    at = [where[k] for k in partitions]
+    doc = _bucket_doc(bucket)
+    doc["partitions"] = {
+        "chunk": [position[cid] for cid, _ in at],
+        "row": [row for _, row in at],
+        "time_ms": [w.time_ms for w in partitions.values()],
+    }
+    body = _pickled((zlib.compress(_pickled(doc), COMPRESSION_LEVEL), list(chunks.data.values())))
+    return MAGIC + FORMAT_VERSION.to_bytes(2, "big") + tag + body, chunks
+
+
+def plain_values(bucket: Bucket) -> dict:
+    """The bucket's stored values as one document of plain values, the partitions by column in
+    the bucket's order (format 2's layout): equal documents, equal states. For tests and tools."""
+    return {**_bucket_doc(bucket), "partitions": _partition_columns(list(bucket.partitions.values()))}
 
 
 def tag_of(blob: bytes) -> bytes | None:
@@ -201,8 +327,14 @@ def tag_of(blob: bytes) -> bytes | None:
 def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> Bucket:
     """The bucket a blob describes, for a run with `buckets` buckets and the settings `cfg`.
     Raises StateFormatError, with what to do, for a blob this run must not use."""
+    return decode_chunks(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg)[0]
+
+
+def decode_chunks(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig):
+    """`decode`, and the blob's Chunks for writing the bucket's next blob with `encode_chunks`
+    (None when the blob is of an older format or field list: the next write encodes it all)."""
     if blob[: len(MAGIC)] != MAGIC:
-        return _migrate_format0(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg)
+        return _migrate_format0(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg), None
     version = int.from_bytes(blob[len(MAGIC) : len(MAGIC) + 2], "big")
     if version not in READABLE_VERSIONS:
         raise StateFormatError(
@@ -210,13 +342,60 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
             f"to {FORMAT_VERSION}: it was written by another (newer?) replmon version. Run the "
             f"version that wrote it, or start over. {_WHAT_TO_DO}."
         )
+    chunks = None
     try:
-        doc = _BuiltinsOnly(io.BytesIO(zlib.decompress(blob[_HEADER:]))).load()
+        if version >= 3:
+            meta, stored = _BuiltinsOnly(io.BytesIO(blob[_HEADER:])).load()
+            doc = _load(meta)
+            parts = [_load(c) for c in stored]
+        else:
+            doc = _load(blob[_HEADER:])
     except Exception as exc:  # noqa: BLE001 - damaged bytes make zlib/pickle raise almost any type; all mean damaged
         raise StateFormatError(
             f"the checkpoint's state (bucket {bucket_id}) is damaged: {exc}. {_WHAT_TO_DO}."
         ) from None
     check_buckets(doc["buckets"], buckets)
+    bucket = _bucket_from_doc(doc, bucket_id, buckets)
+    fields = doc["fields"]
+    if version >= 3:
+        rows = [list(_rows_from_columns(part, fields)) for part in parts]
+        where = doc["partitions"]
+        _add_partitions(
+            bucket,
+            (rows[c][r] for c, r in zip(where["chunk"], where["row"], strict=True)),
+            cfg,
+            where["time_ms"],
+        )
+        if fields == {"watch": WATCH_FIELDS, "leader": LEADER_FIELDS, "replica": REPLICA_FIELDS}:
+            chunks = _chunks_of(stored, rows, where)
+    elif version == 2:
+        _add_partitions(bucket, _rows_from_columns(doc["partitions"], fields), cfg)
+    else:
+        _add_partitions(bucket, _rows_from_format1(doc["partitions"], fields), cfg)
+    return bucket, chunks
+
+
+def _load(compressed: bytes):
+    return _BuiltinsOnly(io.BytesIO(zlib.decompress(compressed))).load()
+
+
+def _chunks_of(stored: list, rows: list, where: dict) -> Chunks:
+    """The Chunks of a format 3 blob as read: its chunks as they are, for the next write."""
+    chunks = Chunks(next_id=len(stored))
+    for cid, (data, chunk_rows) in enumerate(zip(stored, rows, strict=True)):
+        chunks.data[cid] = data
+        chunks.keys[cid] = [tuple(w[:3]) for w, _, _, _ in chunk_rows]
+        chunks.live[cid] = 0
+    for c, r in zip(where["chunk"], where["row"], strict=True):
+        chunks.where[chunks.keys[c][r]] = (c, r)
+        chunks.live[c] += 1
+    for cid in [c for c, n in chunks.live.items() if n == 0]:
+        chunks.drop(cid)
+    return chunks
+
+
+def _bucket_from_doc(doc: dict, bucket_id: int, buckets: int) -> Bucket:
+    """A bucket with what the blob stores besides the partitions."""
     bucket = Bucket(bucket_id, buckets)
     bucket.global_ms = doc["global_ms"]
     for name, clock_ms, brokers, book, *root_book in doc["clusters"]:
@@ -241,12 +420,12 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
     bucket.broker_pos = dict(doc.get("broker_pos", ()))
     for name, runs in doc.get("activity", {}).items():
         bucket.clusters[name].activity = {b: list(run) for b, run in runs}
-    fields = doc["fields"]
-    rows = (
-        _rows_from_columns(doc["partitions"], fields)
-        if version >= 2
-        else _rows_from_format1(doc["partitions"], fields)
-    )
+    return bucket
+
+
+def _add_partitions(bucket: Bucket, rows, cfg: MonitorConfig, times: list | None = None) -> None:
+    """The partitions of `rows` (see _rows_from_columns), in order, into the bucket; `times`:
+    their time_ms, when stored apart (format 3)."""
     new_watch = _builder(PartitionWatch, WATCH_FIELDS)
     new_leader = _builder(PartitionLeader, LEADER_FIELDS)
     new_replica = _builder(ReplicaState, REPLICA_FIELDS)
@@ -266,7 +445,9 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
         leader.followers = {r: new_replica(values) for r, values in followers}
         watch.leader = leader
         partitions[(watch.cluster, watch.topic, watch.partition)] = watch
-    return bucket
+    if times is not None:
+        for watch, t in zip(partitions.values(), times, strict=True):
+            watch.time_ms = t
 
 
 _watch_values = operator.attrgetter(*WATCH_FIELDS)

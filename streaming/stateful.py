@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from replmon.state.bucket import EVENT_FIELDS, Bucket
-from replmon.state.codec import TAG_BYTES, decode, encode, tag_of
+from replmon.state.codec import TAG_BYTES, Chunks, decode_chunks, encode_chunks, tag_of
 from replmon.state.monitor import MonitorConfig
 from replmon.streaming.contract import ARRAY_FIELDS, COLUMN_FIELDS, bounded_quarantine, describe
 
@@ -205,26 +205,47 @@ class Phases:
 # write dropped first. When the tasks swap, this worker's copies of the other task's buckets are
 # stale (the other worker has written them since) and go as this task's buckets are written, so
 # a worker never holds more than one task's share (tests/streaming/test_state_cache.py).
-_WRITTEN: dict[tuple, tuple[bytes, Bucket]] = {}
+#
+# Beside each kept bucket, the Chunks of the blob it was written as (state/codec.py, format 3):
+# the next save encodes only the partitions the batch touched and joins the other partitions'
+# encoded chunks as they are. A bucket decoded (a miss) comes with the Chunks of the blob it was
+# read from, so its next save is incremental too. What it buys: bench/bucket_step.py --busy 0.1
+# (README, Performance).
+_WRITTEN: dict[tuple, tuple[bytes, Bucket, Chunks | None]] = {}
+# The bucket each call loaded, with its Chunks, until the call saves it (by bucket key).
+_LOADED: dict[tuple, tuple[Bucket, Chunks | None]] = {}
+# Off: every save encodes the whole bucket (bench/bucket_step.py --full-save; the tests' reference).
+INCREMENTAL_SAVE = True
 
 
 def load_bucket(state, cfg: MonitorConfig, bucket_id: int, buckets: int) -> Bucket:
     key = (bucket_id, buckets, cfg)
     cached = _WRITTEN.pop(key, None)
+    _LOADED.pop(key, None)
     if not state.exists:
-        return Bucket(bucket_id, buckets)
+        bucket = Bucket(bucket_id, buckets)
+        _LOADED[key] = (bucket, None)
+        return bucket
     blob = state.get[0]
     if cached is not None and cached[0] == tag_of(blob):
+        _LOADED[key] = (cached[1], cached[2])
         return cached[1]
-    return decode(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg)
+    bucket, chunks = decode_chunks(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg)
+    _LOADED[key] = (bucket, chunks)
+    return bucket
 
 
 def save_bucket(state, bucket: Bucket, cfg: MonitorConfig, kept: int | None = None) -> None:
     """Write the bucket with a new tag and keep it; `kept`: the most buckets this worker keeps
     (default: every bucket of the run)."""
+    key = (bucket.bucket_id, bucket.buckets, cfg)
+    loaded = _LOADED.pop(key, None)
+    # the Chunks describe this very bucket object as it was loaded (else: encode it all)
+    chunks = loaded[1] if loaded is not None and loaded[0] is bucket and INCREMENTAL_SAVE else None
     tag = os.urandom(TAG_BYTES)
-    state.update((encode(bucket, tag),))
-    _WRITTEN[(bucket.bucket_id, bucket.buckets, cfg)] = (tag, bucket)  # load_bucket popped it: now last
+    blob, chunks = encode_chunks(bucket, tag, chunks)
+    state.update((blob,))
+    _WRITTEN[key] = (tag, bucket, chunks)  # load_bucket popped it: now last
     limit = bucket.buckets if kept is None else kept
     while len(_WRITTEN) > limit:
         del _WRITTEN[next(iter(_WRITTEN))]  # the oldest write

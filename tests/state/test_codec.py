@@ -31,8 +31,7 @@ DATA = Path(__file__).parent / "data"
 
 def state_of(bucket: Bucket) -> dict:
     """What the format stores of a bucket, as plain values (equal values, equal state)."""
-    blob = encode(bucket)
-    return pickle.loads(zlib.decompress(blob[len(codec.MAGIC) + 2 + codec.TAG_BYTES :]))
+    return codec.plain_values(bucket)
 
 
 def feed(events, cfg, *, roundtrip: bool, slice_ms: int = 1000, bucket=None):
@@ -164,7 +163,7 @@ def test_an_unknown_format_version_is_refused_with_what_to_do():
     newer = codec.MAGIC + (codec.FORMAT_VERSION + 1).to_bytes(2, "big") + blob[len(codec.MAGIC) + 2 :]
     with pytest.raises(
         StateFormatError,
-        match=r"format 3, and this replmon reads formats 0 to 2.*"
+        match=r"format 4, and this replmon reads formats 0 to 3.*"
         r"spark\.checkpoint_dir",
     ):
         decode(newer, bucket_id=0, buckets=1, cfg=monitor_config())
@@ -257,13 +256,19 @@ def test_a_format2_blob_is_read_as_the_state_it_was_written_from_and_goes_on_ali
     assert quarantine == []
 
 
-def test_format2_stores_the_partitions_by_column():
+def test_format3_stores_the_partitions_by_column_in_chunks_and_where_each_is():
     bucket, _ = _bucket_with_alerts()
-    doc = state_of(bucket)
     n = len(bucket.partitions)
-    assert doc["format"] == 2 and doc["partitions"]["count"] == n
-    assert [len(c) for c in doc["partitions"]["watch"]] == [n] * len(codec.WATCH_FIELDS)
-    counts, ids, replica_columns = doc["partitions"]["followers"]
+    blob = encode(bucket)
+    meta, chunks = pickle.loads(blob[len(codec.MAGIC) + 2 + codec.TAG_BYTES :])
+    doc = pickle.loads(zlib.decompress(meta))
+    assert doc["format"] == 3 and len(chunks) == 1  # written whole: one chunk
+    assert doc["partitions"]["chunk"] == [0] * n and doc["partitions"]["row"] == list(range(n))
+    assert doc["partitions"]["time_ms"] == [w.time_ms for w in bucket.partitions.values()]
+    part = pickle.loads(zlib.decompress(chunks[0]))
+    assert part["count"] == n
+    assert [len(c) for c in part["watch"]] == [n] * len(codec.WATCH_FIELDS)
+    counts, ids, replica_columns = part["followers"]
     assert sum(counts) == len(ids) and {len(c) for c in replica_columns} == {len(ids)}
 
 
