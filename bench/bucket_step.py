@@ -13,7 +13,12 @@ bucket, as when the task lands on the other Python worker. `--buckets N`: the wo
 such buckets per batch (a worker of a 100k-partition run with 16 buckets on 2 tasks serves 8),
 the figures are over all of them. `--plain-gc` and `--plain-constructors` turn two of the
 stateful step's speed tricks off (the cyclic collector as Python runs it; a setattr per field
-when decoding), to measure what each buys. The Arrow-to-pandas step and the JVM
+when decoding), to measure what each buys. `--busy 0.1`: a cluster most of whose partitions are
+idle, as the collector's compaction leaves them (issue 21): a tenth of the partitions has the
+traffic above every round, the others only a caught-up fetch per follower every `--idle-every`
+rounds (8: one per L/8 at L = 30 s), so about a fifth of the partitions changes per call; with
+`--batches` of 30 or more, the isr-expiration tick at L/2 (every partition evaluated) falls in
+the run. The Arrow-to-pandas step and the JVM
 are not in it: bench/throughput.py measures those. Iterate on the Python side with this; confirm
 with bench/throughput.py.
 """

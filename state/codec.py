@@ -282,12 +282,17 @@ def _write(bucket: Bucket, tag: bytes, kept: Chunks | None) -> tuple[bytes, Chun
             chunks = None
         else:
             where = chunks.where
-            changed = [k for k in partitions if k in touched or k not in where]
+            changed = [k for k in touched if k in partitions]
             for k in changed:
                 if k in where:
                     chunks.forget(k)
-            for k in [k for k in where if k not in partitions]:  # evicted
-                chunks.forget(k)
+            # Every other partition has its current copy in a chunk, so the counts match unless
+            # partitions were evicted (or one is new without a mark): then find them (a scan).
+            if len(where) + len(changed) != len(partitions):
+                for k in [k for k in where if k not in partitions]:  # evicted
+                    chunks.forget(k)
+                known = set(changed)
+                changed += [k for k in partitions if k not in where and k not in known]
             moved: list = []
             for cid in [c for c, n in chunks.live.items() if 2 * n < len(chunks.keys[c])]:
                 moved += chunks.drop(cid)  # more than half dead: its live rows move
