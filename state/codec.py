@@ -221,11 +221,12 @@ class Chunks:
     live: dict[int, int] = dataclasses.field(default_factory=dict)
     where: dict[tuple, tuple[int, int]] = dataclasses.field(default_factory=dict)
     next_id: int = 0
+    recent: tuple = ()  # the chunks the last incremental write added
 
-    def add(self, watches: list) -> None:
-        """A new chunk of these partitions (their current copies from now on)."""
+    def add(self, watches: list) -> int:
+        """A new chunk of these partitions (their current copies from now on); its id."""
         if not watches:
-            return
+            return -1
         cid = self.next_id
         self.next_id += 1
         keys = [(w.cluster, w.topic, w.partition) for w in watches]
@@ -235,6 +236,7 @@ class Chunks:
         where = self.where
         for row, key in enumerate(keys):
             where[key] = (cid, row)
+        return cid
 
     def forget(self, key: tuple) -> None:
         """The partition's copy in its chunk is no longer current."""
@@ -283,6 +285,11 @@ def _write(bucket: Bucket, tag: bytes, kept: Chunks | None) -> tuple[bytes, Chun
         else:
             where = chunks.where
             changed = [k for k in touched if k in partitions]
+            # The partitions that changed in the previous write too (busy ones) go into a chunk
+            # of their own, which the next write usually leaves all dead (dropped, no copying);
+            # mixed with the rest, they would leave it half dead after one write.
+            recent = chunks.recent
+            hot = [k for k in changed if k in where and where[k][0] in recent]
             for k in changed:
                 if k in where:
                     chunks.forget(k)
@@ -299,7 +306,9 @@ def _write(bucket: Bucket, tag: bytes, kept: Chunks | None) -> tuple[bytes, Chun
             if len(chunks.data) >= MAX_CHUNKS:
                 chunks = None
             else:
-                chunks.add([partitions[k] for k in changed] + [partitions[k] for k in moved])
+                hot_set = set(hot)
+                warm = [partitions[k] for k in changed if k not in hot_set] + [partitions[k] for k in moved]
+                chunks.recent = (chunks.add(warm), chunks.add([partitions[k] for k in hot]))
     if chunks is None:
         chunks = Chunks()
         chunks.add(list(partitions.values()))
@@ -311,6 +320,7 @@ def _write(bucket: Bucket, tag: bytes, kept: Chunks | None) -> tuple[bytes, Chun
         "chunk": [position[cid] for cid, _ in at],
         "row": [row for _, row in at],
         "time_ms": [w.time_ms for w in partitions.values()],
+        "recent": [position[cid] for cid in chunks.recent if cid in position],
     }
     body = _pickled((zlib.compress(_pickled(doc), COMPRESSION_LEVEL), list(chunks.data.values())))
     return MAGIC + FORMAT_VERSION.to_bytes(2, "big") + tag + body, chunks
@@ -394,6 +404,7 @@ def _chunks_of(stored: list, rows: list, where: dict) -> Chunks:
     for c, r in zip(where["chunk"], where["row"], strict=True):
         chunks.where[chunks.keys[c][r]] = (c, r)
         chunks.live[c] += 1
+    chunks.recent = tuple(where.get("recent", ()))
     for cid in [c for c, n in chunks.live.items() if n == 0]:
         chunks.drop(cid)
     return chunks
