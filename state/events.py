@@ -155,6 +155,6 @@ def record_key(ev: Mapping[str, Any]) -> str:
     return ev["cluster"]
 
 
-def as_tuple(ev: Mapping[str, Any]) -> tuple:
+def as_tuple(ev: Mapping[str, Any]) -> tuple[Any, ...]:
     """An event dict as the engine's tuple (EVENT_FIELDS order; arrays as tuples, absent as None)."""
     return tuple(tuple(v) if isinstance(v := ev.get(name), list) else v for name in EVENT_FIELDS)
