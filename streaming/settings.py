@@ -14,6 +14,10 @@ Every default is stated once (tests/test_config_once.py fails otherwise):
 - A sink's knobs are stated by its own settings model in sinks/ (sinks never import this
   module); a section here that exposes one takes its default from there (`stated_by`), and the
   sink is built from the section by field name (`sink_settings`), not by a hand copy.
+- The side processes' settings (the Grafana publisher, the annotation consumer) are their sink
+  models too, read from their own environment prefixes (REPLMON_GRAFANA_*, REPLMON_ANNOTATIONS_*)
+  by this module's loaders, `load_grafana_settings` and `load_annotation_settings`: nothing else
+  reads the environment, and the loaders state no field of their own.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import dataclasses
 import os
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -46,6 +50,10 @@ from replmon.sinks.redis_sink import RedisSinkSettings
 from replmon.state.monitor import MonitorConfig
 from replmon.state.partition import KAFKA_DEFAULTS
 from replmon.streaming.contract import METRICS_TOPIC
+
+if TYPE_CHECKING:
+    from replmon.sinks.grafana import GrafanaSettings
+    from replmon.sinks.grafana_annotation_consumer import AnnotationConsumerSettings
 
 _toml_file: ContextVar[str | None] = ContextVar("replmon_toml_file", default=None)
 
@@ -334,3 +342,44 @@ def load_settings(config_file: str | None = None, **overrides) -> Settings:
         raise SettingsError("replmon: invalid settings\n" + "\n".join(lines)) from None
     finally:
         _toml_file.reset(token)
+
+
+# --- the side processes' settings --------------------------------------------------------------
+def from_environment(model: type[M], prefix: str, **given: Any) -> M:
+    """`model` (a sink's settings model, which states every field and default) filled from the
+    environment variables `prefix` + field name (upper case), then `given`. pydantic's
+    ValidationError (a ValueError) names a bad setting."""
+    reader = type(
+        f"{model.__name__}FromEnvironment",
+        (BaseSettings, model),
+        {"model_config": SettingsConfigDict(env_prefix=prefix, frozen=True, extra="forbid")},
+    )
+    return model.model_validate(dict(reader(**given)))
+
+
+GRAFANA_PREFIX = "REPLMON_GRAFANA_"
+ANNOTATIONS_PREFIX = "REPLMON_ANNOTATIONS_"
+
+
+def load_grafana_settings() -> GrafanaSettings:
+    """Where Grafana is and how to reach it: REPLMON_GRAFANA_* (docs/grafana.md)."""
+    from replmon.sinks.grafana import GrafanaSettings
+
+    return from_environment(GrafanaSettings, GRAFANA_PREFIX)
+
+
+def load_annotation_settings(redis: RedisOut | None = None) -> AnnotationConsumerSettings:
+    """The annotation consumer's settings: REPLMON_ANNOTATIONS_* (docs/grafana.md). `redis`: a
+    settings file's redis section; when it names a url, its url, username, password and prefix
+    replace the consumer's own (`replmon grafana-annotations --config`)."""
+    from replmon.sinks.grafana_annotation_consumer import AnnotationConsumerSettings
+
+    given: dict[str, Any] = {}
+    if redis is not None and redis.url is not None:
+        given = dict(
+            redis_url=redis.url,
+            redis_username=redis.username,
+            redis_password=redis.password,
+            key_prefix=redis.prefix,
+        )
+    return from_environment(AnnotationConsumerSettings, ANNOTATIONS_PREFIX, **given)

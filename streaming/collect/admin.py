@@ -15,6 +15,8 @@ import logging
 import uuid
 from typing import Any
 
+from replmon.state.events import event
+
 log = logging.getLogger(__name__)
 
 
@@ -40,21 +42,19 @@ def metadata_events(
             if p.get("error_code", 0) not in (0, 9):  # 9 REPLICA_NOT_AVAILABLE still describes it
                 continue
             leader = int(p["leader_id"])
-            ev = {
-                "type": "metadata",
-                "ts": now_ms,
-                "cluster": cluster,
-                "topic": t["name"],
-                "partition": int(p["partition_index"]),
-                "leader": leader,
-                "leader_epoch": max(int(p.get("leader_epoch", 0)), 0),
-                "replicas": [int(r) for r in p["replica_nodes"]],
-                "isr": sorted(int(r) for r in p["isr_nodes"]),
-            }
-            if lag_ms_of_broker.get(leader):
-                ev["replica_lag_time_max_ms"] = lag_ms_of_broker[leader]
-            if min_isr_of_topic.get(t["name"]):
-                ev["min_insync_replicas"] = min_isr_of_topic[t["name"]]
+            ev = event(
+                "metadata",
+                now_ms,
+                cluster,
+                topic=t["name"],
+                partition=int(p["partition_index"]),
+                leader=leader,
+                leader_epoch=max(int(p.get("leader_epoch", 0)), 0),
+                replicas=[int(r) for r in p["replica_nodes"]],
+                isr=sorted(int(r) for r in p["isr_nodes"]),
+                replica_lag_time_max_ms=lag_ms_of_broker.get(leader) or None,
+                min_insync_replicas=min_isr_of_topic.get(t["name"]) or None,
+            )
             out[(t["name"], ev["partition"])] = ev
     return out
 
@@ -135,9 +135,7 @@ class AdminView:
         for b, state in sorted(broker_states(registered, known).items()):
             if self._brokers.get(b) != state:
                 self._brokers[b] = state
-                events.append(
-                    {"type": "broker", "ts": now_ms, "cluster": self.cluster, "broker": b, "state": state}
-                )
+                events.append(event("broker", now_ms, self.cluster, broker=b, state=state))
         for key, ev in sorted(
             metadata_events(self.cluster, topics, now_ms, self._lag_ms, self._min_isr).items()
         ):

@@ -6,18 +6,13 @@ import json
 import logging
 from typing import Any
 
+from replmon.state.events import record_key
+
 log = logging.getLogger(__name__)
 
 
 class PublishError(RuntimeError):
     """The metrics topic did not take the events in time."""
-
-
-def event_key(ev: dict[str, Any]) -> str:
-    """docs/events.md: `cluster/topic/partition`, `cluster` alone for broker and heartbeat."""
-    if "topic" in ev and "partition" in ev:
-        return f"{ev['cluster']}/{ev['topic']}/{ev['partition']}"
-    return ev["cluster"]
 
 
 def encode(ev: dict[str, Any]) -> bytes:
@@ -50,7 +45,7 @@ class Publisher:
 
         try:
             futures = [
-                self.producer.send(self.topic, key=event_key(e).encode(), value=encode(e)) for e in events
+                self.producer.send(self.topic, key=record_key(e).encode(), value=encode(e)) for e in events
             ]
             self.producer.flush(timeout=self.timeout_s)
             for f in futures:
