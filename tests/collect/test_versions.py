@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from replmon.streaming.collect.admin import describe_cluster
 from replmon.streaming.collect.broker_log import BrokerLog
 from replmon.streaming.collect.requestlog import TESTED_VERSIONS
 from tests.collect.lines import TOPIC_ID, fetch_line, heartbeat_line, produce_line
@@ -133,3 +134,32 @@ def test_tested_versions_are_not_warned():
     bl.events(heartbeat_line(1200, 2))
     assert bl.counts["lines"] == 3
     assert not [k for k in bl.counts if k.startswith("warning")], bl.counts
+
+
+class _OldBrokerAdmin:
+    """kafka-python 3.0.12's KafkaAdminClient as it behaves against Kafka 2.8-3.6 (seen on a
+    3.4.1 cluster): describe_cluster raises KeyError('endpoint_type') on the v0 answer, and its
+    private Metadata helper answers with node_id keys."""
+
+    def __init__(self, error=KeyError("endpoint_type")):
+        self.error, self.asked = error, []
+        self._manager = self
+
+    def describe_cluster(self):
+        raise self.error
+
+    def run(self, coro, *args):
+        self.asked.append((coro, args))
+        return coro(*args)
+
+    def _get_cluster_metadata(self, topics):
+        return {"cluster_id": "c", "controller_id": 2, "brokers": [{"node_id": 1, "host": "h", "port": 1}]}
+
+
+def test_describe_cluster_of_a_pre_3_7_broker_asks_metadata():
+    old = _OldBrokerAdmin()
+    got = describe_cluster(old)
+    assert got["controller_id"] == 2 and [b["broker_id"] for b in got["brokers"]] == [1]
+    assert old.asked == [(old._get_cluster_metadata, ([],))]
+    with pytest.raises(KeyError):  # any other KeyError is not this one
+        describe_cluster(_OldBrokerAdmin(KeyError("brokers")))
