@@ -30,6 +30,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -40,6 +41,7 @@ DATA = Path(__file__).resolve().parent / "data"
 SERVICES = ROOT / "deploy" / "local" / "services.sh"
 TOPIC = "replmon-fixture"  # a fresh cluster's only topic (-<n> on a running cluster that has it)
 PARTITIONS = 4
+JAVA_PARTITIONS, JAVA_RECORDS = 2, 100
 MARKER = "Completed request:"
 
 
@@ -57,7 +59,7 @@ def request_versions(data: bytes) -> dict[str, int]:
         api, client = h["requestApiKeyName"], h.get("clientId", "")
         if api not in ("FETCH", "PRODUCE"):
             continue
-        who = ""
+        who = " (java)" if client.endswith("-java") else " (kafka-python)"
         if api == "FETCH":
             who = " (replica fetcher)" if re.match(r"broker-\d+-fetcher-\d+$", client) else " (other)"
             who = " (raft)" if client.startswith("raft-client") else who
@@ -90,6 +92,44 @@ def positions(kafka_run: Path, brokers: list[int]) -> dict[int, int]:
 def whole_lines(data: bytes) -> bytes:
     """The complete lines of a cut: up to the last newline."""
     return data[: data.rfind(b"\n") + 1]
+
+
+def kafka_topic_id(desc: dict) -> str | None:
+    """The request log writes topic ids as Kafka's Uuid.toString: base64url without padding."""
+    tid = desc.get("topic_id")
+    return base64.urlsafe_b64encode(uuid.UUID(str(tid)).bytes).decode().rstrip("=") if tid else None
+
+
+def partition_facts(desc: dict, ends: dict) -> dict[str, dict]:
+    from kafka import TopicPartition
+
+    return {
+        str(p["partition_index"]): {
+            "leader": p["leader_id"],
+            "leader_epoch": p["leader_epoch"],
+            "replicas": p["replica_nodes"],
+            "isr": sorted(p["isr_nodes"]),
+            "end_offset": ends[TopicPartition(desc["name"], p["partition_index"])],
+        }
+        for p in sorted(desc["partitions"], key=lambda p: p["partition_index"])
+    }
+
+
+def java_producer(senv: dict, bootstrap: str, topic: str, log: Path) -> subprocess.Popen | None:
+    """Kafka's ProducerPerformance from the brokers' own jars, in the background."""
+    version = senv.get("REPLMON_KAFKA_VERSION", "")
+    libs = ROOT / "deploy" / "local" / f"kafka-libs-{version}"
+    if not libs.is_dir():
+        libs = ROOT / "deploy" / "local" / "kafka-libs"
+    args = ["java", "-Xmx128m", "-cp", f"{libs}/*", "org.apache.kafka.tools.ProducerPerformance"]
+    args += ["--topic", topic, "--num-records", str(JAVA_RECORDS), "--record-size", "100"]
+    args += ["--throughput", "50", "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all"]
+    args += ["linger.ms=5", "client.id=replmon-fixture-java"]
+    try:
+        return subprocess.Popen(args, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    except OSError as e:
+        print(f"WARNING: {e}", file=sys.stderr)
+        return None
 
 
 def main() -> int:
@@ -157,16 +197,23 @@ def record(senv: dict, args, out: Path) -> int:
     while topic in admin.list_topics():
         n += 1
         topic = f"{TOPIC}-{n}"
+    java_topic = f"{topic}-java"
     start = positions(kafka_run, brokers)
-    admin.create_topics([NewTopic(topic, PARTITIONS, 3)])
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3), NewTopic(java_topic, JAVA_PARTITIONS, 3)])
     for _ in range(100):
-        desc = admin.describe_topics([topic])[0]
-        parts = desc.get("partitions") or []
-        if len(parts) == PARTITIONS and all(p["leader_id"] >= 0 and len(p["isr_nodes"]) == 3 for p in parts):
+        descs = admin.describe_topics([topic, java_topic])
+        if all(
+            len(d.get("partitions") or []) == {topic: PARTITIONS, java_topic: JAVA_PARTITIONS}[d["name"]]
+            and all(p["leader_id"] >= 0 and len(p["isr_nodes"]) == 3 for p in d["partitions"])
+            for d in descs
+        ):
             break
         time.sleep(0.2)
     else:
-        raise SystemExit(f"the topic's partitions did not all get a leader and a full ISR: {desc}")
+        raise SystemExit(f"the topics' partitions did not all get a leader and a full ISR: {descs}")
+    java = java_producer(
+        senv, bootstrap, java_topic, Path(tempfile.gettempdir()) / f"replmon-fixture-{out.name}-java.log"
+    )
 
     producer = KafkaProducer(
         bootstrap_servers=bootstrap, acks="all", linger_ms=5, client_id="replmon-fixture"
@@ -183,11 +230,20 @@ def record(senv: dict, args, out: Path) -> int:
         md = f.get(timeout=30)
         acked[md.partition].append(md.offset)
     producer.close()
+    java_ok = java is not None and java.wait(timeout=180) == 0
+    if not java_ok:
+        print(
+            f"WARNING: Kafka's Java producer failed (see {tempfile.gettempdir()}/replmon-fixture-*-java.log)",
+            file=sys.stderr,
+        )
     time.sleep(3.0)  # the followers fetch up to the end; their caught-up fetches wait and are logged
 
-    desc = admin.describe_topics([topic])[0]
+    desc, jdesc = sorted(admin.describe_topics([topic, java_topic]), key=lambda d: d["name"] != topic)
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="replmon-fixture-offsets")
-    ends = consumer.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    ends = consumer.end_offsets(
+        [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        + [TopicPartition(java_topic, p) for p in range(JAVA_PARTITIONS)]
+    )
     consumer.close()
     time.sleep(1.0)
     out.mkdir(parents=True, exist_ok=True)
@@ -204,22 +260,10 @@ def record(senv: dict, args, out: Path) -> int:
         sizes[b] = len(data)
     admin.close()
 
-    partitions = {}
-    for p in sorted(desc["partitions"], key=lambda p: p["partition_index"]):
-        i = p["partition_index"]
-        offs = sorted(acked[i])
-        partitions[str(i)] = {
-            "leader": p["leader_id"],
-            "leader_epoch": p["leader_epoch"],
-            "replicas": p["replica_nodes"],
-            "isr": sorted(p["isr_nodes"]),
-            "end_offset": ends[TopicPartition(topic, i)],
-            "acked_offsets": offs,
-        }
-    # The request log writes topic ids as Kafka's Uuid.toString: base64url without padding.
-    topic_id = desc.get("topic_id")
-    if topic_id:
-        topic_id = base64.urlsafe_b64encode(uuid.UUID(str(topic_id)).bytes).decode().rstrip("=")
+    partitions = partition_facts(desc, ends)
+    for i, facts_of in partitions.items():
+        facts_of["acked_offsets"] = sorted(acked[int(i)])
+    topic_id = kafka_topic_id(desc)
     facts = {
         "kafka_version": senv.get("REPLMON_KAFKA_VERSION"),
         "mode": args.mode,
@@ -230,6 +274,16 @@ def record(senv: dict, args, out: Path) -> int:
         "topic": topic,
         "topic_id": str(topic_id) if topic_id else None,
         "partitions": partitions,
+        # Kafka's own producer (ProducerPerformance from the same jars, acks=all): its PRODUCE
+        # versions are the Java client's; only the end offsets are known of its records.
+        "java_topic": {
+            "topic": java_topic,
+            "topic_id": kafka_topic_id(jdesc),
+            "records": JAVA_RECORDS,
+            "partitions": partition_facts(jdesc, ends),
+        }
+        if java_ok
+        else None,
         "request_versions_seen": dict(sorted(versions.items())),
         "log_bytes": {str(b): s for b, s in sizes.items()},
         "recorded_with": "tests/collect/record_version.py " + " ".join(sys.argv[1:]),
