@@ -32,7 +32,18 @@ STARTUP_ERRORS = {
     "UNKNOWN_TOPIC_OR_PARTITION",
     "UNKNOWN_TOPIC_ID",
 }
-PROMISED = {"3.4.1", "3.9.1", "4.3.1"}
+PROMISED = {
+    "3.4.1",
+    "3.6.2",
+    "3.7.2",
+    "3.9.1",
+    "3.9.1-zk-ibp3.0",
+    "4.0.2",
+    "4.1.2",
+    "4.2.1",
+    "4.3.1",
+    "4.4.0",
+}
 
 
 def test_every_promised_version_has_a_fixture():
