@@ -27,7 +27,7 @@ _STOCK = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 # warning (BrokerLog), so that a new Kafka release is noticed rather than trusted.
 TESTED_VERSIONS: dict[str, frozenset[int]] = {
     "FETCH": frozenset({12, 13, 15, 16, 17, 18}),
-    "PRODUCE": frozenset({9, 10, 11, 13}),
+    "PRODUCE": frozenset({9, 10, 11, 12, 13}),
     "BROKER_HEARTBEAT": frozenset({0, 1, 2}),
 }
 
