@@ -38,11 +38,28 @@
 #                             defaults when unset); read on every start
 #   REPLMON_KAFKA_NODE_PROPS_<i>  extra server.properties lines for node i, ';'-separated
 #                             (e.g. "replica.fetch.max.bytes=2048"); read on every start
+#   REPLMON_KAFKA_VERSION     the brokers' Kafka version (default: deploy/kafka/pom.xml's, in
+#                             kafka-libs/); another one is fetched into kafka-libs-<version>/.
+#                             3.x brokers log through log4j 1.x (reload4j, as Kafka 3.x ships):
+#                             deploy/local/log4j.properties + deploy/kafka/log4j-request-log.properties
+#   REPLMON_KAFKA_MODE        kraft (default) or zk: 3.x only, brokers with a ZooKeeper
+#                             (QuorumPeerMain from the same jars) on 12181
+#   REPLMON_KAFKA_IBP         inter.broker.protocol.version of zk-mode brokers (e.g. 3.0: follower
+#                             FETCH v12, which names topics instead of topic ids)
+#   A run dir set up for another version or mode is formatted anew (its data is lost).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 RUN="${REPLMON_SERVICES_RUN:-$HERE/.run}"
-KAFKA_LIBS="$HERE/kafka-libs"
+POM_KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$HERE/../kafka/pom.xml")"
+KAFKA_VERSION="${REPLMON_KAFKA_VERSION:-$POM_KAFKA_VERSION}"
+if [ "$KAFKA_VERSION" = "$POM_KAFKA_VERSION" ]; then
+  KAFKA_LIBS="$HERE/kafka-libs"
+else
+  KAFKA_LIBS="$HERE/kafka-libs-$KAFKA_VERSION"
+fi
+case "$KAFKA_VERSION" in [0-3].*) LOG4J1=1 ;; *) LOG4J1=0 ;; esac
+KAFKA_MODE="${REPLMON_KAFKA_MODE:-kraft}"
 SPARK_JARS="$HERE/jars"
 # shellcheck source=deploy/local/lib.sh
 . "$HERE/lib.sh"   # PY (the project's interpreter), HOST, port_open, pid_matches
@@ -53,12 +70,19 @@ HOST=127.0.0.1
 PORT_OFFSET="${REPLMON_PORT_OFFSET:-0}"
 BROKER_BASE_PORT=$((19092 + PORT_OFFSET))
 CONTROLLER_BASE_PORT=$((19192 + PORT_OFFSET))
+ZK_PORT=$((12181 + PORT_OFFSET))
 REDIS_PORT=$((16379 + PORT_OFFSET))
 KRUN="$RUN/kafka"
 RRUN="$RUN/redis"
 
 log() { echo "services: $*" >&2; }
 die() { echo "services: ERROR: $*" >&2; exit 1; }
+
+case "$KAFKA_MODE" in
+  kraft) ;;
+  zk) [ "$LOG4J1" = 1 ] || die "REPLMON_KAFKA_MODE=zk needs a 3.x REPLMON_KAFKA_VERSION (4.x has no ZooKeeper mode)" ;;
+  *) die "REPLMON_KAFKA_MODE must be kraft or zk, not '$KAFKA_MODE'" ;;
+esac
 
 # ---------------------------------------------------------------- helpers
 
@@ -155,16 +179,33 @@ write_kafka_config() {  # write_kafka_config NODE N
   for j in $(seq 1 "$n"); do voters="${voters:+$voters,}$j@$HOST:$(controller_port "$j")"; done
   if [ "$n" -ge 3 ]; then rf=3; minisr=2; else rf=1; minisr=1; fi
   mkdir -p "$d/data" "$d/logs"
-  cat >"$d/server.properties" <<EOF
-# Written by deploy/local/services.sh; rewritten on every start.
+  {
+    echo "# Written by deploy/local/services.sh; rewritten on every start (Kafka $KAFKA_VERSION, $KAFKA_MODE)."
+    if [ "$KAFKA_MODE" = zk ]; then
+      cat <<EOF
+broker.id=$i
+zookeeper.connect=$HOST:$ZK_PORT/replmon
+listeners=PLAINTEXT://$HOST:$(broker_port "$i")
+EOF
+      if [ -n "${REPLMON_KAFKA_IBP:-}" ]; then echo "inter.broker.protocol.version=$REPLMON_KAFKA_IBP"; fi
+    else
+      cat <<EOF
 process.roles=broker,controller
 node.id=$i
 controller.quorum.voters=$voters
 listeners=PLAINTEXT://$HOST:$(broker_port "$i"),CONTROLLER://$HOST:$(controller_port "$i")
-advertised.listeners=PLAINTEXT://$HOST:$(broker_port "$i")
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+EOF
+    fi
+    if [ "$LOG4J1" = 0 ]; then  # 4.x: share groups' state topic
+      echo "share.coordinator.state.topic.replication.factor=$rf"
+      echo "share.coordinator.state.topic.min.isr=$minisr"
+    fi
+  } >"$d/server.properties"
+  cat >>"$d/server.properties" <<EOF
+advertised.listeners=PLAINTEXT://$HOST:$(broker_port "$i")
+inter.broker.listener.name=PLAINTEXT
 log.dirs=$d/data
 num.network.threads=2
 num.io.threads=4
@@ -176,8 +217,6 @@ offsets.topic.num.partitions=5
 transaction.state.log.replication.factor=$rf
 transaction.state.log.min.isr=$minisr
 transaction.state.log.num.partitions=5
-share.coordinator.state.topic.replication.factor=$rf
-share.coordinator.state.topic.min.isr=$minisr
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 log.retention.hours=24
@@ -188,10 +227,13 @@ EOF
     if [ -n "${REPLMON_BROKER_SESSION_TIMEOUT_MS:-}" ]; then echo "broker.session.timeout.ms=$REPLMON_BROKER_SESSION_TIMEOUT_MS"; fi
     if [ -n "${!extra_var:-}" ]; then tr ';' '\n' <<<"${!extra_var}"; fi
   } >>"$d/server.properties"
-  # log4j2: the local config, plus the request-log fragment when asked (later keys win).
-  cat "$HERE/log4j2.properties" >"$d/log4j2.properties"
+  # log4j2 (4.x) or log4j 1.x (3.x): the local config, plus the request-log fragment when
+  # asked (later keys win).
+  local l4j=log4j2
+  [ "$LOG4J1" = 1 ] && l4j=log4j
+  cat "$HERE/$l4j.properties" >"$d/$l4j.properties"
   if [ "$(request_log_on "$n")" = 1 ]; then
-    cat "$HERE/../kafka/log4j2-request-log.properties" >>"$d/log4j2.properties"
+    cat "$HERE/../kafka/$l4j-request-log.properties" >>"$d/$l4j.properties"
   fi
 }
 
@@ -208,13 +250,23 @@ run_java() {  # run_java NODE MAINCLASS ARGS...: exec a JVM for a Kafka node
   read -r -a heap <<<"$HEAP"
   exec java "${heap[@]}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
     -Djava.awt.headless=true -Dkafka.logs.dir="$d/logs" \
-    -Dlog4j2.configurationFile="$d/log4j2.properties" \
+    -Dlog4j2.configurationFile="$d/log4j2.properties" -Dlog4j.configuration="file:$d/log4j.properties" \
     -cp "$KAFKA_LIBS/*" "$@"
 }
+
+cluster_kind() { echo "$KAFKA_VERSION $KAFKA_MODE"; }  # what $KRUN/kind records
 
 format_kafka() {  # format_kafka N: fresh storage for an N-node cluster
   local n="$1" i cluster_id d
   rm -rf "$KRUN"; mkdir -p "$KRUN"
+  if [ "$KAFKA_MODE" = zk ]; then  # the brokers register in a new ZooKeeper; nothing to format
+    for i in $(seq 1 "$n"); do write_kafka_config "$i" "$n"; done
+    echo zk >"$KRUN/cluster-id"
+    echo "$n" >"$KRUN/brokers"
+    cluster_kind >"$KRUN/kind"
+    log "set up a new $n-broker ZooKeeper-mode cluster (Kafka $KAFKA_VERSION) in $KRUN"
+    return 0
+  fi
   # --cluster-id=ID: a base64url id may start with "-", which "-t ID" would take for an option.
   cluster_id="$("$PY" -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
   for i in $(seq 1 "$n"); do
@@ -228,7 +280,8 @@ format_kafka() {  # format_kafka N: fresh storage for an N-node cluster
   done
   echo "$cluster_id" >"$KRUN/cluster-id"
   echo "$n" >"$KRUN/brokers"
-  log "formatted a new $n-node KRaft cluster ($cluster_id) in $KRUN"
+  cluster_kind >"$KRUN/kind"
+  log "formatted a new $n-node KRaft cluster ($cluster_id, Kafka $KAFKA_VERSION) in $KRUN"
 }
 
 start_kafka() {  # start_kafka N
@@ -239,9 +292,16 @@ start_kafka() {  # start_kafka N
   if [ "$any_running" = 1 ] && [ "$have" != "$n" ]; then
     die "a $have-broker Kafka cluster is running; run '$0 down' before 'up --brokers $n'"
   fi
-  if [ "$have" != "$n" ] || [ ! -s "$KRUN/cluster-id" ]; then
+  # A run dir from before $KRUN/kind was written holds the pom's version in KRaft mode.
+  local kind
+  kind="$(cat "$KRUN/kind" 2>/dev/null || echo "$POM_KAFKA_VERSION kraft")"
+  if [ "$any_running" = 1 ] && [ "$kind" != "$(cluster_kind)" ]; then
+    die "a Kafka $kind cluster is running; run '$0 down' before 'up' with Kafka $(cluster_kind)"
+  fi
+  if [ "$have" != "$n" ] || [ ! -s "$KRUN/cluster-id" ] || [ "$kind" != "$(cluster_kind)" ]; then
     format_kafka "$n"
   fi
+  if [ "$KAFKA_MODE" = zk ]; then start_zookeeper; fi
   for i in $(seq 1 "$n"); do
     d="$(node_dir "$i")"
     if kafka_running "$i"; then
@@ -249,7 +309,9 @@ start_kafka() {  # start_kafka N
       continue
     fi
     local p
-    for p in "$(broker_port "$i")" "$(controller_port "$i")"; do
+    local ports=("$(broker_port "$i")")
+    if [ "$KAFKA_MODE" = kraft ]; then ports+=("$(controller_port "$i")"); fi
+    for p in "${ports[@]}"; do
       port_open "$p" && die "port $p is taken by a process this script did not start; stop it first"
     done
     write_kafka_config "$i" "$n"
@@ -316,7 +378,54 @@ stop_kafka() {
     fi
   done
   [ -n "$pids" ] && log "stopped Kafka (pid(s)$pids)"
+  stop_zookeeper
   return 0
+}
+
+# ----------------------------------------------- zookeeper (3.x, REPLMON_KAFKA_MODE=zk)
+
+zrun() { echo "$KRUN/zookeeper"; }
+zk_running() { pid_matches "$(zrun)/zk.pid" "$(zrun)/zookeeper.properties"; }
+
+start_zookeeper() {  # the ZooKeeper server in the broker jars (zookeeper-server-start.sh's class)
+  local z; z="$(zrun)"
+  mkdir -p "$z/data" "$z/logs"
+  zk_running && return 0
+  port_open "$ZK_PORT" && die "port $ZK_PORT is taken by a process this script did not start; stop it first"
+  cat >"$z/zookeeper.properties" <<EOF
+dataDir=$z/data
+clientPortAddress=$HOST
+clientPort=$ZK_PORT
+maxClientCnxns=0
+admin.enableServer=false
+EOF
+  printf '%s\n' "log4j.rootLogger=INFO, F" "log4j.appender.F=org.apache.log4j.FileAppender" \
+    "log4j.appender.F.File=$z/logs/zookeeper.log" "log4j.appender.F.layout=org.apache.log4j.PatternLayout" \
+    "log4j.appender.F.layout.ConversionPattern=[%d] %p %m (%c)%n" >"$z/log4j.properties"
+  rm -f "$z/zk.pid"
+  local heap; read -r -a heap <<<"${REPLMON_KAFKA_HEAP:--Xms64m -Xmx256m}"
+  # shellcheck disable=SC2016  # $$ and "$@" belong to the inner shell
+  setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$z/zk.pid" \
+    java "${heap[@]}" -Dlog4j.configuration="file:$z/log4j.properties" -cp "$KAFKA_LIBS/*" \
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$z/zookeeper.properties" \
+    </dev/null >>"$z/logs/stdout.log" 2>&1 9>&- &
+  local i
+  for i in $(seq 1 300); do  # 30 s
+    port_open "$ZK_PORT" && { log "ZooKeeper up on $HOST:$ZK_PORT (pid $(cat "$z/zk.pid"))"; return 0; }
+    sleep 0.1
+  done
+  tail_log "$z/logs/stdout.log"; tail_log "$z/logs/zookeeper.log"
+  die "ZooKeeper did not listen on $HOST:$ZK_PORT within 30s"
+}
+
+stop_zookeeper() {
+  local z pid; z="$(zrun)"
+  if ! zk_running; then rm -f "$z/zk.pid"; return 0; fi
+  pid="$(cat "$z/zk.pid")"
+  kill "$pid" 2>/dev/null || true
+  wait_gone "$pid" 20 || kill -9 "$pid" 2>/dev/null || true
+  rm -f "$z/zk.pid"
+  log "stopped ZooKeeper (pid $pid)"
 }
 
 # --------------------------------------------------------------- commands
@@ -331,6 +440,7 @@ write_env() {  # write_env N
     echo "REPLMON_SPARK_JARS=$jars"
     echo "REPLMON_KAFKA_BROKERS=$n"
     echo "REPLMON_KAFKA_VERSION=$(sed -n 's/^kafka=//p' "$KAFKA_LIBS/.complete" 2>/dev/null)"
+    echo "REPLMON_KAFKA_MODE=$KAFKA_MODE"
     echo "REPLMON_SPARK_KAFKA_VERSION=$spark_kafka_version"
     echo "REPLMON_KAFKA_RUN=$KRUN"
     echo "REPLMON_REQUEST_LOG=$(request_log_on "$n")"
@@ -377,7 +487,7 @@ cmd_status() {
   if [ "$n" = 0 ]; then
     echo "kafka: not set up (no cluster formatted under $KRUN)"; ok=1
   else
-    echo "kafka: $n-node KRaft cluster $(cat "$KRUN/cluster-id" 2>/dev/null), version $(sed -n 's/^kafka=//p' "$KAFKA_LIBS/.complete" 2>/dev/null)"
+    echo "kafka: $n-node cluster $(cat "$KRUN/cluster-id" 2>/dev/null), Kafka $(cat "$KRUN/kind" 2>/dev/null || echo "$POM_KAFKA_VERSION kraft")"
     for i in $(seq 1 "$n"); do
       if kafka_running "$i"; then
         echo "  node $i: running, pid $(cat "$(kafka_pidfile "$i")"), broker $HOST:$(broker_port "$i"), controller $HOST:$(controller_port "$i"), log $(node_dir "$i")/logs/server.log"
@@ -422,6 +532,6 @@ case "${1:-}" in
   status) shift; cmd_status ;;
   clean) shift; lock; cmd_clean ;;
   __run_java) shift; run_java "$@" ;;  # internal: used by start_kafka
-  -h|--help|help) sed -n '2,38p' "$0" ;;
+  -h|--help|help) sed -n '2,48p' "$0" ;;
   *) echo "usage: $0 up [--brokers 1|3] [--alertmanager] [--spark] | down | status | clean" >&2; exit 2 ;;
 esac

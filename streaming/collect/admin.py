@@ -26,6 +26,28 @@ def kafka_topic_id(topic_id) -> str:
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
+def describe_cluster(admin) -> dict[str, Any]:
+    """admin.describe_cluster(), also from brokers before Kafka 3.7. kafka-python (3.0.12) drops
+    the answer's endpoint_type, which DescribeCluster v0 (Kafka 2.8 to 3.6) does not have, and
+    raises KeyError; those brokers are asked with a Metadata request instead, as kafka-python
+    itself does for brokers without DescribeCluster. Metadata lists live brokers only, and
+    DescribeCluster v0 has no fenced ones either, so the answer means the same."""
+    try:
+        return admin.describe_cluster()
+    except KeyError as e:
+        if e.args != ("endpoint_type",):
+            raise
+    # kafka-python's own fallback for older brokers (its private helper: no public call asks
+    # Metadata for brokers only).
+    metadata = admin._manager.run(admin._get_cluster_metadata, [])
+    brokers = [dict(b, broker_id=b.get("node_id", b.get("broker_id"))) for b in metadata["brokers"]]
+    return {
+        "cluster_id": metadata.get("cluster_id"),
+        "controller_id": metadata.get("controller_id"),
+        "brokers": brokers,
+    }
+
+
 def metadata_events(
     cluster: str,
     topics: list[dict],
@@ -118,7 +140,7 @@ class AdminView:
         from the ISRs in one metadata batch, so a cluster description answered after the topic
         description shows any fence behind an ISR change it shows."""
         topics = [t for t in self.admin.describe_topics() if self.wanted(t["name"])]
-        cluster = self.admin.describe_cluster()
+        cluster = describe_cluster(self.admin)
         return topics, cluster
 
     def changes(self, answers: tuple[list[dict[str, Any]], dict[str, Any]], now_ms: int) -> list[dict]:

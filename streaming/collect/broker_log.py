@@ -47,6 +47,9 @@ class BrokerLog:
         if req is None:
             return []
         self.counts["lines"] += 1
+        untested = req.untested_version()
+        if untested is not None:
+            self._untested(untested, line)
         if req.api == "PRODUCE":
             return self._produce(req) if emit else []
         if req.api == "BROKER_HEARTBEAT":
@@ -57,6 +60,21 @@ class BrokerLog:
             return []
         fetches = self.sessions.observe(req, *who)
         return self._fetch(req, who[0], fetches) if emit else []
+
+    def _untested(self, what: str, line: str) -> None:
+        """A request version replmon was not checked against: read as usual, counted by version,
+        and shown once with its line, so that a new Kafka release is noticed."""
+        key = f"warning: untested request version {what}"
+        if not self.counts[key]:
+            log.warning(
+                "broker %s: %s is a request version replmon was not tested with (docs/real-cluster.md);"
+                " reading it as the tested ones, counted as %r. Example: %.300s",
+                self.broker,
+                what,
+                key,
+                line,
+            )
+        self.counts[key] += 1
 
     def _heartbeat(self, req: Request) -> list[dict]:
         """A broker's heartbeat to the KRaft controller, in the controller's request log: one

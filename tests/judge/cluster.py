@@ -83,6 +83,13 @@ class JudgeCluster:
             REPLMON_REPLICA_LAG_TIME_MAX_MS=str(lag_ms),
         )
         self.env.pop("REPLMON_BROKER_SESSION_TIMEOUT_MS", None)
+        # REPLMON_JUDGE_KAFKA_VERSION (e.g. 3.9.1): the brokers' Kafka version, KRaft mode
+        # (services.sh fetches its jars); default deploy/kafka/pom.xml's.
+        for k in ("REPLMON_KAFKA_VERSION", "REPLMON_KAFKA_MODE", "REPLMON_KAFKA_IBP"):
+            self.env.pop(k, None)
+        self.kafka_version = os.environ.get("REPLMON_JUDGE_KAFKA_VERSION", "")
+        if self.kafka_version:
+            self.env["REPLMON_KAFKA_VERSION"] = self.kafka_version
         if session_timeout_ms is not None:
             self.env["REPLMON_BROKER_SESSION_TIMEOUT_MS"] = str(session_timeout_ms)
         for i, props in (node_props or {}).items():
