@@ -36,6 +36,7 @@ from replmon.streaming.collect.reorder import ReorderBuffer
 
 PARTITIONS, RF, MODERATE_PER_PARTITION = 6, 3, 200
 STEP_MS, HOLD_MS = 200, 1500  # replmon collect's defaults (collect/cli.py)
+PERF_WARMUP_S = 8
 LIBS = Path(__file__).resolve().parent.parent / "deploy" / "local" / "kafka-libs"
 
 
@@ -48,21 +49,17 @@ def env_of(run_dir: Path) -> dict:
     return out
 
 
-def produce(load: str, bootstrap: str, topic: str, seconds: float) -> None:
-    """Runs the load on `topic` for `seconds`."""
-    if load == "idle":
-        time.sleep(seconds)
-        return
-    if load == "max":  # Kafka's own producer, unthrottled
-        cmd = [os.environ.get("JAVA", "java"), "-Xmx256m", "-cp", f"{LIBS}/*"]
-        cmd += ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", "1000000000"]
-        cmd += ["--record-size", "200", "--throughput", "-1", "--producer-props"]
-        cmd += [f"bootstrap.servers={bootstrap}", "acks=all", "linger.ms=5"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(seconds)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        return
+def start_perf(bootstrap: str, topic: str) -> subprocess.Popen:
+    """Kafka's own producer, unthrottled (ProducerPerformance, acks=all, 200 B records)."""
+    cmd = [os.environ.get("JAVA", "java"), "-Xmx256m", "-cp", f"{LIBS}/*"]
+    cmd += ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", "1000000000"]
+    cmd += ["--record-size", "200", "--throughput", "-1", "--producer-props"]
+    cmd += [f"bootstrap.servers={bootstrap}", "acks=all", "linger.ms=5"]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def produce_moderate(bootstrap: str, topic: str, seconds: float) -> None:
+    """MODERATE_PER_PARTITION records/s on each partition for `seconds` (kafka-python, acks=all)."""
     from kafka import KafkaProducer
 
     rate = MODERATE_PER_PARTITION * PARTITIONS
@@ -125,14 +122,25 @@ def one_run(env: dict, logs: dict[int, Path], load: str, seconds: float) -> dict
     admin.create_topics([NewTopic(topic, PARTITIONS, RF)])
     time.sleep(3)  # leaders elected, followers fetching
     view = AdminView(admin, "bench", wanted=lambda t: t == topic)
+    perf = None
+    if load == "max":
+        perf = start_perf(bootstrap, topic)
+        time.sleep(PERF_WARMUP_S)  # the JVM starts and the producer reaches its pace
     start = {b: p.stat().st_size for b, p in logs.items()}
+    before = end_offsets(bootstrap, topic)
     t0 = int(time.time() * 1000)
     metadata = view.changes(view.ask(), t0)  # metadata (ISR, replica.lag.time.max.ms), brokers
     wall0 = time.monotonic()
-    produce(load, bootstrap, topic, seconds)
+    if load == "moderate":
+        produce_moderate(bootstrap, topic, seconds)
+    else:
+        time.sleep(seconds)
     wall = time.monotonic() - wall0
     t1 = t0 + int(wall * 1000)
-    records = end_offsets(bootstrap, topic)
+    records = end_offsets(bootstrap, topic) - before
+    if perf is not None:
+        perf.send_signal(signal.SIGTERM)
+        perf.wait(timeout=30)
     time.sleep(1.0)  # the last parked fetches are logged
     out: dict = {"load": load, "records_per_s": records / wall, "brokers": {}}
     parse_lines, parse_s, events = 0, 0.0, list(metadata)
