@@ -8,8 +8,9 @@
 Loads, each on a fresh 6-partition RF 3 topic: `idle` (nothing produced), `moderate` (200
 records/s per partition, 200 B, acks=all, kafka-python), `max` (as hard as Kafka's own
 producer drives it: ProducerPerformance from deploy/local/kafka-libs, --throughput -1, acks=all,
-200 B). Per run, from each broker's kafka-request.log over the run: what the load cost the
-broker (request-log lines and bytes per second), how fast one process turns lines into events
+200 B, measured once it has reached its pace). Per run, from each broker's kafka-request.log
+over the run: what the load cost the broker (request-log lines and bytes per second), how fast
+one process turns lines into events
 (parse, fetch sessions, inference; one core), and what the collector publishes, with its lossless
 compaction off and on (streaming/collect/compact.py, through the reorder buffer's 200 ms steps
 and 1.5 s hold, as `replmon collect` runs them): fetch events per follower-second (one follower
@@ -36,7 +37,7 @@ from replmon.streaming.collect.reorder import ReorderBuffer
 
 PARTITIONS, RF, MODERATE_PER_PARTITION = 6, 3, 200
 STEP_MS, HOLD_MS = 200, 1500  # replmon collect's defaults (collect/cli.py)
-PERF_WARMUP_S = 8
+PERF_WARMUP_S, PERF_WARMUP_RECORDS = 90, 20_000
 LIBS = Path(__file__).resolve().parent.parent / "deploy" / "local" / "kafka-libs"
 
 
@@ -55,7 +56,9 @@ def start_perf(bootstrap: str, topic: str) -> subprocess.Popen:
     cmd += ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", "1000000000"]
     cmd += ["--record-size", "200", "--throughput", "-1", "--producer-props"]
     cmd += [f"bootstrap.servers={bootstrap}", "acks=all", "linger.ms=5"]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 def produce_moderate(bootstrap: str, topic: str, seconds: float) -> None:
@@ -125,7 +128,11 @@ def one_run(env: dict, logs: dict[int, Path], load: str, seconds: float) -> dict
     perf = None
     if load == "max":
         perf = start_perf(bootstrap, topic)
-        time.sleep(PERF_WARMUP_S)  # the JVM starts and the producer reaches its pace
+        # The JVM starts and the producer reaches its pace (20-30 s on this shared machine).
+        deadline = time.monotonic() + PERF_WARMUP_S
+        while end_offsets(bootstrap, topic) < PERF_WARMUP_RECORDS and time.monotonic() < deadline:
+            time.sleep(2)
+        time.sleep(3)
     start = {b: p.stat().st_size for b, p in logs.items()}
     before = end_offsets(bootstrap, topic)
     t0 = int(time.time() * 1000)

@@ -342,3 +342,43 @@ def test_a_compaction_that_loses_the_last_caught_up_fetch_fails_the_differential
     events, _ = simulate(spec, seed=0)
     found = differences(events, spec.replica_lag_time_max_ms, EveryResolution())
     assert any(d.startswith("alert only") for d in found), found
+
+
+# ---- in the collect loop ------------------------------------------------------------------------
+
+
+def test_the_collect_loop_sends_a_followers_run_once_per_resolution_and_its_last_fetch(tmp_path):
+    """Request-log lines through `Collector.step` with a Compactor: a follower parked at the
+    leader LEO every 100 ms for 3 s goes out about once a second, and its last fetch goes out."""
+    from replmon.streaming.collect.collector import Collector
+    from tests.collect.lines import fetch_line
+    from tests.collect.test_collector import Clock, NoAdmin, Recorder, write
+
+    t = 1_795_437_650_000
+    log = tmp_path / "kafka-request.log"
+    # The session opened before the collector ran (warm-up learns it).
+    write(log, fetch_line(t, 2, epoch=0, session_id=0, response_session=7, requested=[(0, 10)], responded=[]))
+
+    class Admin(NoAdmin):
+        def changes(self, answers, now_ms):
+            return [{**METADATA, "ts": now_ms, "topic": "t1", "replica_lag_time_max_ms": 10_000}]
+
+    rec, clock = Recorder(), Clock(t + 100)
+    c = Collector(
+        "c", {1: str(log)}, Admin(), rec, tmp_path / "state", hold_ms=1500, heartbeat_ms=10**9,
+        metadata_ms=1000, max_held=10**6, compactor=Compactor(), clock=clock,
+    )  # fmt: skip
+    c.start()
+    c.poll_admin()
+    reads = []
+    for k in range(1, 31):  # parked 90 ms each, read at t + 100 k
+        write(log, fetch_line(t + 100 * k + 90, 2, epoch=k, total=90, queue=0, remote=90))
+        reads.append(t + 100 * k)
+        clock.ms = t + 100 * k + 100
+        c.step()
+    clock.ms = t + 6000
+    c.step()
+    sent = [e["ts"] for e in rec.sent if e["type"] == "fetch"]
+    assert sent[-1] == reads[-1]  # the last of the run: lcu exact when the follower goes silent
+    assert 3 <= len(sent) <= 5, sent  # 3 s at a 1 s resolution (L = 10 s), not 30
+    assert c.counts()["compacted fetch events"] == 30 - len(sent)
