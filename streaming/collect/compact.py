@@ -58,7 +58,7 @@ def _partition(ev: dict) -> tuple:
 
 
 def _marks(ev: dict) -> tuple:
-    """What a later caught-up fetch must repeat to supersede this one."""
+    """What the fetches after this one must repeat to supersede it."""
     return ev.get("leader_epoch"), ev.get("broker_epoch"), ev.get("log_start_offset")
 
 
