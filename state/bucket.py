@@ -609,7 +609,9 @@ class Bucket:
             # the broker is not seen fetching anywhere here: not one thread's doing (whether the
             # broker itself went silent is the cluster step's call: state/cluster.py)
             return
-        members = groups[key]
+        members = groups.get(key)
+        if not members:  # none of its partitions follows this leader now (it was elected, a real capture)
+            return
         since = stalled_since(
             [Member(w.name, st.leo_update_ms, w.last_event_ms) for w, st in members],
             now,

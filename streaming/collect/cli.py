@@ -72,6 +72,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="give up (exit 3) when the metrics topic takes nothing for this long",
     )
     p.add_argument(
+        "--no-compact",
+        action="store_true",
+        help="send every event: no lossless compaction of caught-up fetches and appends",
+    )
+    p.add_argument(
+        "--compact-resolution-ms",
+        metavar="MS",
+        type=int,
+        default=None,
+        help="at most one caught-up fetch per replica (and one append per partition) per MS "
+        "during a run (default: replica.lag.time.max.ms / 8, at most 1000; never above L / 4)",
+    )
+    p.add_argument(
         "--max-held", metavar="N", type=int, default=1_000_000, help="bound on events waiting for release"
     )
     p.add_argument(
@@ -139,11 +152,14 @@ def run(args) -> int:
     except (ZoneInfoNotFoundError, ValueError):
         raise UsageError(f"--log-timezone {args.log_timezone!r} is not a time zone") from None
     logs = request_logs(args.request_log)
+    if args.compact_resolution_ms is not None and args.compact_resolution_ms < 1:
+        raise UsageError(f"--compact-resolution-ms wants a positive number, not {args.compact_resolution_ms}")
     metrics_bootstrap, args.metrics_topic = metrics_destination(args, load_settings(args.config))
     from kafka.admin import KafkaAdminClient
 
     from replmon.streaming.collect.admin import AdminView
     from replmon.streaming.collect.collector import Collector
+    from replmon.streaming.collect.compact import Compactor
     from replmon.streaming.collect.publish import Publisher, PublishError
     from replmon.streaming.signals import stop_on_signals
 
@@ -167,6 +183,7 @@ def run(args) -> int:
         heartbeat_ms=args.heartbeat_ms,
         metadata_ms=args.metadata_ms,
         max_held=args.max_held,
+        compactor=None if args.no_compact else Compactor(requested_ms=args.compact_resolution_ms),
         wanted=wanted,
         tz=tz,
     )

@@ -20,6 +20,7 @@ from datetime import UTC
 from pathlib import Path
 
 from replmon.streaming.collect.broker_log import BrokerLog
+from replmon.streaming.collect.compact import Compactor
 from replmon.streaming.collect.reorder import ReorderBuffer
 from replmon.streaming.collect.tail import FileTail
 
@@ -46,6 +47,7 @@ class Collector:
         heartbeat_ms: int,
         metadata_ms: int,
         max_held: int,
+        compactor: Compactor | None = None,
         wanted=lambda t: True,
         tz=None,
         clock=time.time,
@@ -57,6 +59,7 @@ class Collector:
         self.tails = {b: FileTail(p) for b, p in request_logs.items()}
         self.logs = {b: BrokerLog(cluster, b, admin_view.name_of, wanted, tz or UTC) for b in request_logs}
         self.buffer = ReorderBuffer(hold_ms, max_held)
+        self.compactor = compactor  # None: every event goes out (--no-compact)
         self._last_heartbeat = 0
         self.published = 0
         self._admin_events: queue.Queue = queue.Queue()
@@ -145,6 +148,8 @@ class Collector:
             except queue.Empty:
                 break
         out = self.buffer.release(now)
+        if self.compactor is not None:  # decided inside the hold: no added latency (compact.py)
+            out = self.compactor.release(out, self.buffer.held())
         if now - self._last_heartbeat >= self.heartbeat_ms:
             self._last_heartbeat = now
             out.append({"type": "heartbeat", "ts": self.buffer.watermark_ms, "cluster": self.cluster})
@@ -189,5 +194,8 @@ class Collector:
             for k, v in bl.counts.items():
                 total[k] = total.get(k, 0) + v
         total["published"] = self.published
+        if self.compactor is not None:
+            for kind, n in self.compactor.dropped.items():
+                total[f"compacted {kind} events"] = n
         total["rotations"] = sum(t.rotations for t in self.tails.values())
         return total
