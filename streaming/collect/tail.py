@@ -130,7 +130,8 @@ class FileTail:
         """Count and show a skipped line; False, for the filter above."""
         self.counts[TOO_LONG] += 1
         log.warning(
-            "%s: a line of %d bytes is longer than --max-line-bytes %d, skipped (%d so far); it starts: %.300s",
+            "%s: a line of %d bytes is longer than --max-line-bytes %d, skipped (%d so far); "
+            "it starts: %.300s",
             self.path,
             length,
             self.max_line_bytes,
