@@ -88,8 +88,10 @@ class BrokerLog:
         return req
 
     def unknown_ids(self, req: Request) -> set[str]:
-        """Topic ids on this line that the Admin API has not named (yet)."""
-        if req.api not in ("FETCH", "PRODUCE"):
+        """Topic ids on this line that the Admin API has not named (yet), on the lines that
+        become events: a follower's FETCH, a PRODUCE (a KRaft controller's `raft-client` FETCH
+        of __cluster_metadata names an id no poll lists, and is not an event)."""
+        if not (req.api == "PRODUCE" or follower_of(req) is not None):
             return set()
         return {tid for tid in named_topic_ids(req) if self.names(tid) is None}
 

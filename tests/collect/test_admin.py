@@ -13,7 +13,13 @@ class FakeAdmin:
     """kafka-python's KafkaAdminClient answers, in its own shapes."""
 
     def describe_topics(self):
-        part = {"partition_index": 0, "leader_id": 1, "leader_epoch": 0, "replica_nodes": [1], "isr_nodes": [1]}
+        part = {
+            "partition_index": 0,
+            "leader_id": 1,
+            "leader_epoch": 0,
+            "replica_nodes": [1],
+            "isr_nodes": [1],
+        }
         return [
             {"name": "orders", "topic_id": ORDERS, "error_code": 0, "partitions": [part]},
             {"name": "__consumer_offsets", "topic_id": OFFSETS, "error_code": 0, "partitions": [part]},

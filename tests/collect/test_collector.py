@@ -239,3 +239,25 @@ def test_a_topic_id_unknown_after_a_poll_is_counted_and_the_tail_goes_on(tmp_pat
     c.step()
     assert keyed(rec.sent) == [("fetch", T + 198, 10)]
     assert c.counts()["skipped: unknown topic id after a metadata poll (a deleted topic)"] == 1
+
+
+def test_lines_that_are_no_events_do_not_wait_for_names(tmp_path):
+    # A KRaft controller's fetch of __cluster_metadata names a topic id no poll lists; had it
+    # waited, the release watermark would have waited with it.
+    log = tmp_path / "kafka-request.log"
+    log.write_text("")
+    rec, clock = Recorder(), Clock(T)
+    c = late_collector(tmp_path, log, LateAdmin(), rec, clock)
+    c.start()
+    c.poll_admin()
+    raft = fetch_line(
+        T + 100, 2, epoch=-1, session_id=0, requested=[(0, 5)], responded=[], client="raft-client-2"
+    )
+    write(
+        log,
+        raft.replace(TOPIC_ID, "AAAAAAAAAAAAAAAAAAAAAQ"),
+        fetch_line(T + 200, 2, epoch=-1, session_id=0, requested=[(0, 10)], responded=[(0, 100, 11)]),
+    )
+    clock.ms = T + 3000
+    c.step()
+    assert keyed(rec.sent) == [("fetch", T + 198, 10)]
