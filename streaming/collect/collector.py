@@ -13,6 +13,10 @@ line naming an id the last poll did not list waits, and that broker's later line
 answered; the release watermark waits for it too. So no start loses the lines read before its
 first poll. An id still unknown then is a deleted topic, counted as such; an id waits at most
 `HOLD_UNKNOWN_S` when no poll answers. Waiting lines are part of the checkpoint.
+
+A backlog (a restart after minutes down, a burst) is read a few MB per broker and step; while
+a broker's file has more to read, the watermark stays behind the last line read from it, so
+the backlog's events leave in event-time order, not late.
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ class Collector:
         self.waiting: dict[int, list[str]] = {b: [] for b in request_logs}
         self._wait_for: dict[int, tuple[int, int]] = {}
         self._polls_begun = self._polls_done = 0
+        self._read_to_ms: dict[int, int] = {}  # log time of the last line read, per broker
         self._counts_logged: tuple[float, dict] = (time.monotonic(), {})
         self.buffer = ReorderBuffer(hold_ms, max_held)
         self._last_heartbeat = 0
@@ -167,7 +172,7 @@ class Collector:
                 self.buffer.add(self._admin_events.get_nowait())
             except queue.Empty:
                 break
-        out = self.buffer.release(min([now, *(self._waiting_since_ms(b) for b in self.waiting)]))
+        out = self.buffer.release(min([now, *(self._read_up_to_ms(b) for b in self.tails)]))
         if now - self._last_heartbeat >= self.heartbeat_ms:
             self._last_heartbeat = now
             out.append({"type": "heartbeat", "ts": self.buffer.watermark_ms, "cluster": self.cluster})
@@ -189,6 +194,7 @@ class Collector:
                     self.waiting[b] = lines[i:]
                     return
                 self._wait_for.pop(b, None)
+                self._read_to_ms[b] = req.log_ms
                 for ev in bl.events_of(req, line):
                     self.buffer.add(ev)
 
@@ -213,13 +219,16 @@ class Collector:
             return False
         return True
 
-    def _waiting_since_ms(self, b: int) -> int:
-        """The log time of the broker's first waiting line (the watermark stays behind it)."""
+    def _read_up_to_ms(self, b: int) -> int:
+        """How far in log time the broker's lines have been used (the watermark stays behind
+        it): up to its first waiting line, or its last line read while its file has more."""
         for line in self.waiting[b]:
             try:
                 return log_time_ms(line, self.tz)
             except BadLine:
                 continue
+        if self.tails[b].behind and b in self._read_to_ms:
+            return self._read_to_ms[b]
         return 2**62
 
     def poll_admin(self) -> None:

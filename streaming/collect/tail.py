@@ -29,6 +29,7 @@ class FileTail:
         self.inode: int | None = None
         self.offset = 0
         self.rotations = 0
+        self.behind = False  # the last read stopped at MAX_READ, not at the end of the file
 
     def position(self) -> dict:
         return {"inode": self.inode, "offset": self.offset}
@@ -89,6 +90,7 @@ class FileTail:
             return []
         self._f.seek(self.offset)
         data = self._f.read(MAX_READ)
+        self.behind = len(data) == MAX_READ
         if not data:
             return []
         end = data.rfind(b"\n")

@@ -261,3 +261,31 @@ def test_lines_that_are_no_events_do_not_wait_for_names(tmp_path):
     clock.ms = T + 3000
     c.step()
     assert keyed(rec.sent) == [("fetch", T + 198, 10)]
+
+
+def test_a_backlog_leaves_in_event_time_order(tmp_path, monkeypatch):
+    # A restart after minutes down reads the backlog a chunk per step; had the watermark jumped
+    # to the clock at once, the later chunks' events would leave behind the heartbeat's
+    # watermark, late (replmon quarantines them).
+    monkeypatch.setattr("replmon.streaming.collect.tail.MAX_READ", 4000)
+    log = tmp_path / "kafka-request.log"
+    log.write_text("")
+    rec, clock = Recorder(), Clock(T)
+    c = Collector(
+        "c", {1: str(log)}, NoAdmin(), rec, tmp_path / "s", hold_ms=1000, heartbeat_ms=1, clock=clock, **PACE
+    )
+    c.start()
+    write(log, *(produce_line(T + 100 * i, 0, i, total=1, queue=0, local=0) for i in range(40)))
+    for _ in range(100):
+        clock.ms += 10_000  # long after the lines
+        c.step()
+        if len(keyed(rec.sent)) == 40:
+            break
+    watermark, late = 0, []
+    for e in rec.sent:
+        if e["type"] == "heartbeat":
+            watermark = e["ts"]
+        elif e["ts"] <= watermark:
+            late.append(e["ts"])
+    assert len(keyed(rec.sent)) == 40
+    assert late == []
