@@ -38,6 +38,7 @@ from replmon.streaming.collect.tail import MAX_LINE_BYTES, FileTail
 log = logging.getLogger(__name__)
 CHECKPOINT_VERSION = 1
 HOLD_UNKNOWN_S = 120  # longest a line waits for a metadata poll to name its topic ids
+CATCH_UP_READS = 8  # extra reads per step in a backlog (tail.MAX_READ each)
 COUNTS_EVERY_S = 60  # the counts are logged this often when they changed
 
 
@@ -167,6 +168,7 @@ class Collector:
         now = int(self.clock() * 1000)
         for b in self.tails:
             self._read(b, now)
+        self._catch_up(now)
         while True:
             try:
                 self.buffer.add(self._admin_events.get_nowait())
@@ -197,6 +199,16 @@ class Collector:
                 self._read_to_ms[b] = req.log_ms
                 for ev in bl.events_of(req, line):
                     self.buffer.add(ev)
+
+    def _catch_up(self, now: int) -> None:
+        """In a backlog, the broker furthest behind in log time reads on (a controller's file
+        grows several times faster than a broker's): the others' events would wait for it in
+        the reorder buffer, and each step writes them all into the checkpoint."""
+        for _ in range(CATCH_UP_READS):
+            behind = [b for b, t in self.tails.items() if t.behind and not self.waiting[b]]
+            if not behind:
+                return
+            self._read(min(behind, key=lambda b: self._read_to_ms.get(b, 0)), now)
 
     @staticmethod
     def _batches(waiting: list[str], tail: FileTail):
