@@ -131,13 +131,11 @@ class Collect:
         self.log = workdir / f"{name}.log"
 
     def start(self) -> None:
-        # The settings loader refuses REPLMON_* names it does not know, such as this test's own.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("REPLMON_COLLECT_")}
+        self.started = time.time()
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "replmon.streaming.cli", *self.args],
                 cwd=ROOT,
-                env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -153,6 +151,11 @@ class Collect:
             raise AssertionError(
                 f"{self.name} did not stop in {timeout:.0f}s:\n{self.output()[-3000:]}"
             ) from None
+
+    def checkpointed(self) -> bool:
+        """Whether this process has written a checkpoint (published and saved a step)."""
+        path = self.workdir / f"state-{self.name}" / "checkpoint-faults.json"
+        return path.exists() and path.stat().st_mtime > self.started
 
     def read_to(self, ends: dict[int, os.stat_result]) -> bool:
         """Whether the checkpoint is at or past these ends of the request logs."""
@@ -262,12 +265,14 @@ def test_kill_and_restart_after_a_minute_down_lose_nothing_and_republish_at_most
         wait_for(
             "both collectors to publish",
             lambda: min(end_offset(cluster.bootstrap, t) for t in (topic_a, topic_b)) > 5,
-            60,
+            240,  # each first reads the retained request logs (warm-up): tens of seconds
         )
         time.sleep(8)
         assert b.signal(signal.SIGKILL) == -signal.SIGKILL
         boundaries.append(end_offset(cluster.bootstrap, topic_b))
         b.start()  # kill -9 under load, restarted at once
+        # Killed again before its first checkpoint, it would republish the same step twice.
+        wait_for("b's first step after the restart", b.checkpointed, 120)
         time.sleep(8)
         assert b.signal(signal.SIGKILL) == -signal.SIGKILL
         boundaries.append(end_offset(cluster.bootstrap, topic_b))
