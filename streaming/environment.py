@@ -38,6 +38,8 @@ TOOLING_VARIABLES = {
     "REPLMON_ALERTMANAGER_CONFIG": "deploy/local/alertmanager.sh: its configuration file",
     "REPLMON_ALERTMANAGER_RUN": "deploy/local/alertmanager.sh: its run dir (a second instance)",
     "REPLMON_JUDGE_RUNS": "tests/judge: how many times each fault case runs (default 1)",
+    "REPLMON_COLLECT_SERVICES_RUN": "tests/integration/test_collect_faults.py: its cluster's run dir",
+    "REPLMON_COLLECT_PORT_OFFSET": "tests/integration/test_collect_faults.py: its cluster's port offset",
     "REPLMON_SERVICES_RUN": "deploy/local/services.sh: its run folder (a second cluster)",
     "REPLMON_KAFKA_RUN": "deploy/local/.run/env, bench/collector.py: the brokers' run folder",
     "REPLMON_REQUEST_LOG": "deploy/local/services.sh: 1 turns on the brokers' request log",

@@ -139,16 +139,19 @@ class AdminView:
         """The topics first, then the brokers: the controller fences a broker and removes it
         from the ISRs in one metadata batch, so a cluster description answered after the topic
         description shows any fence behind an ISR change it shows."""
-        topics = [t for t in self.admin.describe_topics() if self.wanted(t["name"])]
+        topics = self.admin.describe_topics()
         cluster = describe_cluster(self.admin)
         return topics, cluster
 
     def changes(self, answers: tuple[list[dict[str, Any]], dict[str, Any]], now_ms: int) -> list[dict]:
-        topics, cluster = answers
+        every, cluster = answers
         registered = {int(b["broker_id"]): bool(b.get("is_fenced", False)) for b in cluster["brokers"]}
-        for t in topics:
+        # Every topic's name, monitored or not: an id the poll did not list is a deleted topic,
+        # and the request-log lines of internal or excluded topics are counted as what they are.
+        for t in every:
             if t.get("topic_id"):
                 self.names[kafka_topic_id(t["topic_id"])] = t["name"]
+        topics = [t for t in every if self.wanted(t["name"])]
         self._configs(sorted(registered), [t["name"] for t in topics])
         events = []
         known = set(self._brokers) | {

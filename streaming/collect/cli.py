@@ -8,6 +8,7 @@ import sys
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from replmon.streaming.cli_flags import UsageError
+from replmon.streaming.collect.tail import MAX_LINE_BYTES
 from replmon.streaming.contract import METRICS_TOPIC
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         type=float,
         default=60.0,
-        help="give up (exit 3) when the metrics topic takes nothing for this long",
+        help="give up (exit 3) when the metrics topic takes nothing for this long (default 60)",
+    )
+    p.add_argument(
+        "--max-line-bytes",
+        metavar="BYTES",
+        type=int,
+        default=MAX_LINE_BYTES,
+        help=f"skip (and count) request-log lines longer than this (default {MAX_LINE_BYTES})",
     )
     p.add_argument(
         "--no-compact",
@@ -151,6 +159,10 @@ def run(args) -> int:
         tz = ZoneInfo(args.log_timezone)
     except (ZoneInfoNotFoundError, ValueError):
         raise UsageError(f"--log-timezone {args.log_timezone!r} is not a time zone") from None
+    if not args.publish_timeout_s > 0:
+        raise UsageError(f"--publish-timeout-s wants seconds above 0, not {args.publish_timeout_s}")
+    if args.max_line_bytes < 1:
+        raise UsageError(f"--max-line-bytes wants a positive size, not {args.max_line_bytes}")
     logs = request_logs(args.request_log)
     if args.compact_resolution_ms is not None and args.compact_resolution_ms < 1:
         raise UsageError(f"--compact-resolution-ms wants a positive number, not {args.compact_resolution_ms}")
@@ -172,7 +184,11 @@ def run(args) -> int:
         args.cluster,
         wanted,
     )
-    publisher = Publisher(metrics_bootstrap, args.metrics_topic, timeout_s=args.publish_timeout_s)
+    try:
+        publisher = Publisher(metrics_bootstrap, args.metrics_topic, timeout_s=args.publish_timeout_s)
+    except PublishError as e:
+        print(f"replmon collect: {e}", file=sys.stderr)
+        return 3
     collector = Collector(
         args.cluster,
         logs,
@@ -186,6 +202,7 @@ def run(args) -> int:
         compactor=None if args.no_compact else Compactor(requested_ms=args.compact_resolution_ms),
         wanted=wanted,
         tz=tz,
+        max_line_bytes=args.max_line_bytes,
     )
     rc = 0
     with stop_on_signals() as stop:
@@ -199,5 +216,5 @@ def run(args) -> int:
             )
             rc = 3
     log.info("collect stopped: %s", collector.counts())
-    publisher.close()
+    publisher.close(abandon=rc == 3)
     return rc

@@ -90,6 +90,17 @@ class LeoBounds:
         i = bisect.bisect_right(times, t_ms)
         return max(self._leos[tp][:i], default=0)
 
+    def snapshot(self) -> list:
+        """For the collector's checkpoint (plain JSON): [topic, partition, times, leos] rows."""
+        return [[tp[0], tp[1], list(times), list(self._leos[tp])] for tp, times in self._times.items()]
+
+    def restore(self, rows: list) -> None:
+        self._times.clear()
+        self._leos.clear()
+        for topic, partition, times, leos in rows:
+            self._times[(topic, partition)] = list(times)
+            self._leos[(topic, partition)] = list(leos)
+
 
 def leader_leo_lower_bound(f: PartitionFetch, proved: int) -> int:
     """A leader LEO for a fetch that found the follower behind: strictly above its offset."""
