@@ -103,6 +103,9 @@ class BrokerLog:
     def events_of(self, req: Request, line: str, emit: bool = True) -> list[dict]:
         """Events for one parsed line; a line with a missing or mistyped field is counted by
         reason with an example (an unknown request version, a damaged line), never a crash."""
+        untested = req.untested_version()
+        if untested is not None:
+            self._untested(untested, line)
         try:
             return self._events(req, emit)
         except UNUSABLE as e:
@@ -112,9 +115,6 @@ class BrokerLog:
 
     def _events(self, req: Request, emit: bool) -> list[dict]:
         self.counts["lines"] += 1
-        untested = req.untested_version()
-        if untested is not None:
-            self._untested(untested, line)
         if req.api == "PRODUCE":
             return self._produce(req) if emit else []
         if req.api == "BROKER_HEARTBEAT":
