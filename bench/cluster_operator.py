@@ -210,24 +210,26 @@ def operator_query(spark, folder: Path, checkpoint: str, cfg, settings: Settings
     )
 
 
-def run_design(design: str, spark, folder: Path, plan: list, cfg, settings: Settings) -> dict:
-    """One query over the whole input: per micro-batch of the plan, its kind and timings."""
+def run_design(
+    design: str, spark, folder: Path, checkpoint: str, plan: list, cfg, settings: Settings
+) -> dict:
+    """One query over the whole input: per micro-batch of the plan, its kind and timings.
+    `checkpoint`: a new folder (the state store's maintenance thread may still write into it
+    after the query stopped: it is removed with the bench's folder)."""
     seen: dict[int, dict] = {}
-    with tempfile.TemporaryDirectory() as d:
-        checkpoint = str(Path(d) / "checkpoint")
-        if design == "driver":
-            writer = driver_query(spark, folder, checkpoint, cfg, seen)
-        else:
-            writer = operator_query(spark, folder, checkpoint, cfg, settings, seen)
-        query = writer.start()
-        try:
-            if not query.awaitTermination(1800):
-                raise RuntimeError(f"{design}: the query did not end in 30 min")
-            if query.exception() is not None:
-                raise RuntimeError(str(query.exception()))
-            progress = [json.loads(p.json) for p in query.recentProgress]
-        finally:
-            query.stop()
+    if design == "driver":
+        writer = driver_query(spark, folder, checkpoint, cfg, seen)
+    else:
+        writer = operator_query(spark, folder, checkpoint, cfg, settings, seen)
+    query = writer.start()
+    try:
+        if not query.awaitTermination(1800):
+            raise RuntimeError(f"{design}: the query did not end in 30 min")
+        if query.exception() is not None:
+            raise RuntimeError(str(query.exception()))
+        progress = [json.loads(p.json) for p in query.recentProgress]
+    finally:
+        query.stop()
     out: dict[int, dict] = {}
     extra = []
     for p in progress:
@@ -324,13 +326,16 @@ def main() -> None:
     )
     loads = [load()]
     results: dict[str, list] = {"driver": [], "operator": []}
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as d:
         folder = Path(d) / "input"
         write_input(folder, plan)
         for i in range(args.runs):
             order = ("driver", "operator") if i % 2 == 0 else ("operator", "driver")
             for design in order:
-                results[design].append(run_design(design, spark, folder, plan, cfg, settings))
+                checkpoint = str(Path(d) / f"checkpoint-{design}-{i}")
+                results[design].append(run_design(design, spark, folder, checkpoint, plan, cfg, settings))
+                if args.raw:
+                    Path(args.raw).write_text(json.dumps(results))
                 loads.append(load())
                 print(f"run {i + 1} {design} done (load {loads[-1]})", flush=True)
     version = spark.version
@@ -340,8 +345,6 @@ def main() -> None:
         == [b["batches"][k]["decided"] for k in sorted(b["batches"])]
         for a, b in zip(results["driver"], results["operator"], strict=True)
     )
-    if args.raw:
-        Path(args.raw).write_text(json.dumps(results))
     decided = [len(b["decided"]) for b in results["driver"][0]["batches"].values()]
     summary = {design: summarize(runs, design) for design, runs in results.items()}
     for design, per_kind in summary.items():
