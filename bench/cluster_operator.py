@@ -16,13 +16,15 @@ partition alert of the outage at once, as bench/cluster_step.py builds them) and
 the outage is open (the step's state holds every decided alert).
 
     python bench/cluster_operator.py [--brokers 30] [--buckets 16] [--alerts 20000] [--runs 3]
+        [--steady 5] [--open 3] [--raw FILE]
 
 Per design and kind of batch: the micro-batch's time (Spark's triggerExecution), and where it
-goes: in (a) the rows' transfer to the driver and the fold; in (b) the fold inside the Python
-worker, the state store's commit, the decided rows' transfer to the driver, and the rest (the
-shuffle, the rows' way to and from the Python worker, scheduling). Median over the runs, with
-min-max; runs of (a) and (b) alternate so that both see the same load. Prints a last line of
-JSON.
+goes (`attribute`): in (a) the scan with the rows' transfer to the driver, the fold, Spark's
+bookkeeping; in (b) the fold inside the Python worker, the state store's commit, the shuffle
+with the rows' way to and from the Python worker, the bookkeeping. Each run's median per kind
+of batch, then the median over the runs with min-max; runs of (a) and (b) alternate so that
+both see the same load (the load averages are printed). Checks that both decided the same
+records. Prints a last line of JSON.
 """
 
 from __future__ import annotations
