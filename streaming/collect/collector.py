@@ -25,6 +25,18 @@ from replmon.streaming.collect.tail import FileTail
 
 log = logging.getLogger(__name__)
 CHECKPOINT_VERSION = 1
+# What one `replmon collect` publishes (docs/real-cluster.md, "One collector per broker"): `all`
+# every request log it is given, the Admin API's events and the heartbeats; `broker` only its
+# request logs' events (it asks the Admin API for topic names, and publishes nothing of it);
+# `cluster` only the Admin API's events and the heartbeats, which must come from one place.
+ROLES = ("all", "broker", "cluster")
+
+
+def source_name(cluster: str, role: str, brokers) -> str:
+    """What a collector publishes, in its checkpoint's and its transactional id's name."""
+    if role == "broker":
+        return f"{cluster}-broker-{'-'.join(str(b) for b in sorted(brokers))}"
+    return cluster if role == "all" else f"{cluster}-cluster"
 
 
 def rotated_files(path: Path) -> list[Path]:
@@ -49,7 +61,10 @@ class Collector:
         wanted=lambda t: True,
         tz=None,
         clock=time.time,
+        role: str = "all",
     ) -> None:
+        assert role in ROLES, role
+        self.role = role
 
         self.cluster, self.admin, self.publisher, self.clock = cluster, admin_view, publisher, clock
         self.state_dir = Path(state_dir)
@@ -67,7 +82,11 @@ class Collector:
 
     @property
     def checkpoint_path(self) -> Path:
-        return self.state_dir / f"checkpoint-{self.cluster}.json"
+        return self.state_dir / f"checkpoint-{self.source}.json"
+
+    @property
+    def source(self) -> str:
+        return source_name(self.cluster, self.role, self.tails)
 
     def save(self) -> None:
         state = {
@@ -145,7 +164,7 @@ class Collector:
             except queue.Empty:
                 break
         out = self.buffer.release(now)
-        if now - self._last_heartbeat >= self.heartbeat_ms:
+        if self.role != "broker" and now - self._last_heartbeat >= self.heartbeat_ms:
             self._last_heartbeat = now
             out.append({"type": "heartbeat", "ts": self.buffer.watermark_ms, "cluster": self.cluster})
         self.publisher.send(out)
@@ -159,7 +178,8 @@ class Collector:
         try:
             answers = self.admin.ask()
             for ev in self.admin.changes(answers, int(self.clock() * 1000)):
-                self._admin_events.put(ev)
+                if self.role != "broker":  # a broker collector only learns the topic names
+                    self._admin_events.put(ev)
         except Exception as e:  # noqa: BLE001 - the cluster may be partly down; keep tailing
             log.warning("Admin API poll failed (%s); metadata events wait for the next one", e)
 
