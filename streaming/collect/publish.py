@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class Publisher:
         from kafka import KafkaProducer
 
         self.topic, self.timeout_s, self.transactional = topic, timeout_s, bool(transactional_id)
+        self._bootstrap, self._options, self._transactional_id = bootstrap, options or {}, transactional_id
         if transactional_id:
             options = {**(options or {}), "transactional_id": transactional_id}
         self.producer = KafkaProducer(
@@ -55,8 +57,10 @@ class Publisher:
             **(options or {}),
         )
         self.sent = 0
+        self._epoch: tuple[int, int] | None = None
         if self.transactional:
             self.producer.init_transactions()  # fences (and aborts) the previous holder of the id
+            self._epoch = self._producer_epoch()
 
     def send(self, events: list[dict]) -> None:
         """Send and wait for every acknowledgement; raises PublishError after timeout_s."""
@@ -75,16 +79,53 @@ class Publisher:
                 f.get(timeout=1)
             if self.transactional:
                 self.producer.commit_transaction()
-        except ProducerFencedError as e:
-            raise Fenced(
-                f"another collector started with this one's transactional id ({e}); it publishes now"
-            ) from e
+                self._epoch = self._producer_epoch()
         except KafkaError as e:
+            if isinstance(e, ProducerFencedError) or (self.transactional and self._fenced()):
+                raise Fenced(
+                    f"another collector started with this one's transactional id "
+                    f"{self._transactional_id!r} ({e}); it publishes now"
+                ) from e
             raise PublishError(
                 f"the metrics topic {self.topic!r} did not take {len(events)} "
                 f"events within {self.timeout_s:.0f}s: {e}"
             ) from e
         self.sent += len(events)
+
+    def _producer_epoch(self) -> tuple[int, int]:
+        # kafka-python keeps the producer's id and epoch only on its transaction manager
+        pe = self.producer._transaction_manager.producer_id_and_epoch
+        return pe.producer_id, pe.epoch
+
+    def _fenced(self, wait_s: float = 10.0) -> bool:
+        """Has another producer taken this transactional id? A fence that meets this producer's
+        commit can come back as an unknown server error (Kafka 4.3.1's coordinator: "transition
+        to ONGOING while it already a pending state PREPARE_EPOCH_FENCE"), so ask the coordinator
+        for the id's producer epoch, for up to wait_s while the fence completes. Unanswered (the
+        metrics cluster is down), it is no fence."""
+        from kafka.admin import KafkaAdminClient
+
+        admin = None
+        deadline = time.monotonic() + wait_s
+        try:
+            admin = KafkaAdminClient(
+                bootstrap_servers=self._bootstrap.split(","),
+                request_timeout_ms=5000,
+                **{k: v for k, v in self._options.items() if k in KafkaAdminClient.DEFAULT_CONFIG},
+            )
+            while True:
+                now = admin.describe_transactions([self._transactional_id])[self._transactional_id]
+                if (now.producer_id, now.producer_epoch) != self._epoch:
+                    return True
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.5)
+        except Exception as e:  # noqa: BLE001 - no answer is no evidence of a fence
+            log.warning("cannot ask whether %s was fenced (%s)", self._transactional_id, e)
+            return False
+        finally:
+            if admin is not None:
+                admin.close()
 
     def close(self) -> None:
         self.producer.close(timeout=5)

@@ -11,7 +11,7 @@ from replmon.streaming.cli_flags import UsageError
 from replmon.streaming.collect import cli as collect_cli
 from replmon.streaming.collect.collector import Collector, source_name
 from tests.collect.lines import TOPIC_ID, fetch_line, produce_line
-from tests.collect.test_collector import PACE, T, Clock, Recorder
+from tests.collect.test_collector import PACE, Clock, Recorder, T
 
 BROKER_FENCED = {"type": "broker", "ts": 0, "cluster": "c", "broker": 3, "state": "fenced"}
 
@@ -106,7 +106,11 @@ def test_each_role_publishes_only_its_part(tmp_path, role, published):
 def test_each_source_has_its_own_checkpoint_and_transactional_name(tmp_path):
     # Collectors of one cluster may share a state dir (tests, a host with two brokers): their
     # checkpoints must not overwrite each other, and two broker collectors must not fence each other.
-    names = {source_name("c", "all", [1, 2]), source_name("c", "cluster", []), source_name("c", "broker", [2])}
+    names = {
+        source_name("c", "all", [1, 2]),
+        source_name("c", "cluster", []),
+        source_name("c", "broker", [2]),
+    }
     assert names == {"c", "c-cluster", "c-broker-2"}
     assert source_name("c", "broker", [1]) != source_name("c", "broker", [2])
     c = make(tmp_path, "broker", {2: tmp_path / "x.log"}, Recorder(), Clock(T), "s")
