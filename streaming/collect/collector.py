@@ -61,7 +61,7 @@ class Collector:
         wanted=lambda t: True,
         tz=None,
         clock=time.time,
-        role: str = "all",
+        role: str,  # --role states the default (collect/cli.py)
     ) -> None:
         assert role in ROLES, role
         self.role = role

@@ -40,11 +40,10 @@ def make(tmp_path, role, logs, rec, clock, name):
         Admin(),
         rec,
         tmp_path / name,
-        role=role,
         hold_ms=1000,
         heartbeat_ms=1000,
         clock=clock,
-        **PACE,
+        **{**PACE, "role": role},
     )
 
 
