@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from replmon.streaming.cli_flags import UsageError
 from replmon.streaming.collect.tail import MAX_LINE_BYTES
+from replmon.streaming.collect.collector import ROLES, source_name
 from replmon.streaming.contract import METRICS_TOPIC
 
 log = logging.getLogger(__name__)
@@ -22,9 +23,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--request-log",
         action="append",
-        required=True,
+        default=[],
         metavar="BROKER=PATH",
-        help="a broker id and its kafka-request.log (repeat per broker)",
+        help="a broker id and its kafka-request.log (repeat per broker; none with --role cluster)",
+    )
+    p.add_argument(
+        "--role",
+        choices=ROLES,
+        default="all",
+        help="all: everything (one collector per cluster); broker: only the request logs given "
+        "(one per broker host); cluster: only the Admin API's events and the heartbeats (one "
+        "per cluster; a second one fences the first)",
     )
     p.add_argument(
         "--metrics-bootstrap",
@@ -166,13 +175,17 @@ def run(args) -> int:
     logs = request_logs(args.request_log)
     if args.compact_resolution_ms is not None and args.compact_resolution_ms < 1:
         raise UsageError(f"--compact-resolution-ms wants a positive number, not {args.compact_resolution_ms}")
+    if (args.role == "cluster") != (not logs):
+        raise UsageError(
+            "--role cluster reads no request log" if logs else f"--role {args.role} wants --request-log"
+        )
     metrics_bootstrap, args.metrics_topic = metrics_destination(args, load_settings(args.config))
     from kafka.admin import KafkaAdminClient
 
     from replmon.streaming.collect.admin import AdminView
     from replmon.streaming.collect.collector import Collector
     from replmon.streaming.collect.compact import Compactor
-    from replmon.streaming.collect.publish import Publisher, PublishError
+    from replmon.streaming.collect.publish import Fenced, Publisher, PublishError
     from replmon.streaming.signals import stop_on_signals
 
     if args.create_topic:
@@ -184,8 +197,13 @@ def run(args) -> int:
         args.cluster,
         wanted,
     )
+    # One writer per source: a per-broker or cluster-role collector publishes in transactions
+    # under a fixed id, so a second instance (a failover, a zombie) fences the first.
+    txn = None if args.role == "all" else f"replmon-collect.{source_name(args.cluster, args.role, logs)}"
     try:
-        publisher = Publisher(metrics_bootstrap, args.metrics_topic, timeout_s=args.publish_timeout_s)
+        publisher = Publisher(
+            metrics_bootstrap, args.metrics_topic, timeout_s=args.publish_timeout_s, transactional_id=txn
+        )
     except PublishError as e:
         print(f"replmon collect: {e}", file=sys.stderr)
         return 3
@@ -195,6 +213,7 @@ def run(args) -> int:
         admin,
         publisher,
         args.state_dir,
+        role=args.role,
         hold_ms=args.hold_ms,
         heartbeat_ms=args.heartbeat_ms,
         metadata_ms=args.metadata_ms,
@@ -208,6 +227,9 @@ def run(args) -> int:
     with stop_on_signals() as stop:
         try:
             collector.run(stop)
+        except Fenced as e:
+            print(f"replmon collect: {e}; this one stops", file=sys.stderr)
+            rc = 4
         except (PublishError, OverflowError) as e:
             print(
                 f"replmon collect: {e}; the checkpoint in {args.state_dir} keeps the position, "

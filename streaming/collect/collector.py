@@ -42,6 +42,19 @@ HOLD_UNKNOWN_S = 120  # longest a line waits for a metadata poll to name its top
 CATCH_UP_READS = 8  # extra reads per step in a backlog (tail.MAX_READ each)
 COUNTS_EVERY_S = 60  # the counts are logged this often when they changed
 
+# What one `replmon collect` publishes (docs/real-cluster.md, "One collector per broker"): `all`
+# every request log it is given, the Admin API's events and the heartbeats; `broker` only its
+# request logs' events (it asks the Admin API for topic names, and publishes nothing of it);
+# `cluster` only the Admin API's events and the heartbeats, which must come from one place.
+ROLES = ("all", "broker", "cluster")
+
+
+def source_name(cluster: str, role: str, brokers) -> str:
+    """What a collector publishes, in its checkpoint's and its transactional id's name."""
+    if role == "broker":
+        return f"{cluster}-broker-{'-'.join(str(b) for b in sorted(brokers))}"
+    return cluster if role == "all" else f"{cluster}-cluster"
+
 
 def rotated_files(path: Path) -> list[Path]:
     """log4j2's DefaultRolloverStrategy keeps path.1 (newest) .. path.N: oldest first."""
@@ -66,8 +79,11 @@ class Collector:
         wanted=lambda t: True,
         tz=None,
         clock=time.time,
+        role: str,  # --role states the default (collect/cli.py)
         max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
+        assert role in ROLES, role
+        self.role = role
 
         self.cluster, self.admin, self.publisher, self.clock = cluster, admin_view, publisher, clock
         self.state_dir = Path(state_dir)
@@ -94,7 +110,11 @@ class Collector:
 
     @property
     def checkpoint_path(self) -> Path:
-        return self.state_dir / f"checkpoint-{self.cluster}.json"
+        return self.state_dir / f"checkpoint-{self.source}.json"
+
+    @property
+    def source(self) -> str:
+        return source_name(self.cluster, self.role, self.tails)
 
     def save(self) -> None:
         state = {
@@ -180,7 +200,9 @@ class Collector:
         out = self.buffer.release(min([now, *(self._read_up_to_ms(b) for b in self.tails)]))
         if self.compactor is not None:  # decided inside the hold: no added latency (compact.py)
             out = self.compactor.release(out, self.buffer.held())
-        if now - self._last_heartbeat >= self.heartbeat_ms:
+        if self.role == "broker":  # the cluster role publishes the Admin API's events
+            out = [ev for ev in out if ev["type"] not in ("metadata", "broker")]
+        if self.role != "broker" and now - self._last_heartbeat >= self.heartbeat_ms:
             self._last_heartbeat = now
             out.append({"type": "heartbeat", "ts": self.buffer.watermark_ms, "cluster": self.cluster})
         self.publisher.send(out)
@@ -256,6 +278,8 @@ class Collector:
         try:
             answers = self.admin.ask()
             for ev in self.admin.changes(answers, int(self.clock() * 1000)):
+                # a broker collector publishes none of these (step), but its compaction reads
+                # the ISR and L they say
                 self._admin_events.put(ev)
             self._polls_done = poll
         except Exception as e:  # noqa: BLE001 - the cluster may be partly down; keep tailing

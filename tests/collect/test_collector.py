@@ -7,7 +7,7 @@ from replmon.streaming.collect.collector import Collector
 from tests.collect.lines import TOPIC_ID, fetch_line, produce_line
 
 T = 1_795_437_650_000
-PACE = {"metadata_ms": 1000, "max_held": 1_000_000}  # what these tests do not vary
+PACE = {"metadata_ms": 1000, "max_held": 1_000_000, "role": "all"}  # what these tests do not vary
 
 
 class Recorder:
