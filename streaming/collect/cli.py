@@ -8,8 +8,8 @@ import sys
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from replmon.streaming.cli_flags import UsageError
-from replmon.streaming.collect.tail import MAX_LINE_BYTES
 from replmon.streaming.collect.collector import ROLES, source_name
+from replmon.streaming.collect.tail import MAX_LINE_BYTES
 from replmon.streaming.contract import METRICS_TOPIC
 
 log = logging.getLogger(__name__)

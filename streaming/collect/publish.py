@@ -192,4 +192,3 @@ class Publisher:
         finally:
             if admin is not None:
                 admin.close()
-

@@ -365,7 +365,7 @@ def test_the_collect_loop_sends_a_followers_run_once_per_resolution_and_its_last
 
     rec, clock = Recorder(), Clock(t + 100)
     c = Collector(
-        "c", {1: str(log)}, Admin(), rec, tmp_path / "state", hold_ms=1500, heartbeat_ms=10**9,
+        "c", {1: str(log)}, Admin(), rec, tmp_path / "state", role="all", hold_ms=1500, heartbeat_ms=10**9,
         metadata_ms=1000, max_held=10**6, compactor=Compactor(), clock=clock,
     )  # fmt: skip
     c.start()
