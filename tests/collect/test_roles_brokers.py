@@ -239,11 +239,12 @@ def test_per_broker_collectors_publish_what_one_collector_does_and_one_cluster_r
     kinds = Counter(json.loads(e)["type"] for e in one.elements())
     assert sent > 1000 and kinds["fetch"] > 100 and kinds["append"] > 20, kinds
     assert per_broker == one, (len(per_broker), len(one), list((per_broker - one).items())[:3])
-    # The same Admin API reports, and no request-log event published twice.
+    # The same Admin API reports; no request-log event published more often than the single
+    # collector published it (the multisets above are equal: two fetches a follower sent within
+    # one millisecond at the same offset are two equal events in both, seen in a run here).
     assert states(published) == states(single)
-    assert (
-        max(Counter(json.dumps(e, sort_keys=True) for e in published if e["type"] == "fetch").values()) == 1
-    )
+    repeats = log_events([e for e in published if e["type"] == "fetch"], start_ms, end_ms)
+    assert all(n <= one[k] for k, n in repeats.items()), [k for k, n in repeats.items() if n > one[k]]
 
     # Heartbeats come from one place: one a second, however many collectors run, and from one
     # cluster role at a time (the fenced one wrote nothing after the second started, so the
