@@ -84,7 +84,7 @@ class KafkaClient(_Section):
     MANAGED: ClassVar[Mapping[str, str]]
     # The startup checks: the cluster must answer a metadata request within this (`replmon run`:
     # streaming/preflight.py; `replmon collect`: streaming/collect/connect.py).
-    startup_timeout_ms: int = Field(default=15_000, ge=100)
+    startup_timeout_ms: int = Field(default=30_000, ge=100)
     # Any Kafka client option (security.protocol, sasl.jaas.config, ssl.truststore.location,
     # ...) by its dotted Kafka name (streaming/kafka_security.py). Values are secrets: never logged.
     options: dict[str, SecretStr] = Field(default_factory=dict)

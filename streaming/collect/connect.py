@@ -6,12 +6,14 @@ The options are the settings' (`monitored.options`, `kafka.options`: Kafka's dot
 an option kafka-python cannot apply stops the start (exit 2) naming it.
 
 kafka-python makes its clients connect in their constructor and, when that fails, says only
-"Unable to bootstrap" after its timeout: a refused SCRAM login looks to it like a dropped
-connection, retried until then. So a client is made within the section's
-`startup_timeout_ms`, and a failure is then explained by asking the listener what kafka-python
-could not say: does a TCP connection open, does TLS complete with these options? What is left
-is the login (SASL) or a listener that wants another protocol. The answer is one line naming
-the setting to look at (`PreflightError`, as `replmon run`'s startup checks).
+"Unable to bootstrap" once its timeout has passed: a refused SCRAM login looks to it like a
+dropped connection, retried until then. So before a client is made, `check` asks a bootstrap
+server directly, in a second: does a TCP connection open, does TLS complete with these
+options, does the listener take this SASL mechanism, and the login (done by kafka-python's own
+SASL mechanism, over Kafka's SaslHandshake and SaslAuthenticate requests)? Then the client is
+made within the section's `startup_timeout_ms`; if that still fails, `explain` asks the
+listener what it wants. Each failure is one line naming the setting to look at
+(`PreflightError`, as `replmon run`'s startup checks).
 """
 
 from __future__ import annotations
@@ -80,10 +82,13 @@ def _kafka_python_quiet(verbose: bool) -> Iterator[None]:
 
 
 def connected(make: Callable[..., C], where: Cluster, *, verbose: bool = False) -> C:
-    """`make(**where.client_config())`, a kafka-python client that connects as it is made; its
-    failure to connect is a PreflightError saying why, naming the setting."""
+    """`make(**where.client_config())`, a kafka-python client that connects as it is made, once
+    `check` found nothing wrong; a failure is a PreflightError saying why, naming the setting."""
     from kafka.errors import KafkaError
 
+    problem = check(where)
+    if problem:
+        raise PreflightError(problem)
     try:
         with _kafka_python_quiet(verbose):
             return make(**where.client_config())
@@ -108,105 +113,179 @@ def _tls_context(config: dict[str, Any]) -> ssl.SSLContext:
     return context
 
 
-def sasl_handshake(sock, mechanism: str) -> tuple[int, list[str]] | None:
-    """Kafka's SaslHandshake v1 on an open connection: (error code, the listener's mechanisms),
-    or None if the answer is not Kafka's. A SASL listener answers it before any login (error 0,
-    or 33 UNSUPPORTED_SASL_MECHANISM); any other listener refuses it (34 ILLEGAL_SASL_STATE)."""
-    client_id, name = b"replmon-collect-check", mechanism.encode()
-    body = struct.pack(">hhih", 17, 1, 1, len(client_id)) + client_id + struct.pack(">h", len(name)) + name
+@contextlib.contextmanager
+def _connection(where: Cluster, host: str, port: int) -> Iterator[socket.socket]:
+    """A connection to one bootstrap server, over TLS if the protocol wants it."""
+    with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S) as raw:
+        if where.protocol in ("SSL", "SASL_SSL"):
+            with _tls_context(where.config).wrap_socket(raw, server_hostname=host) as tls:
+                yield tls
+        else:
+            yield raw
+
+
+def _request(sock: socket.socket, api_key: int, body: bytes, version: int = 1) -> bytes | None:
+    """One Kafka request (header v1, no tagged fields) and its response body; None if what
+    comes back is not Kafka's answer to it."""
+    client_id = b"replmon-collect-check"
+    frame = struct.pack(">hhih", api_key, version, api_key, len(client_id)) + client_id + body
     try:
-        sock.sendall(struct.pack(">i", len(body)) + body)
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
         data = b""
         while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            chunk = sock.recv(4096)
-            if not chunk or len(data) > 1 << 16:
+            chunk = sock.recv(65536)
+            if not chunk or len(data) > 1 << 20:
                 return None
             data += chunk
-        correlation, error, count = struct.unpack(">ihi", data[4:14])
-        if correlation != 1:
-            return None
-        mechanisms, pos = [], 14
-        for _ in range(count):
-            (size,) = struct.unpack(">h", data[pos : pos + 2])
-            mechanisms.append(data[pos + 2 : pos + 2 + size].decode())
-            pos += 2 + size
-        return error, mechanisms
-    except (OSError, struct.error, UnicodeDecodeError):
+    except OSError:
         return None
+    if data[4:8] != struct.pack(">i", api_key):  # the correlation id
+        return None
+    return data[8:]
 
 
-def explain(where: Cluster, exc: Exception) -> str:
-    """Why a client could not connect to `where`, in one line naming the setting to look at."""
+def sasl_handshake(sock: socket.socket, mechanism: str) -> tuple[int, list[str]] | None:
+    """Kafka's SaslHandshake v1: (error code, the listener's mechanisms), or None if the answer
+    is not Kafka's. A SASL listener answers it before any login (error 0, or 33
+    UNSUPPORTED_SASL_MECHANISM); any other listener refuses it (34 ILLEGAL_SASL_STATE)."""
+    name = mechanism.encode()
+    answer = _request(sock, 17, struct.pack(">h", len(name)) + name)
+    if answer is None:
+        return None
+    try:
+        error, count = struct.unpack(">hi", answer[:6])
+        mechanisms, pos = [], 6
+        for _ in range(count):
+            (size,) = struct.unpack(">h", answer[pos : pos + 2])
+            mechanisms.append(answer[pos + 2 : pos + 2 + size].decode())
+            pos += 2 + size
+    except (struct.error, UnicodeDecodeError):
+        return None
+    return error, mechanisms
+
+
+def sasl_login(sock: socket.socket, host: str, config: dict[str, Any]) -> str | None:
+    """The SASL login after a successful handshake, by kafka-python's own mechanism (what its
+    clients will send) over SaslAuthenticate v0: None if it succeeded, else why not."""
+    from kafka.net.sasl import get_sasl_mechanism
+
+    mechanism = get_sasl_mechanism(config["sasl_mechanism"])(host=host, **config)
+    while not mechanism.is_done():
+        token = mechanism.auth_bytes()
+        answer = _request(sock, 36, struct.pack(">i", len(token)) + token, version=0)
+        if answer is None:
+            return "the broker closed the connection"
+        try:
+            error, size = struct.unpack(">hh", answer[:4])
+            text = answer[4 : 4 + size].decode(errors="replace") if size > 0 else ""
+            pos = 4 + max(size, 0)
+            (length,) = struct.unpack(">i", answer[pos : pos + 4])
+            reply = answer[pos + 4 : pos + 4 + max(length, 0)]
+        except struct.error:
+            return "not Kafka's answer"
+        if error:
+            return text or f"error {error}"
+        try:
+            mechanism.receive(reply)
+        except ValueError as wrong:  # e.g. SCRAM: the server's signature does not match
+            return str(wrong)
+    return None if mechanism.is_authenticated() else "the broker did not accept it"
+
+
+def check(where: Cluster) -> str | None:
+    """What stops a connection to `where` before a client tries (None: nothing found): the
+    first bootstrap server that takes a TCP connection answers for the cluster."""
     name = f"Kafka at {where.bootstrap} ({where.role})"
-    options = f"{where.setting}.options"
-    tls = where.protocol in ("SSL", "SASL_SSL")
-    mechanism = str(where.config.get("sasl_mechanism", "PLAIN"))
     last_error = "no address"
     for host, port in _addresses(where.bootstrap):
         try:
-            with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S) as raw:
-                if not tls:
-                    answer = sasl_handshake(raw, mechanism)
-                else:
-                    with _tls_context(where.config).wrap_socket(raw, server_hostname=host) as sock:
-                        answer = sasl_handshake(sock, mechanism)
+            with _connection(where, host, port) as sock:
+                if not where.protocol.startswith("SASL_"):
+                    return None
+                return _login_problem(where, name, sock, host)
         except ssl.SSLError as refused:
-            if "WRONG_VERSION_NUMBER" in str(refused) or "wrong version number" in str(refused):
-                return (
-                    f"{name}: the listener does not speak TLS: check {options} security.protocol "
-                    f"({where.protocol}) and {where.bootstrap_flag}"
-                )
-            if "EOF" in str(refused):
-                return (
-                    f"{name}: the listener closed the TLS handshake: check {options} security.protocol "
-                    f"({where.protocol}; the listener may not speak TLS) and {where.bootstrap_flag}, "
-                    f"or ssl.keystore.location if it wants a client certificate"
-                )
-            reason = getattr(refused, "verify_message", None) or refused.reason or str(refused)
-            return (
-                f"{name}: TLS failed ({reason}): check {options} ssl.truststore.location (the CA, "
-                f"a PEM file) and ssl.endpoint.identification.algorithm"
-            )
+            return _tls_problem(where, name, refused)
         except OSError as unreachable:
             last_error = unreachable.strerror or type(unreachable).__name__
-            continue
-        return _explain_answer(where, name, answer, exc)
     return f"{name} is not reachable ({last_error}): check {where.bootstrap_flag} and that the brokers run"
 
 
-def _explain_answer(where: Cluster, name: str, answer: tuple[int, list[str]] | None, exc: Exception) -> str:
-    """The listener took a connection (and TLS, if asked); `answer` is its SaslHandshake answer."""
+def _tls_problem(where: Cluster, name: str, refused: ssl.SSLError) -> str:
     options = f"{where.setting}.options"
-    sasl = where.protocol.startswith("SASL_")
+    if "WRONG_VERSION_NUMBER" in str(refused) or "wrong version number" in str(refused):
+        return (
+            f"{name}: the listener does not speak TLS: check {options} security.protocol "
+            f"({where.protocol}) and {where.bootstrap_flag}"
+        )
+    if "EOF" in str(refused):
+        return (
+            f"{name}: the listener closed the TLS handshake: check {options} security.protocol "
+            f"({where.protocol}; the listener may not speak TLS) and {where.bootstrap_flag}, "
+            f"or ssl.keystore.location if it wants a client certificate"
+        )
+    reason = getattr(refused, "verify_message", None) or refused.reason or str(refused)
+    return (
+        f"{name}: TLS failed ({reason}): check {options} ssl.truststore.location (the CA, "
+        f"a PEM file) and ssl.endpoint.identification.algorithm"
+    )
+
+
+def _login_problem(where: Cluster, name: str, sock: socket.socket, host: str) -> str | None:
+    options = f"{where.setting}.options"
+    mechanism = str(where.config["sasl_mechanism"])
+    answer = sasl_handshake(sock, mechanism)
     if answer is None:
-        hint = "it may want TLS" if where.protocol in ("PLAINTEXT", "SASL_PLAINTEXT") else "is it Kafka?"
+        hint = "it may want TLS" if where.protocol == "SASL_PLAINTEXT" else "is it Kafka?"
         return (
             f"{name}: the listener does not answer Kafka's protocol over {where.protocol} ({hint}): "
             f"check {options} security.protocol and {where.bootstrap_flag}"
         )
     error, offered = answer
-    if error in (0, 33) and not sasl:
-        return (
-            f"{name}: the listener wants a SASL login (it offers {', '.join(offered)}): set {options} "
-            f"security.protocol to SASL_{where.protocol}, sasl.mechanism and sasl.jaas.config"
-        )
     if error == 33:
         return (
-            f"{name}: the listener offers SASL {', '.join(offered)}, not "
-            f"{where.config.get('sasl_mechanism')}: check {options} sasl.mechanism"
+            f"{name}: the listener offers SASL {', '.join(offered)}, not {mechanism}: check "
+            f"{options} sasl.mechanism"
         )
-    if error != 0 and sasl:
+    if error:
         return (
             f"{name}: the listener takes no SASL login: check {options} security.protocol "
             f"({where.protocol}) and {where.bootstrap_flag}"
         )
-    if sasl:
+    refused = sasl_login(sock, host, where.config)
+    if refused:
         return (
-            f"{name} refused the login ({where.config.get('sasl_mechanism')}): check {options} "
-            f"sasl.jaas.config (user and password)"
+            f"{name} refused the login ({mechanism}: {refused}): check {options} sasl.jaas.config "
+            f"(user and password)"
         )
-    return (
-        f"{name} did not give its metadata within {where.timeout_ms / 1000:g} s "
-        f"({type(exc).__name__}): check that the brokers are healthy, or raise "
-        f"{where.setting}.startup_timeout_ms"
+    return None
+
+
+def explain(where: Cluster, exc: Exception) -> str:
+    """Why a client could not connect to `where` although `check` found nothing wrong, in one
+    line naming the setting to look at."""
+    name = f"Kafka at {where.bootstrap} ({where.role})"
+    options = f"{where.setting}.options"
+    waited = (
+        f"did not give its metadata within {where.timeout_ms / 1000:g} s ({type(exc).__name__}): check "
+        f"that the brokers are healthy, or raise {where.setting}.startup_timeout_ms"
     )
+    if where.protocol.startswith("SASL_"):
+        return f"{name} {waited}"
+    host, port = _addresses(where.bootstrap)[0]
+    try:
+        with _connection(where, host, port) as sock:
+            answer = sasl_handshake(sock, "PLAIN")
+    except OSError:
+        answer = None
+    if answer is None:
+        hint = "it may want TLS" if where.protocol == "PLAINTEXT" else "is it Kafka?"
+        return (
+            f"{name}: the listener does not answer Kafka's protocol over {where.protocol} ({hint}): "
+            f"check {options} security.protocol and {where.bootstrap_flag}"
+        )
+    if answer[0] in (0, 33):
+        return (
+            f"{name}: the listener wants a SASL login (it offers {', '.join(answer[1])}): set {options} "
+            f"security.protocol to SASL_{where.protocol}, sasl.mechanism and sasl.jaas.config"
+        )
+    return f"{name} {waited}"
