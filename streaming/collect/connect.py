@@ -86,7 +86,8 @@ def connected(make: Callable[..., C], where: Cluster, *, verbose: bool = False) 
     `check` found nothing wrong; a failure is a PreflightError saying why, naming the setting."""
     from kafka.errors import KafkaError
 
-    problem = check(where)
+    with _kafka_python_quiet(verbose):
+        problem = check(where)
     if problem:
         raise PreflightError(problem)
     try:
