@@ -140,7 +140,7 @@ def secure_kafka() -> Iterator[dict[str, str]]:
     """A 1-broker cluster with secured listeners (deploy/local/services.sh up --security, in
     deploy/local/.run-secure): SASL_PLAINTEXT and SASL_SSL with SCRAM-SHA-512 (a user made by
     Kafka's storage tool), SSL with a local CA (keytool). Stopped when the session ends; its
-    storage and keys stay for the next run. Yields its .run-secure/env: the REPLMON_KAFKA_*
+    storage and keys stay for the next run. Yields its .run-secure/env: the secured
     bootstraps, REPLMON_KAFKA_SCRAM_USER/_PASSWORD and REPLMON_KAFKA_TLS_CA (PEM)."""
     env = dict(
         os.environ,

@@ -100,7 +100,7 @@ def other_ca(tmp_path_factory) -> str:
 # ---- the connection check itself (streaming/collect/connect.py), in-process ------------------
 
 
-def admin_client(where):
+def admin_client(where, verbose: bool = False):
     from kafka.admin import KafkaAdminClient
 
     return connected(
@@ -108,25 +108,27 @@ def admin_client(where):
             bootstrap_servers=where.bootstrap.split(","), request_timeout_ms=5000, **kw
         ),
         where,
+        verbose=verbose,
     )
 
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SSL", "SASL_SSL"])
 def test_collect_connects_to_each_secured_listener(kafka, protocol, caplog):
-    caplog.set_level("DEBUG")  # kafka-python logs its whole configuration at DEBUG
+    caplog.set_level("DEBUG", logger="kafka")  # kafka-python logs its whole configuration at DEBUG
     where = cluster(
         "the monitored cluster",
         kafka[LISTENERS[protocol]],
         "--bootstrap",
         MonitoredKafka(options=options(kafka, protocol)),
     )
-    admin = admin_client(where)
+    admin = admin_client(where, verbose=True)  # as --verbose: kafka-python's lines not held back
     try:
         (broker,) = admin.describe_cluster()["brokers"]
         assert f"127.0.0.1:{broker['port']}" == kafka[LISTENERS[protocol]], "answered on the listener asked"
         assert TOPIC in admin.list_topics()
     finally:
         admin.close()
+    assert "Starting KafkaAdminClient with configuration" in caplog.text, "the line that would show it"
     assert kafka["REPLMON_KAFKA_SCRAM_PASSWORD"] not in caplog.text
 
 
@@ -349,13 +351,12 @@ def test_collect_refuses_a_ca_that_did_not_sign_the_brokers(kafka, tmp_path, oth
 # ---- replmon run: Spark's Kafka source (Kafka's Java client) with the same options -------------
 
 
-def run_env(
-    kafka: dict[str, str], spark_kafka_jars: list[str], password: str | None = None
-) -> dict[str, str]:
+def run_env(kafka: dict[str, str], password: str | None = None) -> dict[str, str]:
     env = replmon_env(REPLMON_KAFKA__OPTIONS=options(kafka, "SASL_SSL", password=password))
     env.update(
         REPLMON_KAFKA__SUBSCRIBE=METRICS_TOPIC,
-        REPLMON_SPARK__JARS=json.dumps(spark_kafka_jars),
+        # Spark's Kafka connector jars, as the secured cluster's services.sh up fetched them.
+        REPLMON_SPARK__JARS=json.dumps(kafka["REPLMON_SPARK_JARS"].split(",")),
         REPLMON_SPARK__DRIVER_MEMORY="1g",
     )
     return env

@@ -213,7 +213,7 @@ def test_a_password_is_masked_where_kafka_python_logs_its_configuration(caplog):
         },
         "kafka.options",
     )
-    with caplog.at_level(logging.DEBUG):
+    with caplog.at_level(logging.DEBUG, logger="kafka.admin.client"):
         logging.getLogger("kafka.admin.client").debug("Starting with configuration: %s", config)
     assert "s3cret-pw" not in caplog.text and "'**********'" in caplog.text
     assert config["sasl_plain_password"].encode() == b"s3cret-pw", "the value itself is unchanged"
