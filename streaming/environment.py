@@ -43,6 +43,12 @@ TOOLING_VARIABLES = {
     "REPLMON_SERVICES_RUN": "deploy/local/services.sh: its run folder (a second cluster)",
     "REPLMON_KAFKA_RUN": "deploy/local/.run/env, bench/collector.py: the brokers' run folder",
     "REPLMON_REQUEST_LOG": "deploy/local/services.sh: 1 turns on the brokers' request log",
+    "REPLMON_KAFKA_SASL_BOOTSTRAP": "deploy/local/.run/env (up --security): the SASL_PLAINTEXT listeners",
+    "REPLMON_KAFKA_SSL_BOOTSTRAP": "deploy/local/.run/env (up --security): the SSL listeners",
+    "REPLMON_KAFKA_SASL_SSL_BOOTSTRAP": "deploy/local/.run/env (up --security): the SASL_SSL listeners",
+    "REPLMON_KAFKA_SCRAM_USER": "deploy/local/.run/env (up --security): the local SCRAM user",
+    "REPLMON_KAFKA_SCRAM_PASSWORD": "deploy/local/.run/env (up --security): its password",
+    "REPLMON_KAFKA_TLS_CA": "deploy/local/.run/env (up --security): the local CA (PEM)",
     "REPLMON_REPLICA_LAG_TIME_MAX_MS": "deploy/local/services.sh: the local brokers' setting",
     "REPLMON_BROKER_SESSION_TIMEOUT_MS": "deploy/local/services.sh: the local brokers' setting",
     "REPLMON_SPARK_MASTER": "deploy/local/.run/spark/env: the local Spark cluster's master URL",
@@ -98,11 +104,12 @@ def unknown_variables(environ: Mapping[str, str], settings_cls) -> list[str]:
 
 
 def _explain(var: str, upper: str, known: Iterable[str]) -> str:
-    if upper.startswith(f"{PREFIX}KAFKA__OPTIONS__"):
+    options = upper.partition("__OPTIONS__")[0] + "__OPTIONS"
+    if "__OPTIONS__" in upper and options in known:  # kafka.options, monitored.options
         return (
             f"{var}: Kafka client options have dotted names that an environment variable "
-            f"cannot carry; give them all as JSON in REPLMON_KAFKA__OPTIONS, e.g. "
-            f'REPLMON_KAFKA__OPTIONS=\'{{"security.protocol": "SASL_SSL", '
+            f"cannot carry; give them all as JSON in {options}, e.g. "
+            f'{options}=\'{{"security.protocol": "SASL_SSL", '
             f'"sasl.jaas.config": "..."}}\''
         )
     tails = {name[len(PREFIX) :]: name for name in known}

@@ -5,12 +5,17 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from replmon.streaming.cli_flags import UsageError
 from replmon.streaming.collect.collector import ROLES, source_name
 from replmon.streaming.collect.tail import MAX_LINE_BYTES
 from replmon.streaming.contract import METRICS_TOPIC
+
+if TYPE_CHECKING:  # the settings and the Kafka clients are imported when the command runs
+    from replmon.streaming.collect.connect import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -139,11 +144,17 @@ def topic_filter(args):
     return wanted
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def ensure_topic(metrics: Cluster, topic: str, partitions: int, verbose: bool = False) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+    from replmon.streaming.collect.connect import connected
+
+    admin = connected(
+        lambda **kw: KafkaAdminClient(bootstrap_servers=metrics.bootstrap.split(","), **kw),
+        metrics,
+        verbose=verbose,
+    )
     try:
         if topic not in admin.list_topics():
             admin.create_topics([NewTopic(topic, partitions, -1)])
@@ -161,7 +172,27 @@ def metrics_destination(args, settings) -> tuple[str, str]:
     return bootstrap, args.metrics_topic or settings.kafka.subscribe or METRICS_TOPIC
 
 
+def clusters(args, settings, metrics_bootstrap: str) -> tuple[Cluster, Cluster]:
+    """(monitored, metrics): each cluster with its settings section's client options,
+    `monitored.*` and `kafka.*`. A metrics topic on the monitored cluster (no --metrics-bootstrap,
+    no kafka.bootstrap_servers) is reached with the monitored cluster's."""
+    from replmon.streaming.collect.connect import cluster
+
+    monitored = cluster("the monitored cluster", args.bootstrap, "--bootstrap", settings.monitored)
+    if args.metrics_bootstrap or settings.kafka.bootstrap_servers:
+        flag = "--metrics-bootstrap" if args.metrics_bootstrap else "kafka.bootstrap_servers"
+        return monitored, cluster("the metrics cluster", metrics_bootstrap, flag, settings.kafka)
+    if settings.kafka.options:
+        raise UsageError(
+            "kafka.options are set but would not take effect: the metrics topic is on the "
+            "monitored cluster (no --metrics-bootstrap or kafka.bootstrap_servers), reached with "
+            "monitored.options"
+        )
+    return monitored, replace(monitored, role="the monitored cluster, for the metrics topic")
+
+
 def run(args) -> int:
+    from replmon.streaming.preflight import PreflightError
     from replmon.streaming.settings import load_settings
 
     try:
@@ -179,21 +210,37 @@ def run(args) -> int:
         raise UsageError(
             "--role cluster reads no request log" if logs else f"--role {args.role} wants --request-log"
         )
-    metrics_bootstrap, args.metrics_topic = metrics_destination(args, load_settings(args.config))
+    settings = load_settings(args.config)
+    metrics_bootstrap, args.metrics_topic = metrics_destination(args, settings)
+    monitored, metrics = clusters(args, settings, metrics_bootstrap)
+    try:
+        return collect(args, logs, tz, monitored, metrics)
+    except PreflightError as exc:  # a cluster refused or did not answer: one line, exit 2
+        raise UsageError(str(exc)) from None
+
+
+def collect(args, logs: dict[int, str], tz: ZoneInfo, monitored: Cluster, metrics: Cluster) -> int:
     from kafka.admin import KafkaAdminClient
 
     from replmon.streaming.collect.admin import AdminView
     from replmon.streaming.collect.collector import Collector
     from replmon.streaming.collect.compact import Compactor
+    from replmon.streaming.collect.connect import connected
     from replmon.streaming.collect.publish import Fenced, Publisher, PublishError
     from replmon.streaming.signals import stop_on_signals
 
-    if args.create_topic:
-        ensure_topic(metrics_bootstrap, args.metrics_topic, args.create_topic)
-    wanted = topic_filter(args)
     logging.getLogger("kafka").setLevel(logging.WARNING)
+    if args.create_topic:
+        ensure_topic(metrics, args.metrics_topic, args.create_topic, args.verbose)
+    wanted = topic_filter(args)
     admin = AdminView(
-        KafkaAdminClient(bootstrap_servers=args.bootstrap.split(","), request_timeout_ms=5000),
+        connected(
+            lambda **kw: KafkaAdminClient(
+                bootstrap_servers=monitored.bootstrap.split(","), request_timeout_ms=5000, **kw
+            ),
+            monitored,
+            verbose=args.verbose,
+        ),
         args.cluster,
         wanted,
     )
@@ -201,8 +248,16 @@ def run(args) -> int:
     # under a fixed id, so a second instance (a failover, a zombie) fences the first.
     txn = None if args.role == "all" else f"replmon-collect.{source_name(args.cluster, args.role, logs)}"
     try:
-        publisher = Publisher(
-            metrics_bootstrap, args.metrics_topic, timeout_s=args.publish_timeout_s, transactional_id=txn
+        publisher = connected(
+            lambda **kw: Publisher(
+                metrics.bootstrap,
+                args.metrics_topic,
+                kw,
+                timeout_s=args.publish_timeout_s,
+                transactional_id=txn,
+            ),
+            metrics,
+            verbose=args.verbose,
         )
     except PublishError as e:
         print(f"replmon collect: {e}", file=sys.stderr)
