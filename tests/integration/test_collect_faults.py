@@ -306,8 +306,7 @@ def test_kill_and_restart_after_a_minute_down_lose_nothing_and_republish_at_most
     ts = lambda evs: [json.loads(e)["ts"] for e in evs]  # noqa: E731 - a one-line helper
     start, end = min(ts(ev_b)) + 3000, min(max(ts(ev_a)), max(ts(ev_b))) - 3000
     assert end - start > (8 + 8 + DOWN_S) * 1000, (start, end)
-    window = lambda evs: Counter(e for e in evs if start <= json.loads(e)["ts"] <= end)  # noqa: E731
-    in_a, in_b = window(ev_a), window(ev_b)
+    in_a, in_b = (Counter(e for e in evs if start <= json.loads(e)["ts"] <= end) for evs in (ev_a, ev_b))
     assert sum(1 for e in in_a if json.loads(e)["type"] == "fetch") > 1000
     lost = in_a - in_b
     assert not lost, f"{sum(lost.values())} events lost, e.g. {next(iter(lost))}"
