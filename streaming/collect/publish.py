@@ -71,8 +71,9 @@ class Publisher:
                 acks="all",
                 enable_idempotence=True,
                 linger_ms=LINGER_MS,
-                **producer_timeouts(timeout_s),
-                **(options or {}),
+                # the cluster's own settings (its startup timeout as bootstrap_timeout_ms, its
+                # security) over the timeouts derived from --publish-timeout-s
+                **{**producer_timeouts(timeout_s), **(options or {})},
             )
         except KafkaError as e:
             raise PublishError(
