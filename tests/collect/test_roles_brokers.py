@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.local_cluster import bootstrap_of, run_services, services_env
+
 pytestmark = pytest.mark.services
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,25 +30,11 @@ CLUSTER = "roles"
 class Cluster:
     def __init__(self) -> None:
         offset = int(os.environ.get("REPLMON_PORT_OFFSET", "0")) + PORT_SHIFT
-        self.env = dict(
-            os.environ,
-            REPLMON_PYTHON=sys.executable,
-            REPLMON_SERVICES_RUN=str(RUN_DIR),
-            REPLMON_PORT_OFFSET=str(offset),
-            REPLMON_REQUEST_LOG="1",
-        )
-        self.bootstrap = ",".join(f"127.0.0.1:{19092 + offset + i}" for i in range(3))
+        self.env = services_env(RUN_DIR, offset)
+        self.bootstrap = bootstrap_of(offset)
 
     def services(self, *args: str) -> None:
-        proc = subprocess.run(
-            ["bash", str(ROOT / "deploy" / "local" / "services.sh"), *args],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = run_services(self.env, *args)
         assert proc.returncode == 0, f"services.sh {args} failed:\n{proc.stderr}{proc.stdout}"
 
     def request_log(self, broker: int) -> Path:

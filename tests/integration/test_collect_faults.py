@@ -29,9 +29,8 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import parse_env_file
+from tests.local_cluster import ROOT, run_services, services_env
 
-ROOT = Path(__file__).resolve().parents[2]
-SERVICES_SH = ROOT / "deploy" / "local" / "services.sh"
 RUN_DIR = Path(os.environ.get("REPLMON_COLLECT_SERVICES_RUN", ROOT / "deploy" / "local" / ".run-collect"))
 OFFSET = int(
     os.environ.get("REPLMON_COLLECT_PORT_OFFSET", int(os.environ.get("REPLMON_PORT_OFFSET", "0")) + 700)
@@ -41,26 +40,11 @@ DOWN_S = 60  # the restart "after minutes down", shortened to one minute to keep
 
 class Cluster:
     def __init__(self) -> None:
-        self.env = dict(
-            os.environ,
-            REPLMON_PYTHON=sys.executable,
-            REPLMON_SERVICES_RUN=str(RUN_DIR),
-            REPLMON_PORT_OFFSET=str(OFFSET),
-            REPLMON_REQUEST_LOG="1",
-            REPLMON_KAFKA_HEAP="-Xms128m -Xmx384m",
-        )
+        self.env = services_env(RUN_DIR, OFFSET, REPLMON_KAFKA_HEAP="-Xms128m -Xmx384m")
         self.bootstrap = ""
 
     def services(self, *args: str, check: bool = True) -> int:
-        proc = subprocess.run(
-            ["bash", str(SERVICES_SH), *args],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = run_services(self.env, *args)
         if check and proc.returncode != 0:
             pytest.fail(f"services.sh {' '.join(args)} failed:\n{proc.stderr}{proc.stdout}", pytrace=False)
         return proc.returncode
