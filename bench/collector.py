@@ -32,8 +32,7 @@ from pathlib import Path
 
 from replmon.streaming.collect.admin import AdminView
 from replmon.streaming.collect.broker_log import BrokerLog
-from replmon.streaming.collect.compact import Compactor
-from replmon.streaming.collect.reorder import ReorderBuffer
+from replmon.streaming.collect.compact import Compactor, published
 
 PARTITIONS, RF, MODERATE_PER_PARTITION = 6, 3, 200
 STEP_MS, HOLD_MS = 200, 1500  # replmon collect's defaults (collect/cli.py)
@@ -87,22 +86,6 @@ def end_offsets(bootstrap: str, topic: str) -> int:
         return sum(consumer.end_offsets(tps).values())
     finally:
         consumer.close()
-
-
-def published(events: list[dict], compactor: Compactor | None) -> list[dict]:
-    """What `replmon collect` would publish: its reorder buffer's steps (collector.py), with or
-    without compaction, over events read at their own time."""
-    evs = sorted(events, key=lambda e: e["ts"])
-    buffer, out, i = ReorderBuffer(HOLD_MS, 10**8), [], 0
-    now = evs[0]["ts"] if evs else 0
-    while i < len(evs) or len(buffer):
-        now += STEP_MS
-        while i < len(evs) and evs[i]["ts"] <= now:
-            buffer.add(evs[i])
-            i += 1
-        released = buffer.release(now)
-        out += compactor.release(released, buffer.held()) if compactor else released
-    return out
 
 
 def rates(events: list[dict], topic: str, t0: int, t1: int) -> dict:
@@ -167,8 +150,8 @@ def one_run(env: dict, logs: dict[int, Path], load: str, seconds: float) -> dict
         events += mine
         out["brokers"][b] = {"lines_per_s": len(lines) / wall, "bytes_per_s": len(data) / wall}
     out["collector_lines_per_cpu_s"] = parse_lines / parse_s if parse_s else 0.0
-    out["off"] = rates(published(events, None), topic, t0, t1)
-    out["on"] = rates(published(events, Compactor()), topic, t0, t1)
+    out["off"] = rates(published(events, None, HOLD_MS, STEP_MS), topic, t0, t1)
+    out["on"] = rates(published(events, Compactor(), HOLD_MS, STEP_MS), topic, t0, t1)
     admin.delete_topics([topic])
     admin.close()
     return out

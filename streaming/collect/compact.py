@@ -249,3 +249,23 @@ class Compactor:
 
     def _resolution(self, pk: tuple) -> int:
         return resolution_ms(self._lag.get(pk, self.default_lag_ms), self.requested_ms)
+
+
+def published(events: list[dict], compactor: Compactor | None, hold_ms: int, step_ms: int) -> list[dict]:
+    """What the collector's loop (collector.py, step) sends of `events` read at their own time:
+    each step adds what was read, releases what the hold lets go and compacts it knowing what is
+    still held. For measuring and testing compaction without request logs."""
+    from replmon.state.events import TIE_RANK
+    from replmon.streaming.collect.reorder import ReorderBuffer
+
+    evs = sorted(events, key=lambda e: (e["ts"], TIE_RANK[e["type"]]))
+    buffer, out, i = ReorderBuffer(hold_ms, 10**8), [], 0
+    now = evs[0]["ts"] if evs else 0
+    while i < len(evs) or len(buffer):
+        now += step_ms
+        while i < len(evs) and evs[i]["ts"] <= now:
+            buffer.add(evs[i])
+            i += 1
+        released = buffer.release(now)
+        out += compactor.release(released, buffer.held()) if compactor else released
+    return out

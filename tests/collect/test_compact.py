@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from replmon.state.bucket import Bucket
-from replmon.streaming.collect.compact import Compactor, judged, resolution_ms, superseded
-from replmon.streaming.collect.reorder import ReorderBuffer
+from replmon.streaming.collect.compact import Compactor, judged, published, resolution_ms, superseded
 from replmon.streaming.settings import monitor_config
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.cluster import ClusterSpec, TopicSpec
@@ -37,20 +36,9 @@ MESSAGES_BEHIND = re.compile(r"\d+ messages behind|leader LEO is \d+")
 # ---- the collector's release, and the engine ----------------------------------------------------
 
 
-def collect(events: list[dict], compactor: Compactor | None, step_ms: int = 200, hold_ms: int = 1500):
-    """The collector's loop (collector.py step) over events read at their own time: add what
-    was read, release what the hold lets go, compact it knowing what is still held."""
-    evs = sorted(events, key=lambda e: (e["ts"], TYPE_RANK[e["type"]]))
-    buffer, out, i = ReorderBuffer(hold_ms, 10**7), [], 0
-    now = evs[0]["ts"] if evs else 0
-    while i < len(evs) or len(buffer):
-        now += step_ms
-        while i < len(evs) and evs[i]["ts"] <= now:
-            buffer.add(evs[i])
-            i += 1
-        released = buffer.release(now)
-        out += compactor.release(released, buffer.held()) if compactor else released
-    return out
+def collect(events: list[dict], compactor: Compactor | None) -> list[dict]:
+    """What replmon collect sends, at its default hold and step (collect/cli.py)."""
+    return published(events, compactor, hold_ms=1500, step_ms=200)
 
 
 def fold(events: list[dict], lag_ms: int, slice_ms: int = 1000) -> tuple[list, list, list]:
