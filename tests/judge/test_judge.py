@@ -181,6 +181,7 @@ def test_bursty_acks_all_producer_no_shrink_no_out_of_sync(
 
 
 SLOW_PROPS = "replica.fetch.max.bytes=2048;replica.fetch.response.max.bytes=2048"
+SLOW_AFTER_SHRINK_S = 12  # the fault goes on this long after the first shrink: past group_wait (5 s)
 SLOW_LOAD_PER_S = 4000  # records/s of 1 KB, one per batch, over the topic's 3 partitions
 
 
@@ -253,12 +254,20 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline, judge_alertmanager,
         judge_cluster.bootstrap,
         TOPIC,
         per_second=SLOW_LOAD_PER_S,
-        seconds=3 * LAG_MS / 1000,
+        seconds=3 * LAG_MS / 1000 + SLOW_AFTER_SHRINK_S,
         size=1000,
         log=pipeline.workdir / "slow-producer.log",
     ).start()
     try:
-        time.sleep(3 * LAG_MS / 1000)
+        # 3 x L for the follower to fall out of the ISR; once it has, it stays slow a while
+        # longer: a follower back within alerts.group_wait_ms of falling out is, by the
+        # notification policy (docs/alerts.md), recorded and not notified; on a loaded machine
+        # the producer may take half the window to reach its pace.
+        deadline = time.time() + 3 * LAG_MS / 1000
+        while time.time() < deadline and not judge_cluster.shrinks(TOPIC, started_ms):
+            time.sleep(0.5)
+        if judge_cluster.shrinks(TOPIC, started_ms):
+            time.sleep(SLOW_AFTER_SHRINK_S)
     finally:
         throttle.stop()
         sent = producer.stop()
