@@ -131,7 +131,9 @@ def spark_kafka_jars(local_services) -> list[str]:
 
 # The secured cluster's ports: the worktree's offset + this (the judge's is + 500; not a multiple
 # of 100, as the offsets of side-by-side checkouts are).
-SECURE_PORT_SHIFT = 650
+# 850: its SASL, SSL and SASL_SSL listeners sit 50-70 above its broker port, clear of the
+# clusters at +500 (judge), +600 (per-broker collectors) and +700 (collector restarts)
+SECURE_PORT_SHIFT = 850
 SECURE_RUN_DIR = ROOT / "deploy" / "local" / ".run-secure"
 
 
