@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from replmon.state.cluster import REGROUP_MS
 from tests.judge.cluster import wait_for
 from tests.judge.conftest import LAG_MS, PARTITIONS, RUNS, TOPIC
 from tests.judge.pipeline import JavaProducer, Producer, controller, describe, wait_full_isr
@@ -248,6 +249,11 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline, judge_alertmanager,
         judge_cluster.restart_node_with(victim, SLOW_PROPS)
         _SLOW["victim"] = victim
     start = wait_full_isr(judge_admin, TOPIC, 120)
+    if "ended_ms" in _SLOW:
+        # Each run its own incident: the same broker lagging again within REGROUP_MS of its last
+        # lag is by policy the same incident, already notified (docs/alerts.md), so a later run
+        # waits that out (REPLMON_JUDGE_RUNS > 1 only; CI runs each case once).
+        time.sleep(max(0.0, (_SLOW["ended_ms"] + REGROUP_MS + 5000) / 1000 - time.time()))
     started_ms = int(time.time() * 1000)
     throttle = CpuThrottle(judge_cluster.pid(victim)).start()
     producer = JavaProducer(
@@ -272,6 +278,7 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline, judge_alertmanager,
         throttle.stop()
         sent = producer.stop()
     shrinks = [s for s in judge_cluster.shrinks(TOPIC, started_ms) if s.replica == victim]
+    _SLOW["ended_ms"] = int(time.time() * 1000) + 30_000  # it catches up, and resolves, after this
     if not shrinks:
         # The brokers decide whether the fault happens: in 1 of ~6 runs the capped follower kept
         # up. Nothing to judge then; a run where it happened checks every verdict below.
