@@ -28,6 +28,7 @@ TOOLING_VARIABLES = {
     "REPLMON_KAFKA_MODE": "deploy/local/services.sh and .run/env: kraft, or zk (3.x)",
     "REPLMON_KAFKA_IBP": "deploy/local/services.sh: inter.broker.protocol.version in zk mode",
     "REPLMON_JUDGE_KAFKA_VERSION": "tests/judge/cluster.py: the judge's brokers' Kafka version",
+    "REPLMON_JUDGE_PER_BROKER": "tests/judge/test_perbroker.py: 1 runs the per-broker judge case",
     "REPLMON_KAFKA_BOOTSTRAP": "deploy/local/.run/env: the local broker's address",
     "REPLMON_SPARK_JARS": "deploy/local/.run/env and tests: Spark's Kafka connector jars",
     "REPLMON_SPARK_KAFKA_VERSION": "deploy/local/.run/env: the connector's version",
