@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from tests import local_cluster
+
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES_SH = ROOT / "deploy" / "local" / "services.sh"
 RUN_DIR = ROOT / "deploy" / "local" / ".run"
 ENV_FILE = RUN_DIR / "env"
 # A cold start may apt-get install redis-server and download ~60 MB of jars.
@@ -54,16 +55,7 @@ def parse_env_file(path: Path) -> dict[str, str]:
 
 def run_services(*args: str, timeout: float = UP_TIMEOUT_S) -> subprocess.CompletedProcess:
     """Run deploy/local/services.sh with this interpreter for its Python parts."""
-    env = dict(os.environ, REPLMON_PYTHON=sys.executable)
-    return subprocess.run(
-        ["bash", str(SERVICES_SH), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return local_cluster.run_services(dict(os.environ, REPLMON_PYTHON=sys.executable), *args, timeout=timeout)
 
 
 def services_up_args() -> list[str]:
@@ -154,15 +146,7 @@ def secure_kafka() -> Iterator[dict[str, str]]:
     )
 
     def services(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["bash", str(SERVICES_SH), *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=UP_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
+        return local_cluster.run_services(env, *args, timeout=UP_TIMEOUT_S)
 
     up = services("up", "--brokers", "1", "--security")
     try:
