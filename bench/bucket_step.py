@@ -39,8 +39,9 @@ import numpy as np
 import pandas as pd
 
 from replmon.state import codec
+from replmon.state.events import FIELDS
 from replmon.streaming import stateful
-from replmon.streaming.contract import FIELDS, pack_extra
+from replmon.streaming.contract import pack_extra
 from replmon.streaming.settings import monitor_config
 
 T0 = 1_767_225_600_000
@@ -155,7 +156,7 @@ def frame(rows: list[dict], seq0: int) -> pd.DataFrame:
             values = [None] * len(rows)
         else:
             values = [r.get(name) for r in rows]
-        if FIELDS.get(name) == "int" or name == "seq":
+        if (name in FIELDS and FIELDS[name].kind == "int") or name == "seq":
             if all(v is not None for v in values):
                 data[name] = np.array(values, dtype=np.int64)
             else:

@@ -1,27 +1,43 @@
-"""The collector's cost and speed on the local 3-broker cluster with the request log on.
+"""The collector's cost, speed and event rates on the local 3-broker cluster with the request log on.
 
     REPLMON_SERVICES_RUN=$PWD/deploy/local/.run-bench REPLMON_PORT_OFFSET=600 \
-        bash deploy/local/services.sh up --brokers 3
-    python bench/collector.py --run-dir deploy/local/.run-bench [--rate 1000] [--seconds 20] [--runs 3]
+        REPLMON_REPLICA_LAG_TIME_MAX_MS=10000 bash deploy/local/services.sh up --brokers 3
+    python bench/collector.py --run-dir deploy/local/.run-bench [--loads idle,moderate,max]
+        [--seconds 15] [--runs 3]
 
-Per run: a producer writes --rate records/s (200 B, acks=all) for --seconds to a 6-partition,
-RF 3 topic. Then, from each broker's kafka-request.log, what the load cost the broker (request-log
-lines and bytes per second) and what the collector makes of those lines: events per second per
-broker, and how fast one process (one core) turns lines into events (the request-log parse,
-the fetch sessions and the inference; publishing is not in it). Prints median and spread over
-the runs, and one JSON line.
+Loads, each on a fresh 6-partition RF 3 topic: `idle` (nothing produced), `moderate` (200
+records/s per partition, 200 B, acks=all, kafka-python), `max` (as hard as Kafka's own
+producer drives it: ProducerPerformance from deploy/local/kafka-libs, --throughput -1, acks=all,
+200 B, measured once it has reached its pace). Per run, from each broker's kafka-request.log
+over the run: what the load cost the broker (request-log lines and bytes per second), how fast
+one process turns lines into events
+(parse, fetch sessions, inference; one core), and what the collector publishes, with its lossless
+compaction off and on (streaming/collect/compact.py, through the reorder buffer's 200 ms steps
+and 1.5 s hold, as `replmon collect` runs them): fetch events per follower-second (one follower
+of one partition) and events per partition-second. Prints median (min, max) over the runs; the
+last line is one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import statistics
+import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
-from replmon.streaming.collect.admin import kafka_topic_id
+from replmon.streaming.collect.admin import AdminView
 from replmon.streaming.collect.broker_log import BrokerLog
+from replmon.streaming.collect.compact import Compactor, published
+
+PARTITIONS, RF, MODERATE_PER_PARTITION = 6, 3, 200
+STEP_MS, HOLD_MS = 200, 1500  # replmon collect's defaults (collect/cli.py)
+PERF_WARMUP_S, PERF_WARMUP_RECORDS = 90, 20_000
+LIBS = Path(__file__).resolve().parent.parent / "deploy" / "local" / "kafka-libs"
 
 
 def env_of(run_dir: Path) -> dict:
@@ -33,66 +49,131 @@ def env_of(run_dir: Path) -> dict:
     return out
 
 
-def one_run(
-    bootstrap: str, logs: dict[int, Path], topic: str, names: dict, rate: int, seconds: float
-) -> dict:
+def start_perf(bootstrap: str, topic: str) -> subprocess.Popen:
+    """Kafka's own producer, unthrottled (ProducerPerformance, acks=all, 200 B records)."""
+    cmd = [os.environ.get("JAVA", "java"), "-Xmx256m", "-cp", f"{LIBS}/*"]
+    cmd += ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", "1000000000"]
+    cmd += ["--record-size", "200", "--throughput", "-1", "--producer-props"]
+    cmd += [f"bootstrap.servers={bootstrap}", "acks=all", "linger.ms=5"]
+    return subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+def produce_moderate(bootstrap: str, topic: str, seconds: float) -> None:
+    """MODERATE_PER_PARTITION records/s on each partition for `seconds` (kafka-python, acks=all)."""
     from kafka import KafkaProducer
 
-    start = {b: p.stat().st_size for b, p in logs.items()}
+    rate = MODERATE_PER_PARTITION * PARTITIONS
     producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", linger_ms=5)
     t0 = time.monotonic()
     sent = 0
     while (elapsed := time.monotonic() - t0) < seconds:
         while sent < elapsed * rate:
-            producer.send(topic, b"x" * 200)
+            producer.send(topic, b"x" * 200, partition=sent % PARTITIONS)
             sent += 1
         time.sleep(0.005)
     producer.flush()
-    wall = time.monotonic() - t0
     producer.close()
+
+
+def end_offsets(bootstrap: str, topic: str) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","))
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        return sum(consumer.end_offsets(tps).values())
+    finally:
+        consumer.close()
+
+
+def rates(events: list[dict], topic: str, t0: int, t1: int) -> dict:
+    """Per follower-second and per partition-second, the run's topic only, [t0, t1)."""
+    n = Counter(e["type"] for e in events if e.get("topic") == topic and t0 <= e["ts"] < t1)
+    seconds = (t1 - t0) / 1000
+    return {
+        "fetch_per_follower_s": n["fetch"] / (PARTITIONS * (RF - 1)) / seconds,
+        "append_per_partition_s": n["append"] / PARTITIONS / seconds,
+        "events_per_partition_s": (n["fetch"] + n["append"]) / PARTITIONS / seconds,
+    }
+
+
+def one_run(env: dict, logs: dict[int, Path], load: str, seconds: float) -> dict:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    bootstrap = env["REPLMON_KAFKA_BOOTSTRAP"]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+    topic = f"bench-collector-{load}-{int(time.time() * 1000)}"
+    admin.create_topics([NewTopic(topic, PARTITIONS, RF)])
+    time.sleep(3)  # leaders elected, followers fetching
+    view = AdminView(admin, "bench", wanted=lambda t: t == topic)
+    perf = None
+    if load == "max":
+        perf = start_perf(bootstrap, topic)
+        # The JVM starts and the producer reaches its pace (20-30 s on this shared machine).
+        deadline = time.monotonic() + PERF_WARMUP_S
+        while end_offsets(bootstrap, topic) < PERF_WARMUP_RECORDS and time.monotonic() < deadline:
+            time.sleep(2)
+        time.sleep(3)
+    start = {b: p.stat().st_size for b, p in logs.items()}
+    before = end_offsets(bootstrap, topic)
+    t0 = int(time.time() * 1000)
+    metadata = view.changes(view.ask(), t0)  # metadata (ISR, replica.lag.time.max.ms), brokers
+    wall0 = time.monotonic()
+    if load == "moderate":
+        produce_moderate(bootstrap, topic, seconds)
+    else:
+        time.sleep(seconds)
+    wall = time.monotonic() - wall0
+    t1 = t0 + int(wall * 1000)
+    records = end_offsets(bootstrap, topic) - before
+    if perf is not None:
+        perf.send_signal(signal.SIGTERM)
+        perf.wait(timeout=30)
     time.sleep(1.0)  # the last parked fetches are logged
-    out = {"records_per_s": sent / wall, "brokers": {}}
-    parse_lines = parse_s = 0.0
+    out: dict = {"load": load, "records_per_s": records / wall, "brokers": {}}
+    parse_lines, parse_s, events = 0, 0.0, list(metadata)
     for b, path in logs.items():
         with open(path, "rb") as f:
-            f.seek(start[b])
+            warm = f.read(start[b]).decode(errors="replace").splitlines()
             data = f.read()
         lines = data.decode(errors="replace").splitlines()
-        bl = BrokerLog("bench", b, names.get)
-        # Warm the sessions on the lines before the run, as the collector does on start.
-        with open(path, "rb") as f:
-            for line in f.read(start[b]).decode(errors="replace").splitlines():
-                bl.events(line, emit=False)
+        bl = BrokerLog("bench", b, view.name_of, lambda t: t == topic)
+        for line in warm[-20000:]:  # the sessions, as the collector learns them on start
+            bl.events(line, emit=False)
         c0 = time.process_time()
-        events = sum(len(bl.events(line)) for line in lines)
+        mine = [e for line in lines for e in bl.events(line)]
         spent = time.process_time() - c0
         parse_lines += len(lines)
         parse_s += spent
-        out["brokers"][b] = {
-            "lines_per_s": len(lines) / wall,
-            "bytes_per_s": len(data) / wall,
-            "events_per_s": events / wall,
-            "bytes_per_line": len(data) / max(1, len(lines)),
-        }
+        events += mine
+        out["brokers"][b] = {"lines_per_s": len(lines) / wall, "bytes_per_s": len(data) / wall}
     out["collector_lines_per_cpu_s"] = parse_lines / parse_s if parse_s else 0.0
+    out["off"] = rates(published(events, None, HOLD_MS, STEP_MS), topic, t0, t1)
+    out["on"] = rates(published(events, Compactor(), HOLD_MS, STEP_MS), topic, t0, t1)
+    admin.delete_topics([topic])
+    admin.close()
     return out
 
 
-def summary(values: list[float]) -> str:
-    med = statistics.median(values)
-    return f"{med:,.0f} (min {min(values):,.0f}, max {max(values):,.0f})"
+def spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def fmt(v: dict, digits: int = 1) -> str:
+    return f"{v['median']:,.{digits}f} ({v['min']:,.{digits}f}-{v['max']:,.{digits}f})"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run-dir", default="deploy/local/.run")
-    ap.add_argument("--rate", type=int, default=1000)
-    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--loads", default="idle,moderate,max")
+    ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     run_dir = Path(args.run_dir).resolve()
     env = env_of(run_dir)
-    bootstrap = env["REPLMON_KAFKA_BOOTSTRAP"]
     kafka_run = Path(env.get("REPLMON_KAFKA_RUN", run_dir / "kafka"))
     logs = {b: kafka_run / f"node-{b}" / "logs" / "kafka-request.log" for b in (1, 2, 3)}
     missing = [str(p) for p in logs.values() if not p.is_file()]
@@ -101,32 +182,40 @@ def main() -> int:
             f"no request log at {missing}: start the cluster with "
             "services.sh up --brokers 3 (the request log is on with 3 brokers)"
         )
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
-    topic = f"bench-collector-{int(time.time())}"
-    admin.create_topics([NewTopic(topic, 6, 3)])
-    time.sleep(2)
-    names = {kafka_topic_id(t["topic_id"]): t["name"] for t in admin.describe_topics()}
-    runs = [one_run(bootstrap, logs, topic, names, args.rate, args.seconds) for _ in range(args.runs)]
-    admin.delete_topics([topic])
+    summary: dict = {"seconds": args.seconds, "runs": args.runs, "partitions": PARTITIONS, "loads": {}}
     print(
-        f"{args.runs} runs of {args.seconds:.0f} s at {args.rate} records/s (200 B, acks=all, "
-        f"6 partitions, RF 3); median (min, max) over runs"
+        f"{args.runs} runs of {args.seconds:.0f} s per load, {PARTITIONS} partitions, RF {RF}, "
+        f"200 B records, acks=all; median (min-max) over runs"
     )
-    print(f"  produced records/s: {summary([r['records_per_s'] for r in runs])}")
-    for b in (1, 2, 3):
-        per = [r["brokers"][b] for r in runs]
+    for load in args.loads.split(","):
+        runs = [one_run(env, logs, load, args.seconds) for _ in range(args.runs)]
+        row = {
+            "records_per_s": spread([r["records_per_s"] for r in runs]),
+            "lines_per_s_per_broker": spread(
+                [statistics.mean(b["lines_per_s"] for b in r["brokers"].values()) for r in runs]
+            ),
+            "bytes_per_s_per_broker": spread(
+                [statistics.mean(b["bytes_per_s"] for b in r["brokers"].values()) for r in runs]
+            ),
+            "collector_lines_per_cpu_s": spread([r["collector_lines_per_cpu_s"] for r in runs]),
+        }
+        for mode in ("off", "on"):
+            for k in runs[0][mode]:
+                row[f"{k}_{mode}"] = spread([r[mode][k] for r in runs])
+        summary["loads"][load] = row
         print(
-            f"  broker {b}: request-log lines/s {summary([p['lines_per_s'] for p in per])}, "
-            f"bytes/s {summary([p['bytes_per_s'] for p in per])}, "
-            f"events/s {summary([p['events_per_s'] for p in per])}"
+            f"  {load}: {fmt(row['records_per_s'], 0)} records/s; request log per broker "
+            f"{fmt(row['lines_per_s_per_broker'], 0)} lines/s, {fmt(row['bytes_per_s_per_broker'], 0)} B/s; "
+            f"collector {fmt(row['collector_lines_per_cpu_s'], 0)} lines per CPU s"
         )
-    print(
-        f"  collector: request-log lines per CPU second (one core): "
-        f"{summary([r['collector_lines_per_cpu_s'] for r in runs])}"
-    )
-    print(json.dumps({"rate": args.rate, "seconds": args.seconds, "runs": runs}))
+        for mode in ("off", "on"):
+            print(
+                f"    compaction {mode:3}: fetch events per follower-second "
+                f"{fmt(row[f'fetch_per_follower_s_{mode}'], 2)}, appends per partition-second "
+                f"{fmt(row[f'append_per_partition_s_{mode}'], 2)}, events per partition-second "
+                f"{fmt(row[f'events_per_partition_s_{mode}'], 2)}"
+            )
+    print(json.dumps(summary))
     return 0
 
 

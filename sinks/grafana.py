@@ -2,10 +2,10 @@
 
     replmon dashboards publish [--input dashboards/json]
 
-reads REPLMON_GRAFANA_* settings from the environment (see GrafanaSettings and
-docs/grafana.md) and is safe to run again: the folder and data source are looked up by uid
-and updated, dashboards are saved with overwrite=true. Deploys that prefer file provisioning
-use deploy/grafana instead; both give the same uids.
+takes its settings from the settings loader (streaming/settings.load_grafana_settings reads
+REPLMON_GRAFANA_* into GrafanaSettings; docs/grafana.md) and is safe to run again: the folder
+and data source are looked up by uid and updated, dashboards are saved with overwrite=true.
+Deploys that prefer file provisioning use deploy/grafana instead; both give the same uids.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from urllib.parse import urlsplit
 import niquests
 from grafana_client import GrafanaApi
 from grafana_client.client import GrafanaClientError, GrafanaException, GrafanaUnauthorizedError
-from pydantic import PositiveFloat, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, PositiveFloat, SecretStr, model_validator
 
 from replmon.sinks.keys import DATASOURCE_PLUGIN, DATASOURCE_UID
 
@@ -40,10 +39,12 @@ class GrafanaAuthError(GrafanaPublishError):
     """Grafana refused the credentials (401) or their permissions (403)."""
 
 
-class GrafanaSettings(BaseSettings):
-    """Where Grafana is, how to authenticate, and how Grafana reaches Redis."""
+class GrafanaSettings(BaseModel):
+    """Where Grafana is, how to authenticate, and how Grafana reaches Redis. The one statement of
+    these settings and their defaults; the settings loader fills it from REPLMON_GRAFANA_*
+    (streaming/settings.load_grafana_settings): a sink reads no environment."""
 
-    model_config = SettingsConfigDict(env_prefix="REPLMON_GRAFANA_", frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     url: str = "http://127.0.0.1:3000"
     token: SecretStr | None = None  # service account token (Bearer)
@@ -264,9 +265,8 @@ class _Conflict(Exception):
     """A 409 the caller resolves."""
 
 
-def publish(directory: Path) -> list[str]:
-    """`replmon dashboards publish`: the dashboards in `directory` to the Grafana of the
-    REPLMON_GRAFANA_* settings. Returns their URLs (ValueError names a bad setting)."""
-    settings = GrafanaSettings()
+def publish(directory: Path, settings: GrafanaSettings) -> list[str]:
+    """`replmon dashboards publish`: the dashboards in `directory` to the Grafana of `settings`.
+    Returns their URLs."""
     report = GrafanaPublisher(connect(settings), settings).publish(load_dashboards(directory))
     return [f"{settings.url.rstrip('/')}{url}" for url in report.dashboards]

@@ -1,6 +1,7 @@
 """Consume the Redis alert stream and keep one Grafana region annotation per alert episode.
 
-    replmon grafana-annotations            (settings: REPLMON_ANNOTATIONS_* and REPLMON_GRAFANA_*)
+    replmon grafana-annotations            (settings: REPLMON_ANNOTATIONS_* and REPLMON_GRAFANA_*,
+                                            read by streaming/settings.py's loaders)
 
 A separate process from the streaming query: Grafana being slow or down never holds up the
 Redis writes or the query. It reads `<prefix>:alerts` as a member of a consumer group, so it
@@ -27,9 +28,17 @@ from dataclasses import dataclass
 from typing import cast
 
 import redis
-from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    SecretStr,
+    field_validator,
+)
 
+from replmon.sinks.grafana import GrafanaSettings, connect
 from replmon.sinks.grafana_annotation_api import AnnotationApi, AnnotationRefused, GrafanaUnavailable
 from replmon.sinks.grafana_annotations import (
     AlertRecordError,
@@ -54,10 +63,13 @@ return 0
 """
 
 
-class AnnotationConsumerSettings(BaseSettings):
-    """The consumer's side: its Redis, its group, its pace. Grafana's side is GrafanaSettings."""
+class AnnotationConsumerSettings(BaseModel):
+    """The consumer's side: its Redis, its group, its pace. Grafana's side is GrafanaSettings.
+    The one statement of these settings and their defaults; the settings loader fills it from
+    REPLMON_ANNOTATIONS_* (streaming/settings.load_annotation_settings): a sink reads no
+    environment."""
 
-    model_config = SettingsConfigDict(env_prefix="REPLMON_ANNOTATIONS_", frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     # The Redis the sink writes: redis_<name> is RedisConnectionSettings' <name>, and its default.
     redis_url: str = RedisConnectionSettings.model_fields["url"].default  # no password in it
@@ -367,23 +379,14 @@ class AnnotationConsumer:
         log.error("alert entry %s set aside in %s: %s", entry, self._keys.quarantine_stream(), reason)
 
 
-def build(sleep: Callable[[float], None] = time.sleep, redis_section=None) -> AnnotationConsumer:
-    """The consumer from REPLMON_ANNOTATIONS_* and REPLMON_GRAFANA_* (ValueError names a bad one).
-    `redis_section`: a settings file's redis section; its url, username, password and prefix
-    replace the consumer's own (`replmon grafana-annotations --config`)."""
-    from replmon.sinks.grafana import GrafanaSettings, connect
+def build(
+    settings: AnnotationConsumerSettings,
+    grafana: GrafanaSettings,
+    sleep: Callable[[float], None] = time.sleep,
+) -> AnnotationConsumer:
+    """The consumer of `settings`, writing to the Grafana of `grafana`."""
     from replmon.sinks.redis_client import build_client
 
-    given = {}
-    if redis_section is not None and redis_section.url is not None:
-        given = dict(
-            redis_url=redis_section.url,
-            redis_username=redis_section.username,
-            redis_password=redis_section.password,
-            key_prefix=redis_section.prefix,
-        )
-    settings = AnnotationConsumerSettings(**given)
-    grafana = GrafanaSettings()
     client = build_client(redis_connection(settings))
     return AnnotationConsumer(client, AnnotationApi(connect(grafana), grafana.url), settings, sleep=sleep)
 

@@ -5,7 +5,8 @@ buckets and each bucket holds a dict of `PartitionWatch`es. `broker` and `heartb
 delivered to every bucket (they concern the whole cluster), so each bucket keeps a small view
 of every cluster: its clock (newest event time seen from it) and its brokers' states.
 
-Events are plain tuples in the order of `EVENT_FIELDS`; the adapter builds them from columns.
+Events are plain tuples in the order of `EVENT_FIELDS` (state/events.py, the event contract);
+the adapter builds them from columns.
 """
 
 from __future__ import annotations
@@ -16,6 +17,32 @@ from dataclasses import dataclass, field
 
 from replmon.state import alert_rules, texts
 from replmon.state.alerts import AlertBook, is_notified
+from replmon.state.events import (
+    ADDING,
+    BROKER,
+    BROKER_EPOCH,
+    CLUSTER,
+    DIVERGING,
+    ERROR,
+    EVENT_FIELDS,
+    FETCH_OFFSET,
+    HW,
+    ISR,
+    LAG_MAX,
+    LEADER,
+    LEADER_EPOCH,
+    LEADER_LEO,
+    LOG_START,
+    MIN_ISR,
+    PARTITION,
+    RAW,
+    REPLICA,
+    REPLICAS,
+    STATE,
+    TOPIC,
+    TS,
+    TYPE,
+)
 from replmon.state.fetcher import (
     FETCHER_STALLED,
     Member,
@@ -32,56 +59,6 @@ from replmon.state.texts import fmt_clock
 
 REPLICA_ROOTED = ("IsrExitImminent", "ReplicaOutOfSync")
 
-EVENT_FIELDS = (
-    "type",
-    "ts",
-    "cluster",
-    "topic",
-    "partition",
-    "replica",
-    "fetch_offset",
-    "leader_leo",
-    "leader_epoch",
-    "broker_epoch",
-    "log_start_offset",
-    "error",
-    "diverging_epoch",
-    "leader",
-    "replicas",
-    "isr",
-    "adding_replicas",
-    "hw",
-    "min_insync_replicas",
-    "replica_lag_time_max_ms",
-    "broker",
-    "state",
-    "raw",
-)
-(
-    TYPE,
-    TS,
-    CLUSTER,
-    TOPIC,
-    PARTITION,
-    REPLICA,
-    FETCH_OFFSET,
-    LEADER_LEO,
-    LEADER_EPOCH,
-    BROKER_EPOCH,
-    LOG_START,
-    ERROR,
-    DIVERGING,
-    LEADER,
-    REPLICAS,
-    ISR,
-    ADDING,
-    HW,
-    MIN_ISR,
-    LAG_MAX,
-    BROKER,
-    STATE,
-    RAW,
-) = range(len(EVENT_FIELDS))
 
 # Fetch rejections that mean the input disagrees with what replmon knows: quarantined.
 QUARANTINED_REJECTIONS = {"unassigned_replica", "stale_broker_epoch"}
@@ -642,7 +619,9 @@ class Bucket:
             # the broker is not seen fetching anywhere here: not one thread's doing (whether the
             # broker itself went silent is the cluster step's call: state/cluster.py)
             return
-        members = groups[key]
+        members = groups.get(key)
+        if not members:  # none of its partitions follows this leader now (it was elected, a real capture)
+            return
         since = stalled_since(
             [Member(w.name, st.leo_update_ms, w.last_event_ms) for w, st in members],
             now,

@@ -616,11 +616,13 @@ def _episode_from_doc(d: dict) -> Episode:
 
 
 def _facts_doc(f: ClusterFacts) -> dict:
-    eps = {id(ep): ep for ep in (*f.episodes.values(), *f.ended)}
+    # an episode is named by its alert's id (one alert per episode), so that the same facts
+    # give the same document (a replayed batch's state equals the first one's)
+    eps = {ep.alert_id: ep for ep in (*f.episodes.values(), *f.ended)}
 
     def decision_doc(d: dict) -> dict:
         ep = d.get("episode")
-        return {"caused_by": d["caused_by"], "cause": d["cause"], "episode": id(ep) if ep else None}
+        return {"caused_by": d["caused_by"], "cause": d["cause"], "episode": ep.alert_id if ep else None}
 
     return {
         "horizon_ms": f.horizon_ms,
@@ -631,9 +633,9 @@ def _facts_doc(f: ClusterFacts) -> dict:
         "states": [[b, s] for b, s in f.states.items()],
         "pending_states": [list(p) for p in f.pending_states],
         "aliases": f.aliases,
-        "episodes": {str(k): _episode_doc(ep) for k, ep in eps.items()},
-        "open": [[b, id(ep)] for b, ep in f.episodes.items()],
-        "ended": [id(ep) for ep in f.ended],
+        "episodes": {k: _episode_doc(ep) for k, ep in eps.items()},
+        "open": [[b, ep.alert_id] for b, ep in f.episodes.items()],
+        "ended": [ep.alert_id for ep in f.ended],
         "held": f.held,
         "lagging": f.lagging,
         "controller_exits": f.controller_exits,
@@ -642,7 +644,8 @@ def _facts_doc(f: ClusterFacts) -> dict:
 
 
 def _facts_from_doc(d: dict) -> ClusterFacts:
-    eps = {int(k): _episode_from_doc(v) for k, v in d["episodes"].items()}
+    # (states written before episodes were named by alert id name them by a number: str() reads both)
+    eps = {str(k): _episode_from_doc(v) for k, v in d["episodes"].items()}
     f = ClusterFacts(horizon_ms=d["horizon_ms"], newest_activity_ms=d["newest_activity_ms"])
     f.segments = {int(b): [list(x) for x in s] for b, s in d["segments"]}
     f.replicas = {int(b): {int(k): tuple(v) for k, v in per} for b, per in d["replicas"]}
@@ -650,13 +653,17 @@ def _facts_from_doc(d: dict) -> ClusterFacts:
     f.states = {int(b): s for b, s in d["states"]}
     f.pending_states = [tuple(p) for p in d["pending_states"]]
     f.aliases = dict(d["aliases"])
-    f.episodes = {int(b): eps[k] for b, k in d["open"]}
-    f.ended = [eps[k] for k in d["ended"]]
+    f.episodes = {int(b): eps[str(k)] for b, k in d["open"]}
+    f.ended = [eps[str(k)] for k in d["ended"]]
     f.held = list(d["held"])
     f.lagging = {k: [v[0], list(v[1]), v[2]] for k, v in d.get("lagging", {}).items()}
     f.controller_exits = dict(d.get("controller_exits", {}))
     f.decided = {
-        aid: {"caused_by": x["caused_by"], "cause": x["cause"], "episode": eps.get(x["episode"])}
+        aid: {
+            "caused_by": x["caused_by"],
+            "cause": x["cause"],
+            "episode": None if x["episode"] is None else eps.get(str(x["episode"])),
+        }
         for aid, x in d["decided"].items()
     }
     return f

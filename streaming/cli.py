@@ -311,7 +311,7 @@ def run_monitor(
         redis_sink,
         alertmanager=alertmanager,
         silences=silences,
-        cluster_step=ClusterStepRunner(settings.monitor_config(), settings.checkpoint_dir),
+        cluster_step=ClusterStepRunner(settings.monitor_config(), settings.checkpoint_dir, spark),
     )
     outlets = monitor_outlets(settings, redis_sink, alertmanager)
     if alertmanager is not None:

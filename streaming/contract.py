@@ -1,4 +1,6 @@
-"""The event contract (docs/events.md) as data, shared by the Spark parser and the Python side.
+"""The event contract's Spark side: the schema, the columns an event travels in to the stateful
+step, the quarantine record. The contract itself (fields, types, bounds, required fields) is
+declared once in state/events.py; the parser and the checks take them from there.
 
 No Spark here: the stateful step imports it on the workers.
 """
@@ -9,37 +11,15 @@ import hashlib
 import json
 from typing import Any
 
+from replmon.state.events import COMMON, EVENT_FIELDS, FIELDS, TYPES
+
 # The Kafka topic the collector and the simulator publish events to and `replmon run` reads by
 # default (kafka.subscribe).
 METRICS_TOPIC = "replmon.fetch-metrics"
 
-# field -> kind ("int", "str", "ints")
-FIELDS = {
-    "type": "str",
-    "ts": "int",
-    "cluster": "str",
-    "topic": "str",
-    "partition": "int",
-    "replica": "int",
-    "fetch_offset": "int",
-    "leader_leo": "int",
-    "leader_epoch": "int",
-    "broker_epoch": "int",
-    "log_start_offset": "int",
-    "leader_hw": "int",
-    "error": "str",
-    "diverging_epoch": "int",
-    "leader": "int",
-    "replicas": "ints",
-    "isr": "ints",
-    "adding_replicas": "ints",
-    "hw": "int",
-    "min_insync_replicas": "int",
-    "replica_lag_time_max_ms": "int",
-    "broker": "int",
-    "state": "str",
-}
-ARRAY_FIELDS = tuple(name for name, kind in FIELDS.items() if kind == "ints")
+# The Spark SQL schema of a parsed record (parse.parse_events), from the declaration.
+_SQL_TYPE = {"int": "bigint", "str": "string", "ints": "array<bigint>"}
+SPARK_SCHEMA = ", ".join(f"`{n}` {_SQL_TYPE[f.kind]}" for n, f in FIELDS.items())
 # How a parsed event travels from the JVM to the stateful step (parse.monitor_input): the fields
 # every fetch and append may carry as columns of their own; the rest (a metadata or broker
 # event's fields, a fetch's error, and the size and digest of a record whose bytes were bad)
@@ -47,55 +27,11 @@ ARRAY_FIELDS = tuple(name for name, kind in FIELDS.items() if kind == "ints")
 # costs the shuffle and the Arrow transfer of every row, also where it is null: with all the
 # fields as columns, a Python step that only read its input reached about 50% of the stateless
 # ceiling at 100k partitions, with these 58% (bench/throughput.py --floor; README).
-COLUMN_FIELDS = (
-    "type",
-    "ts",
-    "cluster",
-    "topic",
-    "partition",
-    "replica",
-    "fetch_offset",
-    "leader_leo",
-    "leader_epoch",
-    "broker_epoch",
-    "log_start_offset",
-)
-PACKED_FIELDS = (
-    "error",
-    "diverging_epoch",
-    "leader",
-    "replicas",
-    "isr",
-    "adding_replicas",
-    "hw",
-    "min_insync_replicas",
-    "replica_lag_time_max_ms",
-    "broker",
-    "state",
-    "size",
-    "sha256",
-)
-REQUIRED = {
-    "fetch": ("topic", "partition", "replica", "fetch_offset", "leader_leo"),
-    "append": ("topic", "partition", "leader_leo"),
-    "metadata": ("topic", "partition", "leader", "leader_epoch", "replicas", "isr"),
-    "broker": ("broker", "state"),
-    "heartbeat": (),
-}
-NON_NEGATIVE = (
-    "partition",
-    "replica",
-    "fetch_offset",
-    "leader_leo",
-    "leader_epoch",
-    "log_start_offset",
-    "hw",
-    "broker",
-)
-AT_LEAST_ONE = ("min_insync_replicas", "replica_lag_time_max_ms")
-BROKER_STATES = ("running", "fenced", "shutting_down")
-PARTITIONED = ("fetch", "append", "metadata")
-BROADCAST = ("broker", "heartbeat")  # cluster-wide: delivered to every bucket
+# A fetch's `error` and `diverging_epoch` are rare (a failed fetch) and travel packed.
+_RARE = ("error", "diverging_epoch")
+_FETCH_OR_APPEND = {*COMMON, *(n for t in ("fetch", "append") for n in TYPES[t].required + TYPES[t].optional)}
+COLUMN_FIELDS = tuple(n for n in EVENT_FIELDS if n in _FETCH_OR_APPEND and n not in _RARE)
+PACKED_FIELDS = (*(n for n in EVENT_FIELDS if n not in COLUMN_FIELDS and n != "raw"), "size", "sha256")
 MALFORMED = "malformed"  # the parser's mark; malformed_reason() says what exactly
 DEFAULT_MAX_RECORD_BYTES = 1 << 20  # stream.max_record_bytes: larger records are quarantined
 RAW_PREFIX_BYTES = 1024  # a quarantine record keeps this much of the raw record, plus size and digest
@@ -124,10 +60,10 @@ def malformed_reason(raw: str | None) -> str:
         return "not a JSON object"
     if not isinstance(obj, dict):
         return "not a JSON object"
-    for name, kind in FIELDS.items():
+    for name, f in FIELDS.items():
         if name not in obj or obj[name] is None:
             continue
-        v = obj[name]
+        v, kind = obj[name], f.kind
         if kind == "int" and not _is_int(v):
             return f"mistyped field: {name} is not an integer"
         if kind == "ints" and not (isinstance(v, list) and all(_is_int(x) for x in v)):

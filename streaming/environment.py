@@ -24,7 +24,11 @@ TOOLING_VARIABLES = {
     "REPLMON_SERVICES_UP_TIMEOUT": "tests/integration/conftest.py: services.sh up time limit",
     "REPLMON_KAFKA_HEAP": "deploy/local/services.sh: the local broker's heap",
     "REPLMON_KAFKA_BROKERS": "deploy/local/services.sh and tests: local broker count",
-    "REPLMON_KAFKA_VERSION": "deploy/local/.run/env: the local broker's version",
+    "REPLMON_KAFKA_VERSION": "deploy/local/services.sh and .run/env: the local brokers' Kafka version",
+    "REPLMON_KAFKA_MODE": "deploy/local/services.sh and .run/env: kraft, or zk (3.x)",
+    "REPLMON_KAFKA_IBP": "deploy/local/services.sh: inter.broker.protocol.version in zk mode",
+    "REPLMON_JUDGE_KAFKA_VERSION": "tests/judge/cluster.py: the judge's brokers' Kafka version",
+    "REPLMON_JUDGE_PER_BROKER": "tests/judge/test_perbroker.py: 1 runs the per-broker judge case",
     "REPLMON_KAFKA_BOOTSTRAP": "deploy/local/.run/env: the local broker's address",
     "REPLMON_SPARK_JARS": "deploy/local/.run/env and tests: Spark's Kafka connector jars",
     "REPLMON_SPARK_KAFKA_VERSION": "deploy/local/.run/env: the connector's version",
@@ -35,9 +39,17 @@ TOOLING_VARIABLES = {
     "REPLMON_ALERTMANAGER_CONFIG": "deploy/local/alertmanager.sh: its configuration file",
     "REPLMON_ALERTMANAGER_RUN": "deploy/local/alertmanager.sh: its run dir (a second instance)",
     "REPLMON_JUDGE_RUNS": "tests/judge: how many times each fault case runs (default 1)",
+    "REPLMON_COLLECT_SERVICES_RUN": "tests/integration/test_collect_faults.py: its cluster's run dir",
+    "REPLMON_COLLECT_PORT_OFFSET": "tests/integration/test_collect_faults.py: its cluster's port offset",
     "REPLMON_SERVICES_RUN": "deploy/local/services.sh: its run folder (a second cluster)",
     "REPLMON_KAFKA_RUN": "deploy/local/.run/env, bench/collector.py: the brokers' run folder",
     "REPLMON_REQUEST_LOG": "deploy/local/services.sh: 1 turns on the brokers' request log",
+    "REPLMON_KAFKA_SASL_BOOTSTRAP": "deploy/local/.run/env (up --security): the SASL_PLAINTEXT listeners",
+    "REPLMON_KAFKA_SSL_BOOTSTRAP": "deploy/local/.run/env (up --security): the SSL listeners",
+    "REPLMON_KAFKA_SASL_SSL_BOOTSTRAP": "deploy/local/.run/env (up --security): the SASL_SSL listeners",
+    "REPLMON_KAFKA_SCRAM_USER": "deploy/local/.run/env (up --security): the local SCRAM user",
+    "REPLMON_KAFKA_SCRAM_PASSWORD": "deploy/local/.run/env (up --security): its password",
+    "REPLMON_KAFKA_TLS_CA": "deploy/local/.run/env (up --security): the local CA (PEM)",
     "REPLMON_REPLICA_LAG_TIME_MAX_MS": "deploy/local/services.sh: the local brokers' setting",
     "REPLMON_BROKER_SESSION_TIMEOUT_MS": "deploy/local/services.sh: the local brokers' setting",
     "REPLMON_SPARK_MASTER": "deploy/local/.run/spark/env: the local Spark cluster's master URL",
@@ -93,11 +105,12 @@ def unknown_variables(environ: Mapping[str, str], settings_cls) -> list[str]:
 
 
 def _explain(var: str, upper: str, known: Iterable[str]) -> str:
-    if upper.startswith(f"{PREFIX}KAFKA__OPTIONS__"):
+    options = upper.partition("__OPTIONS__")[0] + "__OPTIONS"
+    if "__OPTIONS__" in upper and options in known:  # kafka.options, monitored.options
         return (
             f"{var}: Kafka client options have dotted names that an environment variable "
-            f"cannot carry; give them all as JSON in REPLMON_KAFKA__OPTIONS, e.g. "
-            f'REPLMON_KAFKA__OPTIONS=\'{{"security.protocol": "SASL_SSL", '
+            f"cannot carry; give them all as JSON in {options}, e.g. "
+            f'{options}=\'{{"security.protocol": "SASL_SSL", '
             f'"sasl.jaas.config": "..."}}\''
         )
     tails = {name[len(PREFIX) :]: name for name in known}

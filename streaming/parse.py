@@ -21,22 +21,24 @@ import operator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from replmon.streaming.contract import (
+from replmon.state.events import (
     AT_LEAST_ONE,
     BROADCAST,
     BROKER_STATES,
-    DEFAULT_MAX_RECORD_BYTES,
     FIELDS,
-    MALFORMED,
     NON_NEGATIVE,
-    PACKED_FIELDS,
     PARTITIONED,
-    RAW_PREFIX_BYTES,
     REQUIRED,
 )
+from replmon.streaming.contract import (
+    DEFAULT_MAX_RECORD_BYTES,
+    MALFORMED,
+    PACKED_FIELDS,
+    RAW_PREFIX_BYTES,
+    SPARK_SCHEMA,
+)
 
-_SQL_TYPE = {"int": "bigint", "str": "string", "ints": "array<bigint>"}
-_TYPED_SCHEMA = ", ".join(f"`{n}` {_SQL_TYPE[k]}" for n, k in FIELDS.items()) + ", `_corrupt_record` string"
+_TYPED_SCHEMA = SPARK_SCHEMA + ", `_corrupt_record` string"
 _OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
 
 

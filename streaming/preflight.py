@@ -96,7 +96,7 @@ def _kafka_failure(exc: Exception, bootstrap: str, timeout_ms: int) -> str:
             f"and are reachable, and kafka.options.security.protocol "
             f"(kafka.startup_timeout_ms sets the wait)"
         )
-    if "Ssl" in kind or "SSL" in text:
+    if "Ssl" in kind or "SSL" in text or "Cert" in kind or "certification path" in text:  # Java's PKIX errors
         return f"Kafka at {bootstrap}: TLS failed ({kind}: {text}): check kafka.options ssl.*"
     if "Authentication" in kind or "Sasl" in kind:
         return (

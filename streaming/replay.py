@@ -21,8 +21,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import Window as SqlWindow
 from pyspark.sql import functions as F
 
-from replmon.state.bucket import TS, Bucket
+from replmon.state.bucket import Bucket
 from replmon.state.cluster import fold_batches
+from replmon.state.events import TS
 from replmon.streaming.parse import monitor_input, parse_events
 from replmon.streaming.replay_window import Window
 from replmon.streaming.settings import KafkaSource, Settings

@@ -14,15 +14,20 @@ Every default is stated once (tests/test_config_once.py fails otherwise):
 - A sink's knobs are stated by its own settings model in sinks/ (sinks never import this
   module); a section here that exposes one takes its default from there (`stated_by`), and the
   sink is built from the section by field name (`sink_settings`), not by a hand copy.
+- The side processes' settings (the Grafana publisher, the annotation consumer) are their sink
+  models too, read from their own environment prefixes (REPLMON_GRAFANA_*, REPLMON_ANNOTATIONS_*)
+  by this module's loaders, `load_grafana_settings` and `load_annotation_settings`: nothing else
+  reads the environment, and the loaders state no field of their own.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -46,6 +51,12 @@ from replmon.sinks.redis_sink import RedisSinkSettings
 from replmon.state.monitor import MonitorConfig
 from replmon.state.partition import KAFKA_DEFAULTS
 from replmon.streaming.contract import METRICS_TOPIC
+from replmon.streaming.kafka_security import MANAGED as KAFKA_SOURCE_MANAGED
+from replmon.streaming.kafka_security import option_problems
+
+if TYPE_CHECKING:
+    from replmon.sinks.grafana import GrafanaSettings
+    from replmon.sinks.grafana_annotation_consumer import AnnotationConsumerSettings
 
 _toml_file: ContextVar[str | None] = ContextVar("replmon_toml_file", default=None)
 
@@ -72,7 +83,37 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class KafkaSource(_Section):
+class KafkaClient(_Section):
+    """How replmon connects to a Kafka cluster: the settings `kafka` (the metrics topic's
+    cluster) and `monitored` (the cluster `replmon collect` watches) share, stated once."""
+
+    # Where these settings live, for messages; what `options` may not set (name -> where instead).
+    SETTING: ClassVar[str]
+    MANAGED: ClassVar[Mapping[str, str]]
+    # The startup checks: the cluster must answer a metadata request within this (`replmon run`:
+    # streaming/preflight.py; `replmon collect`: streaming/collect/connect.py).
+    startup_timeout_ms: int = Field(default=30_000, ge=100)
+    # Any Kafka client option (security.protocol, sasl.jaas.config, ssl.truststore.location,
+    # ...) by its dotted Kafka name (streaming/kafka_security.py). Values are secrets: never logged.
+    options: dict[str, SecretStr] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _options_apply(self):
+        problems = option_problems(self.plain_options(), f"{self.SETTING}.options", self.MANAGED)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def plain_options(self) -> dict[str, str]:
+        """The options with their values revealed: for a Kafka client only, never a message."""
+        return {k: v.get_secret_value() for k, v in self.options.items()}
+
+
+class KafkaSource(KafkaClient):
+    """The metrics topic's cluster: where `replmon run` reads and `replmon collect` writes."""
+
+    SETTING = "kafka"
+    MANAGED = KAFKA_SOURCE_MANAGED
     bootstrap_servers: str | None = None
     subscribe: str | None = METRICS_TOPIC
     subscribe_pattern: str | None = None
@@ -80,26 +121,19 @@ class KafkaSource(_Section):
     starting_timestamp_ms: int | None = None
     max_offsets_per_trigger: int | None = Field(default=1_000_000, ge=1)
     fail_on_data_loss: bool = True
-    # The startup check: the cluster must answer a metadata request within this (streaming/preflight.py).
-    startup_timeout_ms: int = Field(default=30_000, ge=100)
-    # Any kafka.* client option (security.protocol, sasl.jaas.config, ssl.truststore.location,
-    # ...), passed to Spark's Kafka source as "kafka.<name>". Values are secrets: never logged.
-    options: dict[str, SecretStr] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _options_apply(self):
-        from replmon.streaming.kafka_security import option_problems
-
-        problems = option_problems({k: v.get_secret_value() for k, v in self.options.items()})
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
 
     @model_validator(mode="after")
     def _one_subscription(self):
         if self.subscribe_pattern and self.subscribe and self.subscribe != METRICS_TOPIC:
             raise ValueError("give kafka.subscribe or kafka.subscribe_pattern, not both")
         return self
+
+
+class MonitoredKafka(KafkaClient):
+    """The cluster `replmon collect` watches (its Admin API; `--bootstrap` gives its address)."""
+
+    SETTING = "monitored"
+    MANAGED = {"bootstrap.servers": "give replmon collect --bootstrap instead"}
 
 
 class RedisOut(_Section):
@@ -224,6 +258,7 @@ class Settings(BaseSettings):
     output_dir: str = "replmon-out"
     write_files: bool = True
     kafka: KafkaSource = KafkaSource()
+    monitored: MonitoredKafka = MonitoredKafka()
     redis: RedisOut = RedisOut()
     alertmanager: AlertmanagerOut = AlertmanagerOut()
     spark: SparkConf = SparkConf()
@@ -334,3 +369,44 @@ def load_settings(config_file: str | None = None, **overrides) -> Settings:
         raise SettingsError("replmon: invalid settings\n" + "\n".join(lines)) from None
     finally:
         _toml_file.reset(token)
+
+
+# --- the side processes' settings --------------------------------------------------------------
+def from_environment(model: type[M], prefix: str, **given: Any) -> M:
+    """`model` (a sink's settings model, which states every field and default) filled from the
+    environment variables `prefix` + field name (upper case), then `given`. pydantic's
+    ValidationError (a ValueError) names a bad setting."""
+    reader = type(
+        f"{model.__name__}FromEnvironment",
+        (BaseSettings, model),
+        {"model_config": SettingsConfigDict(env_prefix=prefix, frozen=True, extra="forbid")},
+    )
+    return model.model_validate(dict(reader(**given)))
+
+
+GRAFANA_PREFIX = "REPLMON_GRAFANA_"
+ANNOTATIONS_PREFIX = "REPLMON_ANNOTATIONS_"
+
+
+def load_grafana_settings() -> GrafanaSettings:
+    """Where Grafana is and how to reach it: REPLMON_GRAFANA_* (docs/grafana.md)."""
+    from replmon.sinks.grafana import GrafanaSettings
+
+    return from_environment(GrafanaSettings, GRAFANA_PREFIX)
+
+
+def load_annotation_settings(redis: RedisOut | None = None) -> AnnotationConsumerSettings:
+    """The annotation consumer's settings: REPLMON_ANNOTATIONS_* (docs/grafana.md). `redis`: a
+    settings file's redis section; when it names a url, its url, username, password and prefix
+    replace the consumer's own (`replmon grafana-annotations --config`)."""
+    from replmon.sinks.grafana_annotation_consumer import AnnotationConsumerSettings
+
+    given: dict[str, Any] = {}
+    if redis is not None and redis.url is not None:
+        given = dict(
+            redis_url=redis.url,
+            redis_username=redis.username,
+            redis_password=redis.password,
+            key_prefix=redis.prefix,
+        )
+    return from_environment(AnnotationConsumerSettings, ANNOTATIONS_PREFIX, **given)

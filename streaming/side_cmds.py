@@ -74,14 +74,11 @@ def grafana_annotations(args) -> int:
 
     from replmon.sinks.grafana import GrafanaAuthError
     from replmon.sinks.grafana_annotation_consumer import build, serve
+    from replmon.streaming.settings import load_annotation_settings, load_grafana_settings, load_settings
 
-    redis_conf = None
-    if args.config:
-        from replmon.streaming.settings import load_settings
-
-        redis_conf = load_settings(args.config).redis
+    redis_conf = load_settings(args.config).redis if args.config else None
     try:
-        consumer = build(redis_section=redis_conf)
+        consumer = build(load_annotation_settings(redis_conf), load_grafana_settings())
     except ValueError as exc:  # pydantic's ValidationError names the setting
         raise UsageError(f"invalid settings: {exc}") from None
     try:
@@ -136,10 +133,11 @@ def publish_arguments(p: argparse.ArgumentParser) -> None:
 def publish_dashboards(args) -> int:
     """Publish to Grafana (REPLMON_GRAFANA_*; nothing of --config applies)."""
     from replmon.sinks.grafana import DASHBOARDS_DIR, GrafanaPublishError, publish
+    from replmon.streaming.settings import load_grafana_settings
 
     check_config(args)
     try:
-        urls = publish(args.input or DASHBOARDS_DIR)
+        urls = publish(args.input or DASHBOARDS_DIR, load_grafana_settings())
     except GrafanaPublishError as exc:
         raise UsageError(str(exc)) from None
     except ValueError as exc:  # pydantic ValidationError names the setting

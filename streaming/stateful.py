@@ -19,10 +19,11 @@ from itertools import repeat
 import numpy as np
 import pandas as pd
 
-from replmon.state.bucket import EVENT_FIELDS, Bucket
+from replmon.state.bucket import Bucket
 from replmon.state.codec import TAG_BYTES, Chunks, decode_chunks, encode_chunks, tag_of
+from replmon.state.events import ARRAY_FIELDS, EVENT_FIELDS, FIELDS, TIE_RANK
 from replmon.state.monitor import MonitorConfig
-from replmon.streaming.contract import ARRAY_FIELDS, COLUMN_FIELDS, bounded_quarantine, describe
+from replmon.streaming.contract import COLUMN_FIELDS, bounded_quarantine, describe
 
 OUTPUT_SCHEMA = "kind string, payload string"
 STATE_SCHEMA = "blob binary"
@@ -34,20 +35,8 @@ INPUT_COLUMNS = [*COLUMN_FIELDS, "raw", "seq", "reason", "extra"]
 # json.dumps(r, separators=...) builds an encoder per call: one, made once, is a quarter faster
 # (the output of a batch whose partitions all report a status is hundreds of thousands of rows).
 _encode = json.JSONEncoder(separators=(",", ":")).encode
-# Ties in event time: a broker's state first, then the partition changes the controller made
-# because of it at the same instant (fencing removes the broker from every ISR), so that the
-# ISR exit is explained by the fence (state/root_cause.py).
-_TYPE_RANK = {"broker": 0, "metadata": 1, "fetch": 2, "append": 3, "heartbeat": 4}
-_INTS = (
-    "ts",
-    "partition",
-    "replica",
-    "fetch_offset",
-    "leader_leo",
-    "leader_epoch",
-    "broker_epoch",
-    "log_start_offset",
-)
+# The integer columns (the other columns are strings, and the packed fields come as JSON).
+_INTS = tuple(name for name in COLUMN_FIELDS if FIELDS[name].kind == "int")
 
 
 def _column(pdf: pd.DataFrame, name: str) -> Iterable:
@@ -143,9 +132,9 @@ def events_from_frames(
         pdf = pdf.iloc[kept]
         packed = {name: [column[i] for i in kept] for name, column in packed.items()}
     n = len(pdf)
-    # Ties in event time: metadata first (a new leader before its fetches), then broker
-    # changes, fetches, appends and heartbeats; then the source order (Kafka offset).
-    rank = pdf["type"].map(_TYPE_RANK).to_numpy()
+    # Ties in event time: in the order of state/events.TYPES (a broker's state, then metadata,
+    # fetches, appends and heartbeats); then the source order (Kafka offset).
+    rank = pdf["type"].map(TIE_RANK).to_numpy()
     order = np.lexsort((pdf["seq"].to_numpy(), rank, pdf["ts"].to_numpy()))
     ignore = set(ignore)
     columns = [

@@ -1,8 +1,8 @@
-"""The contract checks (docs/events.md) in Python, vectorised over a pandas frame of parsed
-events: the reference for the JVM's checks (parse.contract_reason, which the query runs), which
-tests compare with it row by row, and the checks of the tests' Spark-free drivers
-(tests/faults/replay.py). Each check is a numpy mask; the first failing check of a row is its
-quarantine reason.
+"""The contract checks (docs/events.md, declared in state/events.py) in Python, vectorised over a
+pandas frame of parsed events: the reference for the JVM's checks (parse.contract_reason, which
+the query runs), which tests compare with it row by row, and the checks of the tests'
+Spark-free drivers (tests/faults/replay.py). Each check is a numpy mask; the first failing check
+of a row is its quarantine reason.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from replmon.streaming.contract import AT_LEAST_ONE, BROKER_STATES, MALFORMED, NON_NEGATIVE, REQUIRED
+from replmon.state.events import AT_LEAST_ONE, BROKER_STATES, NON_NEGATIVE, REQUIRED
+from replmon.streaming.contract import MALFORMED
 
 
 def _num(pdf: pd.DataFrame, name: str) -> np.ndarray:

@@ -8,6 +8,7 @@ import ast
 import dataclasses
 import itertools
 import operator
+import os
 import re
 import tomllib
 import typing
@@ -28,6 +29,8 @@ from replmon.streaming.settings import (
     AlertmanagerOut,
     RedisOut,
     Settings,
+    load_annotation_settings,
+    load_grafana_settings,
     load_settings,
     monitor_config,
     sink_settings,
@@ -321,3 +324,55 @@ def test_the_deploy_files_name_the_metrics_topic():
     k8s = yaml.safe_load_all((ROOT / "deploy" / "k8s" / "replmon.yaml").read_text())
     [config] = [d["data"]["replmon.toml"] for d in k8s if d and d["kind"] == "ConfigMap"]
     assert tomllib.loads(config)["kafka"]["subscribe"] == METRICS_TOPIC
+
+
+# --- the side processes' settings (Grafana publisher, annotation consumer) -------------------
+def test_only_the_settings_loader_reads_the_environment():
+    readers = []
+    for folder in PACKAGE_DIRS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == ROOT / "streaming" / "settings.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                bases = {getattr(b, "id", getattr(b, "attr", None)) for b in getattr(node, "bases", ())}
+                if isinstance(node, ast.ClassDef) and "BaseSettings" in bases:
+                    readers.append(f"{path.relative_to(ROOT)}: class {node.name}")
+    assert readers == [], "a settings model outside streaming/settings.py reads the environment"
+
+
+@pytest.mark.parametrize(
+    "load, model, prefix",
+    [
+        (load_grafana_settings, GrafanaSettings, "REPLMON_GRAFANA_"),
+        (load_annotation_settings, AnnotationConsumerSettings, "REPLMON_ANNOTATIONS_"),
+    ],
+    ids=["grafana publisher", "annotation consumer"],
+)
+def test_a_side_process_reads_its_env_names_into_its_sink_model_and_keeps_its_defaults(
+    monkeypatch, load, model, prefix
+):
+    for name in list(os.environ):
+        if name.startswith(prefix):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("REPLMON_GRAFANA_TOKEN", "glsa_test")  # the publisher needs a credential
+    changed = {"folder_uid": "ops"} if model is GrafanaSettings else {"group": "annotators"}
+    for name, value in changed.items():
+        monkeypatch.setenv(f"{prefix}{name}".upper(), value)
+    settings = load()
+    assert type(settings) is model
+    for name, field in model.model_fields.items():
+        if name in changed:
+            assert getattr(settings, name) == changed[name]
+        elif name not in ("token", "consumer"):  # the one set above; the host name
+            assert getattr(settings, name) == field.default, name
+
+
+def test_the_consumers_redis_settings_keep_the_connections_defaults():
+    # redis_<name> is RedisConnectionSettings' <name>: a default of its own would be a second one
+    for name, field in AnnotationConsumerSettings.model_fields.items():
+        if name.startswith("redis_"):
+            assert field.default == RedisConnectionSettings.model_fields[name[6:]].default, name
+    assert (
+        AnnotationConsumerSettings.model_fields["key_prefix"].default
+        == RedisSinkSettings.model_fields["prefix"].default
+    )

@@ -145,6 +145,7 @@ def test_every_replmon_variable_the_repository_uses_is_known():
         "REPLMON_KAFKA__OPTIONS__SASL_JAAS_CONFIG",
         "REPLMON_GRAFANA_NOPE",
         "REPLMON_KAFKA__OPTIONS__SECURITY_PROTOCOL",
+        "REPLMON_MONITORED__OPTIONS__SASL_JAAS_CONFIG",
         "REPLMON_RULES__REPLICA_LAG_TIME_MAX",
     }
     unknown = unknown_variables(dict.fromkeys(used - examples, ""), Settings)

@@ -3,6 +3,9 @@
 # Central through the local ~/.m2 cache:
 #
 #   deploy/local/kafka-libs/  the Kafka broker (deploy/kafka/pom.xml)
+#   deploy/local/kafka-libs-<version>/
+#                             another Kafka version, when REPLMON_KAFKA_VERSION names one
+#                             (3.x with reload4j for log4j 1.x, as Kafka 3.x ships)
 #   deploy/local/jars/        spark-sql-kafka-0-10 and the run-time jars it needs
 #                             that pyspark/jars lacks (deploy/spark/pom.xml)
 #
@@ -18,6 +21,8 @@
 #                               one, else python3)
 #   REPLMON_SPARK_KAFKA_VERSION fetch this spark-sql-kafka version instead of
 #                               the installed pyspark's
+#   REPLMON_KAFKA_VERSION       fetch this Kafka version into kafka-libs-<version> (default:
+#                               the pom's, into kafka-libs); services.sh starts it
 #   MVN                         maven command (default: mvn)
 set -euo pipefail
 
@@ -30,7 +35,14 @@ fi
 MVN="${MVN:-mvn}"
 KAFKA_POM="$ROOT/deploy/kafka/pom.xml"
 SPARK_POM="$ROOT/deploy/spark/pom.xml"
-KAFKA_LIBS="$HERE/kafka-libs"
+KAFKA_VERSION="${REPLMON_KAFKA_VERSION:-}"
+case "$KAFKA_VERSION" in
+  ""|[0-9]*.[0-9]*.[0-9]*) ;;
+  *) echo "fetch-jars: ERROR: REPLMON_KAFKA_VERSION must look like 3.9.1, not '$KAFKA_VERSION'" >&2; exit 2 ;;
+esac
+# The pom's own version is the default one, in kafka-libs/.
+[ "$KAFKA_VERSION" = "$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$ROOT/deploy/kafka/pom.xml")" ] && KAFKA_VERSION=""
+KAFKA_LIBS="$HERE/kafka-libs${KAFKA_VERSION:+-$KAFKA_VERSION}"
 SPARK_JARS="$HERE/jars"
 
 # Used only when the installed pyspark's own version of spark-sql-kafka is not
@@ -82,15 +94,20 @@ run_mvn() {
 mvn_error() { grep -m3 -E '\[ERROR\]' "$1" | sed 's/\x1b\[[0-9;]*m//g' >&2 || tail -n 20 "$1" >&2; }
 
 fetch_kafka() {
-  local marker="$KAFKA_LIBS/.complete" want
+  local marker="$KAFKA_LIBS/.complete" want props=()
   want="pom=$(sha "$KAFKA_POM")"
+  if [ -n "$KAFKA_VERSION" ]; then
+    want="$want version=$KAFKA_VERSION"
+    props+=("-Dkafka.version=$KAFKA_VERSION")
+    case "$KAFKA_VERSION" in 0.*|1.*|2.*|3.*) props+=(-Dlog4j1) ;; esac
+  fi
   if [ "$force" = 0 ] && [ -f "$marker" ] && grep -qx "$want" "$marker"; then
     return 0
   fi
   log "fetching the Kafka broker jars into $KAFKA_LIBS (first time: maven downloads into ~/.m2)"
-  local tmp="$HERE/.run/fetch/kafka-libs" logf
+  local tmp="$HERE/.run/fetch/$(basename "$KAFKA_LIBS")" logf
   mkdir -p "$HERE/.run/fetch"; logf="$(mktemp "$HERE/.run/fetch/mvn.XXXXXX.log")"
-  if ! run_mvn "$KAFKA_POM" "$tmp" "$logf"; then
+  if ! run_mvn "$KAFKA_POM" "$tmp" "$logf" "${props[@]}"; then
     mvn_error "$logf"
     die "could not fetch the Kafka jars with $KAFKA_POM (full maven output: $logf)"
   fi

@@ -73,9 +73,15 @@ def main() -> int:
         client = None
         try:
             client = KafkaAdminClient(**config)
-            brokers = [
-                b for b in client.describe_cluster().get("brokers", []) if not b.get("is_fenced", False)
-            ]
+            try:
+                cluster = client.describe_cluster()
+            except (
+                KeyError
+            ) as e:  # Kafka 2.8-3.6 answer DescribeCluster v0, which kafka-python 3.0.12 misreads
+                if e.args != ("endpoint_type",):
+                    raise
+                cluster = client._manager.run(client._get_cluster_metadata, [])  # its own fallback
+            brokers = [b for b in cluster.get("brokers", []) if not b.get("is_fenced", False)]
             client.list_topics()
             if len(brokers) >= args.brokers:
                 # 'broker_id' in kafka-python 3.x, 'node_id' in 2.x

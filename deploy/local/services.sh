@@ -3,7 +3,7 @@
 # an Apache Kafka cluster in KRaft mode and a Redis server, both on loopback,
 # started from jars and Debian packages (no Docker).
 #
-# Usage: deploy/local/services.sh up [--brokers 1|3] [--alertmanager] [--spark]
+# Usage: deploy/local/services.sh up [--brokers 1|3] [--alertmanager] [--spark] [--security]
 #        deploy/local/services.sh down
 #        deploy/local/services.sh status
 #        deploy/local/services.sh clean      (down, then delete .run/: data and logs)
@@ -17,9 +17,18 @@
 #   status  prints what runs; exit 0 when Kafka and Redis are both up.
 #   --spark also starts a Spark standalone master and two workers (deploy/local/spark-cluster.sh;
 #           opt-in: only the cluster tests need it); down stops them too.
+#   --security  secured listeners beside PLAINTEXT (opt-in: the security tests use it):
+#           SASL_PLAINTEXT and SASL_SSL with SCRAM-SHA-512, and SSL (TLS, no client
+#           certificate). Kafka's own storage tool creates the SCRAM user when it formats
+#           the storage (format --add-scram); keytool makes the TLS keys (a local CA that
+#           signs the brokers' certificate for 127.0.0.1); all in .run/kafka/security. It is
+#           a property of the formatted cluster: up --security on a cluster formatted
+#           without it formats a new one (refused while that runs). .run/env then also
+#           names the secured bootstraps, the user, its password and the CA file (PEM).
 #
 # Ports (all on 127.0.0.1): Kafka 19092 (1 broker) or 19092-19094 (3 brokers),
-# KRaft controller listeners 19192(-19194), Redis 16379. Logs and data live in
+# KRaft controller listeners 19192(-19194), Redis 16379; with --security also
+# SASL_PLAINTEXT 19142(-19144), SSL 19152(-19154), SASL_SSL 19162(-19164). Logs and data live in
 # deploy/local/.run/ (git-ignored). Environment knobs:
 #   REPLMON_PYTHON            interpreter with kafka-python (probe) and pyspark
 #                             (jar version); default: the repo's .venv if there
@@ -38,11 +47,28 @@
 #                             defaults when unset); read on every start
 #   REPLMON_KAFKA_NODE_PROPS_<i>  extra server.properties lines for node i, ';'-separated
 #                             (e.g. "replica.fetch.max.bytes=2048"); read on every start
+#   REPLMON_KAFKA_VERSION     the brokers' Kafka version (default: deploy/kafka/pom.xml's, in
+#                             kafka-libs/); another one is fetched into kafka-libs-<version>/.
+#                             3.x brokers log through log4j 1.x (reload4j, as Kafka 3.x ships):
+#                             deploy/local/log4j.properties + deploy/kafka/log4j-request-log.properties
+#   REPLMON_KAFKA_MODE        kraft (default) or zk: 3.x only, brokers with a ZooKeeper
+#                             (QuorumPeerMain from the same jars) on 12181
+#   REPLMON_KAFKA_IBP         inter.broker.protocol.version of zk-mode brokers (e.g. 3.0: follower
+#                             FETCH v12, which names topics instead of topic ids)
+#   A run dir set up for another version or mode is formatted anew (its data is lost).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 RUN="${REPLMON_SERVICES_RUN:-$HERE/.run}"
-KAFKA_LIBS="$HERE/kafka-libs"
+POM_KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$HERE/../kafka/pom.xml")"
+KAFKA_VERSION="${REPLMON_KAFKA_VERSION:-$POM_KAFKA_VERSION}"
+if [ "$KAFKA_VERSION" = "$POM_KAFKA_VERSION" ]; then
+  KAFKA_LIBS="$HERE/kafka-libs"
+else
+  KAFKA_LIBS="$HERE/kafka-libs-$KAFKA_VERSION"
+fi
+case "$KAFKA_VERSION" in [0-3].*) LOG4J1=1 ;; *) LOG4J1=0 ;; esac
+KAFKA_MODE="${REPLMON_KAFKA_MODE:-kraft}"
 SPARK_JARS="$HERE/jars"
 # shellcheck source=deploy/local/lib.sh
 . "$HERE/lib.sh"   # PY (the project's interpreter), HOST, port_open, pid_matches
@@ -53,12 +79,24 @@ HOST=127.0.0.1
 PORT_OFFSET="${REPLMON_PORT_OFFSET:-0}"
 BROKER_BASE_PORT=$((19092 + PORT_OFFSET))
 CONTROLLER_BASE_PORT=$((19192 + PORT_OFFSET))
+ZK_PORT=$((12181 + PORT_OFFSET))
+# Not a multiple of 100 away from the other ports, as the offsets of side-by-side checkouts are.
+SASL_BASE_PORT=$((19142 + PORT_OFFSET))
+SSL_BASE_PORT=$((19152 + PORT_OFFSET))
+SASL_SSL_BASE_PORT=$((19162 + PORT_OFFSET))
 REDIS_PORT=$((16379 + PORT_OFFSET))
 KRUN="$RUN/kafka"
 RRUN="$RUN/redis"
+SECURITY_DIR="$KRUN/security"
 
 log() { echo "services: $*" >&2; }
 die() { echo "services: ERROR: $*" >&2; exit 1; }
+
+case "$KAFKA_MODE" in
+  kraft) ;;
+  zk) [ "$LOG4J1" = 1 ] || die "REPLMON_KAFKA_MODE=zk needs a 3.x REPLMON_KAFKA_VERSION (4.x has no ZooKeeper mode)" ;;
+  *) die "REPLMON_KAFKA_MODE must be kraft or zk, not '$KAFKA_MODE'" ;;
+esac
 
 # ---------------------------------------------------------------- helpers
 
@@ -77,12 +115,16 @@ tail_log() {  # tail_log FILE [N]
 node_dir() { echo "$KRUN/node-$1"; }
 broker_port() { echo $((BROKER_BASE_PORT + $1 - 1)); }
 controller_port() { echo $((CONTROLLER_BASE_PORT + $1 - 1)); }
+sasl_port() { echo $((SASL_BASE_PORT + $1 - 1)); }
+ssl_port() { echo $((SSL_BASE_PORT + $1 - 1)); }
+sasl_ssl_port() { echo $((SASL_SSL_BASE_PORT + $1 - 1)); }
+secured() { [ -s "$SECURITY_DIR/scram-password" ]; }  # the formatted cluster has secured listeners
 kafka_pidfile() { echo "$(node_dir "$1")/kafka.pid"; }
 kafka_running() { pid_matches "$(kafka_pidfile "$1")" "$(node_dir "$1")/server.properties"; }
 
-bootstrap_for() {  # bootstrap_for N
-  local i out=""
-  for i in $(seq 1 "$1"); do out="${out:+$out,}$HOST:$(broker_port "$i")"; done
+bootstrap_for() {  # bootstrap_for N [PORT_FUNCTION]
+  local i out="" port="${2:-broker_port}"
+  for i in $(seq 1 "$1"); do out="${out:+$out,}$HOST:$("$port" "$i")"; done
   echo "$out"
 }
 
@@ -155,16 +197,33 @@ write_kafka_config() {  # write_kafka_config NODE N
   for j in $(seq 1 "$n"); do voters="${voters:+$voters,}$j@$HOST:$(controller_port "$j")"; done
   if [ "$n" -ge 3 ]; then rf=3; minisr=2; else rf=1; minisr=1; fi
   mkdir -p "$d/data" "$d/logs"
-  cat >"$d/server.properties" <<EOF
-# Written by deploy/local/services.sh; rewritten on every start.
+  {
+    echo "# Written by deploy/local/services.sh; rewritten on every start (Kafka $KAFKA_VERSION, $KAFKA_MODE)."
+    if [ "$KAFKA_MODE" = zk ]; then
+      cat <<EOF
+broker.id=$i
+zookeeper.connect=$HOST:$ZK_PORT/replmon
+listeners=PLAINTEXT://$HOST:$(broker_port "$i")
+EOF
+      if [ -n "${REPLMON_KAFKA_IBP:-}" ]; then echo "inter.broker.protocol.version=$REPLMON_KAFKA_IBP"; fi
+    else
+      cat <<EOF
 process.roles=broker,controller
 node.id=$i
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://$HOST:$(broker_port "$i"),CONTROLLER://$HOST:$(controller_port "$i")
-advertised.listeners=PLAINTEXT://$HOST:$(broker_port "$i")
+listeners=PLAINTEXT://$HOST:$(broker_port "$i"),CONTROLLER://$HOST:$(controller_port "$i")$(secured_listeners "$i")
 controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT$(secured && echo ",SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL")
+EOF
+    fi
+    if [ "$LOG4J1" = 0 ]; then  # 4.x: share groups' state topic
+      echo "share.coordinator.state.topic.replication.factor=$rf"
+      echo "share.coordinator.state.topic.min.isr=$minisr"
+    fi
+  } >"$d/server.properties"
+  cat >>"$d/server.properties" <<EOF
+advertised.listeners=PLAINTEXT://$HOST:$(broker_port "$i")$(secured_listeners "$i")
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=$d/data
 num.network.threads=2
 num.io.threads=4
@@ -176,23 +235,72 @@ offsets.topic.num.partitions=5
 transaction.state.log.replication.factor=$rf
 transaction.state.log.min.isr=$minisr
 transaction.state.log.num.partitions=5
-share.coordinator.state.topic.replication.factor=$rf
-share.coordinator.state.topic.min.isr=$minisr
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 log.retention.hours=24
 EOF
+  if secured; then security_config >>"$d/server.properties"; fi
   local extra_var="REPLMON_KAFKA_NODE_PROPS_$i"
   {
     if [ -n "${REPLMON_REPLICA_LAG_TIME_MAX_MS:-}" ]; then echo "replica.lag.time.max.ms=$REPLMON_REPLICA_LAG_TIME_MAX_MS"; fi
     if [ -n "${REPLMON_BROKER_SESSION_TIMEOUT_MS:-}" ]; then echo "broker.session.timeout.ms=$REPLMON_BROKER_SESSION_TIMEOUT_MS"; fi
     if [ -n "${!extra_var:-}" ]; then tr ';' '\n' <<<"${!extra_var}"; fi
   } >>"$d/server.properties"
-  # log4j2: the local config, plus the request-log fragment when asked (later keys win).
-  cat "$HERE/log4j2.properties" >"$d/log4j2.properties"
+  # log4j2 (4.x) or log4j 1.x (3.x): the local config, plus the request-log fragment when
+  # asked (later keys win).
+  local l4j=log4j2
+  [ "$LOG4J1" = 1 ] && l4j=log4j
+  cat "$HERE/$l4j.properties" >"$d/$l4j.properties"
   if [ "$(request_log_on "$n")" = 1 ]; then
-    cat "$HERE/../kafka/log4j2-request-log.properties" >>"$d/log4j2.properties"
+    cat "$HERE/../kafka/$l4j-request-log.properties" >>"$d/$l4j.properties"
   fi
+}
+
+secured_listeners() {  # secured_listeners NODE: ",SASL_PLAINTEXT://...,SSL://...,SASL_SSL://..." or nothing
+  if secured; then
+    echo ",SASL_PLAINTEXT://$HOST:$(sasl_port "$1"),SSL://$HOST:$(ssl_port "$1"),SASL_SSL://$HOST:$(sasl_ssl_port "$1")"
+  fi
+}
+
+security_config() {  # the server.properties lines of the secured listeners
+  local pw
+  pw="$(cat "$SECURITY_DIR/keystore-password")"
+  cat <<EOF
+# --security: SCRAM-SHA-512 on the SASL listeners (the users live in the cluster metadata);
+# TLS with the local CA's certificate; clients need no certificate of their own.
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$SECURITY_DIR/broker.p12
+ssl.keystore.password=$pw
+ssl.key.password=$pw
+ssl.client.auth=none
+EOF
+}
+
+keytool_q() {  # keytool_q ARGS...: keytool, quiet unless it fails
+  keytool "$@" >>"$SECURITY_DIR/keytool.log" 2>&1 || { tail_log "$SECURITY_DIR/keytool.log" 20; die "keytool $1 failed"; }
+}
+
+make_security() {  # the SCRAM user and password, the TLS keys (a CA, the brokers' certificate it signs)
+  command -v keytool >/dev/null 2>&1 || die "--security needs keytool (it comes with the JDK 17)"
+  rm -rf "$SECURITY_DIR"; mkdir -p "$SECURITY_DIR"; chmod 700 "$SECURITY_DIR"
+  local pw d="$SECURITY_DIR"
+  pw="$("$PY" -c 'import secrets; print(secrets.token_urlsafe(18))')"
+  echo "$pw" >"$d/keystore-password"
+  keytool_q -genkeypair -alias ca -dname "CN=replmon local CA" -ext bc:c -keyalg RSA -keysize 2048 \
+    -validity 3650 -keystore "$d/ca.p12" -storetype PKCS12 -storepass "$pw"
+  keytool_q -exportcert -rfc -alias ca -keystore "$d/ca.p12" -storepass "$pw" -file "$d/ca.pem"
+  keytool_q -genkeypair -alias broker -dname "CN=localhost" -keyalg RSA -keysize 2048 -validity 3650 \
+    -keystore "$d/broker.p12" -storetype PKCS12 -storepass "$pw"
+  keytool_q -certreq -alias broker -keystore "$d/broker.p12" -storepass "$pw" -file "$d/broker.csr"
+  keytool_q -gencert -alias ca -keystore "$d/ca.p12" -storepass "$pw" -infile "$d/broker.csr" -rfc \
+    -outfile "$d/broker.pem" -ext "SAN=IP:$HOST,DNS:localhost" -validity 3650
+  keytool_q -importcert -noprompt -alias ca -keystore "$d/broker.p12" -storepass "$pw" -file "$d/ca.pem"
+  keytool_q -importcert -alias broker -keystore "$d/broker.p12" -storepass "$pw" -file "$d/broker.pem"
+  echo replmon >"$d/scram-user"
+  "$PY" -c 'import secrets; print(secrets.token_urlsafe(18))' >"$d/scram-password"  # last: secured() looks for it
 }
 
 request_log_on() {  # request_log_on N: 1 when the brokers write the request log
@@ -208,19 +316,35 @@ run_java() {  # run_java NODE MAINCLASS ARGS...: exec a JVM for a Kafka node
   read -r -a heap <<<"$HEAP"
   exec java "${heap[@]}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
     -Djava.awt.headless=true -Dkafka.logs.dir="$d/logs" \
-    -Dlog4j2.configurationFile="$d/log4j2.properties" \
+    -Dlog4j2.configurationFile="$d/log4j2.properties" -Dlog4j.configuration="file:$d/log4j.properties" \
     -cp "$KAFKA_LIBS/*" "$@"
 }
 
-format_kafka() {  # format_kafka N: fresh storage for an N-node cluster
-  local n="$1" i cluster_id d
+cluster_kind() { echo "$KAFKA_VERSION $KAFKA_MODE"; }  # what $KRUN/kind records
+
+format_kafka() {  # format_kafka N SECURITY(0|1): fresh storage for an N-node cluster
+  local n="$1" security="${2:-0}" i cluster_id d scram=()
   rm -rf "$KRUN"; mkdir -p "$KRUN"
+  if [ "$KAFKA_MODE" = zk ]; then  # the brokers register in a new ZooKeeper; nothing to format
+    [ "$security" = 1 ] && die "--security is for KRaft clusters (REPLMON_KAFKA_MODE=zk has none)"
+    for i in $(seq 1 "$n"); do write_kafka_config "$i" "$n"; done
+    echo zk >"$KRUN/cluster-id"
+    echo "$n" >"$KRUN/brokers"
+    cluster_kind >"$KRUN/kind"
+    log "set up a new $n-broker ZooKeeper-mode cluster (Kafka $KAFKA_VERSION) in $KRUN"
+    return 0
+  fi
+  if [ "$security" = 1 ]; then
+    make_security
+    # Kafka's own tool creates the user, in the metadata every node starts from.
+    scram=(--add-scram "SCRAM-SHA-512=[name=$(cat "$SECURITY_DIR/scram-user"),password=$(cat "$SECURITY_DIR/scram-password")]")
+  fi
   # --cluster-id=ID: a base64url id may start with "-", which "-t ID" would take for an option.
   cluster_id="$("$PY" -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
   for i in $(seq 1 "$n"); do
     write_kafka_config "$i" "$n"
     d="$(node_dir "$i")"
-    if ! (run_java "$i" kafka.tools.StorageTool format --cluster-id="$cluster_id" -c "$d/server.properties") \
+    if ! (run_java "$i" kafka.tools.StorageTool format --cluster-id="$cluster_id" -c "$d/server.properties" "${scram[@]}") \
         >"$d/logs/format.log" 2>&1; then
       tail_log "$d/logs/format.log" 20
       die "formatting KRaft storage for node $i failed"
@@ -228,20 +352,32 @@ format_kafka() {  # format_kafka N: fresh storage for an N-node cluster
   done
   echo "$cluster_id" >"$KRUN/cluster-id"
   echo "$n" >"$KRUN/brokers"
-  log "formatted a new $n-node KRaft cluster ($cluster_id) in $KRUN"
+  cluster_kind >"$KRUN/kind"
+  log "formatted a new $n-node KRaft cluster ($cluster_id, Kafka $KAFKA_VERSION) in $KRUN$(secured && echo ", with secured listeners")"
 }
 
-start_kafka() {  # start_kafka N
-  local n="$1" i d pids="" started=0 have
+start_kafka() {  # start_kafka N SECURITY(0|1)
+  local n="$1" security="$2" i d pids="" started=0 have
   have="$(configured_brokers)"
   local any_running=0
   for i in $(seq 1 "$have"); do kafka_running "$i" && any_running=1; done
   if [ "$any_running" = 1 ] && [ "$have" != "$n" ]; then
     die "a $have-broker Kafka cluster is running; run '$0 down' before 'up --brokers $n'"
   fi
-  if [ "$have" != "$n" ] || [ ! -s "$KRUN/cluster-id" ]; then
-    format_kafka "$n"
+  # A run dir from before $KRUN/kind was written holds the pom's version in KRaft mode.
+  local kind
+  kind="$(cat "$KRUN/kind" 2>/dev/null || echo "$POM_KAFKA_VERSION kraft")"
+  if [ "$any_running" = 1 ] && [ "$kind" != "$(cluster_kind)" ]; then
+    die "a Kafka $kind cluster is running; run '$0 down' before 'up' with Kafka $(cluster_kind)"
   fi
+  if [ "$any_running" = 1 ] && [ "$security" = 1 ] && ! secured; then
+    die "a Kafka cluster without secured listeners is running; run '$0 down' before 'up --security'"
+  fi
+  if [ "$have" != "$n" ] || [ ! -s "$KRUN/cluster-id" ] || [ "$kind" != "$(cluster_kind)" ] \
+      || { [ "$security" = 1 ] && ! secured; }; then
+    format_kafka "$n" "$security"
+  fi
+  if [ "$KAFKA_MODE" = zk ]; then start_zookeeper; fi
   for i in $(seq 1 "$n"); do
     d="$(node_dir "$i")"
     if kafka_running "$i"; then
@@ -249,7 +385,9 @@ start_kafka() {  # start_kafka N
       continue
     fi
     local p
-    for p in "$(broker_port "$i")" "$(controller_port "$i")"; do
+    local ports=("$(broker_port "$i")")
+    if [ "$KAFKA_MODE" = kraft ]; then ports+=("$(controller_port "$i")"); fi
+    for p in "${ports[@]}"; do
       port_open "$p" && die "port $p is taken by a process this script did not start; stop it first"
     done
     write_kafka_config "$i" "$n"
@@ -316,7 +454,54 @@ stop_kafka() {
     fi
   done
   [ -n "$pids" ] && log "stopped Kafka (pid(s)$pids)"
+  stop_zookeeper
   return 0
+}
+
+# ----------------------------------------------- zookeeper (3.x, REPLMON_KAFKA_MODE=zk)
+
+zrun() { echo "$KRUN/zookeeper"; }
+zk_running() { pid_matches "$(zrun)/zk.pid" "$(zrun)/zookeeper.properties"; }
+
+start_zookeeper() {  # the ZooKeeper server in the broker jars (zookeeper-server-start.sh's class)
+  local z; z="$(zrun)"
+  mkdir -p "$z/data" "$z/logs"
+  zk_running && return 0
+  port_open "$ZK_PORT" && die "port $ZK_PORT is taken by a process this script did not start; stop it first"
+  cat >"$z/zookeeper.properties" <<EOF
+dataDir=$z/data
+clientPortAddress=$HOST
+clientPort=$ZK_PORT
+maxClientCnxns=0
+admin.enableServer=false
+EOF
+  printf '%s\n' "log4j.rootLogger=INFO, F" "log4j.appender.F=org.apache.log4j.FileAppender" \
+    "log4j.appender.F.File=$z/logs/zookeeper.log" "log4j.appender.F.layout=org.apache.log4j.PatternLayout" \
+    "log4j.appender.F.layout.ConversionPattern=[%d] %p %m (%c)%n" >"$z/log4j.properties"
+  rm -f "$z/zk.pid"
+  local heap; read -r -a heap <<<"${REPLMON_KAFKA_HEAP:--Xms64m -Xmx256m}"
+  # shellcheck disable=SC2016  # $$ and "$@" belong to the inner shell
+  setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$z/zk.pid" \
+    java "${heap[@]}" -Dlog4j.configuration="file:$z/log4j.properties" -cp "$KAFKA_LIBS/*" \
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$z/zookeeper.properties" \
+    </dev/null >>"$z/logs/stdout.log" 2>&1 9>&- &
+  local i
+  for i in $(seq 1 300); do  # 30 s
+    port_open "$ZK_PORT" && { log "ZooKeeper up on $HOST:$ZK_PORT (pid $(cat "$z/zk.pid"))"; return 0; }
+    sleep 0.1
+  done
+  tail_log "$z/logs/stdout.log"; tail_log "$z/logs/zookeeper.log"
+  die "ZooKeeper did not listen on $HOST:$ZK_PORT within 30s"
+}
+
+stop_zookeeper() {
+  local z pid; z="$(zrun)"
+  if ! zk_running; then rm -f "$z/zk.pid"; return 0; fi
+  pid="$(cat "$z/zk.pid")"
+  kill "$pid" 2>/dev/null || true
+  wait_gone "$pid" 20 || kill -9 "$pid" 2>/dev/null || true
+  rm -f "$z/zk.pid"
+  log "stopped ZooKeeper (pid $pid)"
 }
 
 # --------------------------------------------------------------- commands
@@ -331,18 +516,28 @@ write_env() {  # write_env N
     echo "REPLMON_SPARK_JARS=$jars"
     echo "REPLMON_KAFKA_BROKERS=$n"
     echo "REPLMON_KAFKA_VERSION=$(sed -n 's/^kafka=//p' "$KAFKA_LIBS/.complete" 2>/dev/null)"
+    echo "REPLMON_KAFKA_MODE=$KAFKA_MODE"
     echo "REPLMON_SPARK_KAFKA_VERSION=$spark_kafka_version"
     echo "REPLMON_KAFKA_RUN=$KRUN"
     echo "REPLMON_REQUEST_LOG=$(request_log_on "$n")"
+    if secured; then
+      echo "REPLMON_KAFKA_SASL_BOOTSTRAP=$(bootstrap_for "$n" sasl_port)"
+      echo "REPLMON_KAFKA_SSL_BOOTSTRAP=$(bootstrap_for "$n" ssl_port)"
+      echo "REPLMON_KAFKA_SASL_SSL_BOOTSTRAP=$(bootstrap_for "$n" sasl_ssl_port)"
+      echo "REPLMON_KAFKA_SCRAM_USER=$(cat "$SECURITY_DIR/scram-user")"
+      echo "REPLMON_KAFKA_SCRAM_PASSWORD=$(cat "$SECURITY_DIR/scram-password")"
+      echo "REPLMON_KAFKA_TLS_CA=$SECURITY_DIR/ca.pem"
+    fi
   } >"$tmp"
   mv "$tmp" "$RUN/env"
 }
 
 cmd_up() {
-  local n=1 spark=0
+  local n=1 spark=0 security=0
   while [ $# -gt 0 ]; do
     case "$1" in
       --spark) spark=1; shift ;;
+      --security) security=1; shift ;;
       --brokers) [ $# -ge 2 ] || die "--brokers needs a value (1 or 3)"; n="$2"; shift 2 ;;
       --brokers=*) n="${1#*=}"; shift ;;
       --alertmanager) REPLMON_SERVICES_ALERTMANAGER=1; shift ;;  # opt-in: deploy/local/alertmanager.sh
@@ -355,7 +550,7 @@ cmd_up() {
   mkdir -p "$RUN"
   ensure_redis_installed
   "$HERE/fetch-jars.sh"
-  start_kafka "$n"
+  start_kafka "$n" "$security"
   start_redis
   write_env "$n"
   if [ "$spark" = 1 ]; then "$HERE/spark-cluster.sh" up 9>&-; fi
@@ -377,7 +572,7 @@ cmd_status() {
   if [ "$n" = 0 ]; then
     echo "kafka: not set up (no cluster formatted under $KRUN)"; ok=1
   else
-    echo "kafka: $n-node KRaft cluster $(cat "$KRUN/cluster-id" 2>/dev/null), version $(sed -n 's/^kafka=//p' "$KAFKA_LIBS/.complete" 2>/dev/null)"
+    echo "kafka: $n-node cluster $(cat "$KRUN/cluster-id" 2>/dev/null), Kafka $(cat "$KRUN/kind" 2>/dev/null || echo "$POM_KAFKA_VERSION kraft")"
     for i in $(seq 1 "$n"); do
       if kafka_running "$i"; then
         echo "  node $i: running, pid $(cat "$(kafka_pidfile "$i")"), broker $HOST:$(broker_port "$i"), controller $HOST:$(controller_port "$i"), log $(node_dir "$i")/logs/server.log"
@@ -422,6 +617,6 @@ case "${1:-}" in
   status) shift; cmd_status ;;
   clean) shift; lock; cmd_clean ;;
   __run_java) shift; run_java "$@" ;;  # internal: used by start_kafka
-  -h|--help|help) sed -n '2,38p' "$0" ;;
-  *) echo "usage: $0 up [--brokers 1|3] [--alertmanager] [--spark] | down | status | clean" >&2; exit 2 ;;
+  -h|--help|help) sed -n '2,/^set -euo/{/^set -euo/!p}' "$0" ;;
+  *) echo "usage: $0 up [--brokers 1|3] [--alertmanager] [--spark] [--security] | down | status | clean" >&2; exit 2 ;;
 esac

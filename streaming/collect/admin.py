@@ -15,6 +15,8 @@ import logging
 import uuid
 from typing import Any
 
+from replmon.state.events import event
+
 log = logging.getLogger(__name__)
 
 
@@ -22,6 +24,28 @@ def kafka_topic_id(topic_id) -> str:
     """Kafka's Uuid.toString (URL-safe base64, no padding), as the request log writes it."""
     u = topic_id if isinstance(topic_id, uuid.UUID) else uuid.UUID(str(topic_id))
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def describe_cluster(admin) -> dict[str, Any]:
+    """admin.describe_cluster(), also from brokers before Kafka 3.7. kafka-python (3.0.12) drops
+    the answer's endpoint_type, which DescribeCluster v0 (Kafka 2.8 to 3.6) does not have, and
+    raises KeyError; those brokers are asked with a Metadata request instead, as kafka-python
+    itself does for brokers without DescribeCluster. Metadata lists live brokers only, and
+    DescribeCluster v0 has no fenced ones either, so the answer means the same."""
+    try:
+        return admin.describe_cluster()
+    except KeyError as e:
+        if e.args != ("endpoint_type",):
+            raise
+    # kafka-python's own fallback for older brokers (its private helper: no public call asks
+    # Metadata for brokers only).
+    metadata = admin._manager.run(admin._get_cluster_metadata, [])
+    brokers = [dict(b, broker_id=b.get("node_id", b.get("broker_id"))) for b in metadata["brokers"]]
+    return {
+        "cluster_id": metadata.get("cluster_id"),
+        "controller_id": metadata.get("controller_id"),
+        "brokers": brokers,
+    }
 
 
 def metadata_events(
@@ -40,21 +64,19 @@ def metadata_events(
             if p.get("error_code", 0) not in (0, 9):  # 9 REPLICA_NOT_AVAILABLE still describes it
                 continue
             leader = int(p["leader_id"])
-            ev = {
-                "type": "metadata",
-                "ts": now_ms,
-                "cluster": cluster,
-                "topic": t["name"],
-                "partition": int(p["partition_index"]),
-                "leader": leader,
-                "leader_epoch": max(int(p.get("leader_epoch", 0)), 0),
-                "replicas": [int(r) for r in p["replica_nodes"]],
-                "isr": sorted(int(r) for r in p["isr_nodes"]),
-            }
-            if lag_ms_of_broker.get(leader):
-                ev["replica_lag_time_max_ms"] = lag_ms_of_broker[leader]
-            if min_isr_of_topic.get(t["name"]):
-                ev["min_insync_replicas"] = min_isr_of_topic[t["name"]]
+            ev = event(
+                "metadata",
+                now_ms,
+                cluster,
+                topic=t["name"],
+                partition=int(p["partition_index"]),
+                leader=leader,
+                leader_epoch=max(int(p.get("leader_epoch", 0)), 0),
+                replicas=[int(r) for r in p["replica_nodes"]],
+                isr=sorted(int(r) for r in p["isr_nodes"]),
+                replica_lag_time_max_ms=lag_ms_of_broker.get(leader) or None,
+                min_insync_replicas=min_isr_of_topic.get(t["name"]) or None,
+            )
             out[(t["name"], ev["partition"])] = ev
     return out
 
@@ -117,16 +139,19 @@ class AdminView:
         """The topics first, then the brokers: the controller fences a broker and removes it
         from the ISRs in one metadata batch, so a cluster description answered after the topic
         description shows any fence behind an ISR change it shows."""
-        topics = [t for t in self.admin.describe_topics() if self.wanted(t["name"])]
-        cluster = self.admin.describe_cluster()
+        topics = self.admin.describe_topics()
+        cluster = describe_cluster(self.admin)
         return topics, cluster
 
     def changes(self, answers: tuple[list[dict[str, Any]], dict[str, Any]], now_ms: int) -> list[dict]:
-        topics, cluster = answers
+        every, cluster = answers
         registered = {int(b["broker_id"]): bool(b.get("is_fenced", False)) for b in cluster["brokers"]}
-        for t in topics:
+        # Every topic's name, monitored or not: an id the poll did not list is a deleted topic,
+        # and the request-log lines of internal or excluded topics are counted as what they are.
+        for t in every:
             if t.get("topic_id"):
                 self.names[kafka_topic_id(t["topic_id"])] = t["name"]
+        topics = [t for t in every if self.wanted(t["name"])]
         self._configs(sorted(registered), [t["name"] for t in topics])
         events = []
         known = set(self._brokers) | {
@@ -135,9 +160,7 @@ class AdminView:
         for b, state in sorted(broker_states(registered, known).items()):
             if self._brokers.get(b) != state:
                 self._brokers[b] = state
-                events.append(
-                    {"type": "broker", "ts": now_ms, "cluster": self.cluster, "broker": b, "state": state}
-                )
+                events.append(event("broker", now_ms, self.cluster, broker=b, state=state))
         for key, ev in sorted(
             metadata_events(self.cluster, topics, now_ms, self._lag_ms, self._min_isr).items()
         ):

@@ -5,10 +5,17 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from replmon.streaming.cli_flags import UsageError
+from replmon.streaming.collect.collector import ROLES, source_name
+from replmon.streaming.collect.tail import MAX_LINE_BYTES
 from replmon.streaming.contract import METRICS_TOPIC
+
+if TYPE_CHECKING:  # the settings and the Kafka clients are imported when the command runs
+    from replmon.streaming.collect.connect import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -21,9 +28,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--request-log",
         action="append",
-        required=True,
+        default=[],
         metavar="BROKER=PATH",
-        help="a broker id and its kafka-request.log (repeat per broker)",
+        help="a broker id and its kafka-request.log (repeat per broker; none with --role cluster)",
+    )
+    p.add_argument(
+        "--role",
+        choices=ROLES,
+        default="all",
+        help="all: everything (one collector per cluster); broker: only the request logs given "
+        "(one per broker host); cluster: only the Admin API's events and the heartbeats (one "
+        "per cluster; a second one fences the first)",
     )
     p.add_argument(
         "--metrics-bootstrap",
@@ -69,7 +84,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         type=float,
         default=60.0,
-        help="give up (exit 3) when the metrics topic takes nothing for this long",
+        help="give up (exit 3) when the metrics topic takes nothing for this long (default 60)",
+    )
+    p.add_argument(
+        "--max-line-bytes",
+        metavar="BYTES",
+        type=int,
+        default=MAX_LINE_BYTES,
+        help=f"skip (and count) request-log lines longer than this (default {MAX_LINE_BYTES})",
+    )
+    p.add_argument(
+        "--no-compact",
+        action="store_true",
+        help="send every event: no lossless compaction of caught-up fetches and appends",
+    )
+    p.add_argument(
+        "--compact-resolution-ms",
+        metavar="MS",
+        type=int,
+        default=None,
+        help="at most one caught-up fetch per replica (and one append per partition) per MS "
+        "during a run (default: replica.lag.time.max.ms / 8, at most 1000; never above L / 4)",
     )
     p.add_argument(
         "--max-held", metavar="N", type=int, default=1_000_000, help="bound on events waiting for release"
@@ -109,11 +144,17 @@ def topic_filter(args):
     return wanted
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def ensure_topic(metrics: Cluster, topic: str, partitions: int, verbose: bool = False) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+    from replmon.streaming.collect.connect import connected
+
+    admin = connected(
+        lambda **kw: KafkaAdminClient(bootstrap_servers=metrics.bootstrap.split(","), **kw),
+        metrics,
+        verbose=verbose,
+    )
     try:
         if topic not in admin.list_topics():
             admin.create_topics([NewTopic(topic, partitions, -1)])
@@ -131,49 +172,119 @@ def metrics_destination(args, settings) -> tuple[str, str]:
     return bootstrap, args.metrics_topic or settings.kafka.subscribe or METRICS_TOPIC
 
 
+def clusters(args, settings, metrics_bootstrap: str) -> tuple[Cluster, Cluster]:
+    """(monitored, metrics): each cluster with its settings section's client options,
+    `monitored.*` and `kafka.*`. A metrics topic on the monitored cluster (no --metrics-bootstrap,
+    no kafka.bootstrap_servers) is reached with the monitored cluster's."""
+    from replmon.streaming.collect.connect import cluster
+
+    monitored = cluster("the monitored cluster", args.bootstrap, "--bootstrap", settings.monitored)
+    if args.metrics_bootstrap or settings.kafka.bootstrap_servers:
+        flag = "--metrics-bootstrap" if args.metrics_bootstrap else "kafka.bootstrap_servers"
+        return monitored, cluster("the metrics cluster", metrics_bootstrap, flag, settings.kafka)
+    if settings.kafka.options:
+        raise UsageError(
+            "kafka.options are set but would not take effect: the metrics topic is on the "
+            "monitored cluster (no --metrics-bootstrap or kafka.bootstrap_servers), reached with "
+            "monitored.options"
+        )
+    return monitored, replace(monitored, role="the monitored cluster, for the metrics topic")
+
+
 def run(args) -> int:
+    from replmon.streaming.preflight import PreflightError
     from replmon.streaming.settings import load_settings
 
     try:
         tz = ZoneInfo(args.log_timezone)
     except (ZoneInfoNotFoundError, ValueError):
         raise UsageError(f"--log-timezone {args.log_timezone!r} is not a time zone") from None
+    if not args.publish_timeout_s > 0:
+        raise UsageError(f"--publish-timeout-s wants seconds above 0, not {args.publish_timeout_s}")
+    if args.max_line_bytes < 1:
+        raise UsageError(f"--max-line-bytes wants a positive size, not {args.max_line_bytes}")
     logs = request_logs(args.request_log)
-    metrics_bootstrap, args.metrics_topic = metrics_destination(args, load_settings(args.config))
+    if args.compact_resolution_ms is not None and args.compact_resolution_ms < 1:
+        raise UsageError(f"--compact-resolution-ms wants a positive number, not {args.compact_resolution_ms}")
+    if (args.role == "cluster") != (not logs):
+        raise UsageError(
+            "--role cluster reads no request log" if logs else f"--role {args.role} wants --request-log"
+        )
+    settings = load_settings(args.config)
+    metrics_bootstrap, args.metrics_topic = metrics_destination(args, settings)
+    monitored, metrics = clusters(args, settings, metrics_bootstrap)
+    try:
+        return collect(args, logs, tz, monitored, metrics)
+    except PreflightError as exc:  # a cluster refused or did not answer: one line, exit 2
+        raise UsageError(str(exc)) from None
+
+
+def collect(args, logs: dict[int, str], tz: ZoneInfo, monitored: Cluster, metrics: Cluster) -> int:
     from kafka.admin import KafkaAdminClient
 
     from replmon.streaming.collect.admin import AdminView
     from replmon.streaming.collect.collector import Collector
-    from replmon.streaming.collect.publish import Publisher, PublishError
+    from replmon.streaming.collect.compact import Compactor
+    from replmon.streaming.collect.connect import connected
+    from replmon.streaming.collect.publish import Fenced, Publisher, PublishError
     from replmon.streaming.signals import stop_on_signals
 
-    if args.create_topic:
-        ensure_topic(metrics_bootstrap, args.metrics_topic, args.create_topic)
-    wanted = topic_filter(args)
     logging.getLogger("kafka").setLevel(logging.WARNING)
+    if args.create_topic:
+        ensure_topic(metrics, args.metrics_topic, args.create_topic, args.verbose)
+    wanted = topic_filter(args)
     admin = AdminView(
-        KafkaAdminClient(bootstrap_servers=args.bootstrap.split(","), request_timeout_ms=5000),
+        connected(
+            lambda **kw: KafkaAdminClient(
+                bootstrap_servers=monitored.bootstrap.split(","), request_timeout_ms=5000, **kw
+            ),
+            monitored,
+            verbose=args.verbose,
+        ),
         args.cluster,
         wanted,
     )
-    publisher = Publisher(metrics_bootstrap, args.metrics_topic, timeout_s=args.publish_timeout_s)
+    # One writer per source: a per-broker or cluster-role collector publishes in transactions
+    # under a fixed id, so a second instance (a failover, a zombie) fences the first.
+    txn = None if args.role == "all" else f"replmon-collect.{source_name(args.cluster, args.role, logs)}"
+    try:
+        publisher = connected(
+            lambda **kw: Publisher(
+                metrics.bootstrap,
+                args.metrics_topic,
+                kw,
+                timeout_s=args.publish_timeout_s,
+                transactional_id=txn,
+            ),
+            metrics,
+            verbose=args.verbose,
+        )
+    except PublishError as e:
+        print(f"replmon collect: {e}", file=sys.stderr)
+        return 3
     collector = Collector(
         args.cluster,
         logs,
         admin,
         publisher,
         args.state_dir,
+        role=args.role,
         hold_ms=args.hold_ms,
         heartbeat_ms=args.heartbeat_ms,
         metadata_ms=args.metadata_ms,
         max_held=args.max_held,
+        compactor=None if args.no_compact else Compactor(requested_ms=args.compact_resolution_ms),
         wanted=wanted,
         tz=tz,
+        max_line_bytes=args.max_line_bytes,
     )
     rc = 0
     with stop_on_signals() as stop:
         try:
             collector.run(stop)
+        except Fenced as e:
+            print(f"replmon collect: {e}; this one stops", file=sys.stderr)
+            rc = 4
         except (PublishError, OverflowError) as e:
             print(
                 f"replmon collect: {e}; the checkpoint in {args.state_dir} keeps the position, "
@@ -182,5 +293,5 @@ def run(args) -> int:
             )
             rc = 3
     log.info("collect stopped: %s", collector.counts())
-    publisher.close()
+    publisher.close(abandon=rc == 3)
     return rc

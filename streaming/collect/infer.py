@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
+from replmon.state.events import event
 from replmon.streaming.collect.requestlog import Request
 from replmon.streaming.collect.sessions import PartitionFetch
 
@@ -89,6 +90,17 @@ class LeoBounds:
         i = bisect.bisect_right(times, t_ms)
         return max(self._leos[tp][:i], default=0)
 
+    def snapshot(self) -> list:
+        """For the collector's checkpoint (plain JSON): [topic, partition, times, leos] rows."""
+        return [[tp[0], tp[1], list(times), list(self._leos[tp])] for tp, times in self._times.items()]
+
+    def restore(self, rows: list) -> None:
+        self._times.clear()
+        self._leos.clear()
+        for topic, partition, times, leos in rows:
+            self._times[(topic, partition)] = list(times)
+            self._leos[(topic, partition)] = list(leos)
+
 
 def leader_leo_lower_bound(f: PartitionFetch, proved: int) -> int:
     """A leader LEO for a fetch that found the follower behind: strictly above its offset."""
@@ -98,33 +110,33 @@ def leader_leo_lower_bound(f: PartitionFetch, proved: int) -> int:
 def fetch_event(
     cluster: str, topic: str, req: Request, follower: int, f: PartitionFetch, caught_up: bool, proved: int
 ) -> dict:
-    ev = {
-        "type": "fetch",
-        "ts": req.read_ms,
-        "cluster": cluster,
-        "topic": topic,
-        "partition": f.partition,
-        "replica": follower,
-        "fetch_offset": f.fetch_offset,
-        "leader_leo": f.fetch_offset if caught_up else leader_leo_lower_bound(f, proved),
-    }
     if f.error_code or f.diverging_epoch is not None:
         # Not an observation (docs/kafka-rules.md §11): the read failed, so it proves nothing about the LEO.
-        ev["leader_leo"] = max(f.fetch_offset, proved)
-    if f.current_leader_epoch is not None and f.current_leader_epoch >= 0:
-        ev["leader_epoch"] = f.current_leader_epoch
+        leader_leo = max(f.fetch_offset, proved)
+    else:
+        leader_leo = f.fetch_offset if caught_up else leader_leo_lower_bound(f, proved)
     epoch = ((req.body.get("request") or {}).get("replicaState") or {}).get("replicaEpoch")
-    if isinstance(epoch, int) and epoch >= 0:
-        ev["broker_epoch"] = epoch
-    if f.log_start_offset is not None and f.log_start_offset >= 0:
-        ev["log_start_offset"] = f.log_start_offset
-    if f.high_watermark is not None and f.high_watermark >= 0:
-        ev["leader_hw"] = f.high_watermark
-    if f.error_code:
-        ev["error"] = error_name(f.error_code)
-    if f.diverging_epoch is not None:
-        ev["diverging_epoch"] = f.diverging_epoch
-    return ev
+    return event(
+        "fetch",
+        req.read_ms,
+        cluster,
+        topic=topic,
+        partition=f.partition,
+        replica=follower,
+        fetch_offset=f.fetch_offset,
+        leader_leo=leader_leo,
+        leader_epoch=_known(f.current_leader_epoch),
+        broker_epoch=_known(epoch if isinstance(epoch, int) else None),
+        log_start_offset=_known(f.log_start_offset),
+        leader_hw=_known(f.high_watermark),
+        error=error_name(f.error_code) if f.error_code else None,
+        diverging_epoch=f.diverging_epoch,
+    )
+
+
+def _known(value: int | None) -> int | None:
+    """A value the request log gives, None where it says -1 (unknown) or nothing."""
+    return value if value is not None and value >= 0 else None
 
 
 def produced(req: Request) -> list[tuple[str | None, str | None, int, int]]:
@@ -141,11 +153,6 @@ def produced(req: Request) -> list[tuple[str | None, str | None, int, int]]:
 
 def append_event(cluster: str, topic: str, partition: int, req: Request, base_offset: int) -> dict:
     """The leader appended at base_offset: its LEO is at least base_offset + 1 after it."""
-    return {
-        "type": "append",
-        "ts": req.local_done_ms,
-        "cluster": cluster,
-        "topic": topic,
-        "partition": partition,
-        "leader_leo": base_offset + 1,
-    }
+    return event(
+        "append", req.local_done_ms, cluster, topic=topic, partition=partition, leader_leo=base_offset + 1
+    )

@@ -20,6 +20,18 @@ _EPOCH_MS = re.compile(r"^\[(\d+)\]")
 _STOCK = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 
 
+# Request versions whose JSON this reader was checked against, per API it reads: FETCH and
+# PRODUCE against request logs recorded from real brokers of each Kafka version
+# (tests/collect/data/, docs/real-cluster.md's support table), BROKER_HEARTBEAT against 4.3.1's.
+# A line of another version is still read the same way, and counted and shown once as a
+# warning (BrokerLog), so that a new Kafka release is noticed rather than trusted.
+TESTED_VERSIONS: dict[str, frozenset[int]] = {
+    "FETCH": frozenset({12, 13, 15, 16, 17, 18}),
+    "PRODUCE": frozenset({9, 10, 11, 12, 13}),
+    "BROKER_HEARTBEAT": frozenset({0, 1, 2}),
+}
+
+
 class BadLine(ValueError):
     """A line that names itself a completed request but cannot be read; the reason says why."""
 
@@ -29,6 +41,20 @@ class Request:
     log_ms: int  # when the broker logged it (response sent)
     api: str  # requestApiKeyName: FETCH, PRODUCE, ...
     body: dict  # the whole JSON object
+
+    @property
+    def version(self) -> int | None:
+        """requestApiVersion, None when the header has none."""
+        v = (self.body.get("requestHeader") or {}).get("requestApiVersion")
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    def untested_version(self) -> str | None:
+        """'FETCH v19' when this is a request of an API replmon reads, at a version it was not
+        checked against (TESTED_VERSIONS), else None."""
+        tested = TESTED_VERSIONS.get(self.api)
+        if tested is None or self.version in tested:
+            return None
+        return f"{self.api} v{self.version if self.version is not None else '?'}"
 
     @property
     def arrival_ms(self) -> float:

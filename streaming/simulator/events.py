@@ -1,9 +1,12 @@
-"""The input events of docs/events.md, built as plain dicts, and their Kafka key and JSON form."""
+"""The simulator's input events (docs/events.md), built by the contract's one builder
+(state/events.event), and their JSON form."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from replmon.state.events import event
 
 Event = dict[str, Any]
 
@@ -26,34 +29,25 @@ def fetch(
     """One follower fetch as the leader first processed it.
 
     ts is its arrival, leader_leo the leader's LEO just before the read."""
-    event = {
-        "type": "fetch",
-        "ts": ts,
-        "cluster": cluster,
-        "topic": topic,
-        "partition": partition,
-        "replica": replica,
-        "fetch_offset": fetch_offset,
-        "leader_leo": leader_leo,
-        "leader_epoch": leader_epoch,
-        "broker_epoch": broker_epoch,
-        "log_start_offset": log_start_offset,
-        "leader_hw": leader_hw,
-    }
-    if diverging_epoch is not None:
-        event["diverging_epoch"] = diverging_epoch
-    return event
+    return event(
+        "fetch",
+        ts,
+        cluster,
+        topic=topic,
+        partition=partition,
+        replica=replica,
+        fetch_offset=fetch_offset,
+        leader_leo=leader_leo,
+        leader_epoch=leader_epoch,
+        broker_epoch=broker_epoch,
+        log_start_offset=log_start_offset,
+        leader_hw=leader_hw,
+        diverging_epoch=diverging_epoch,
+    )
 
 
 def append(ts: int, cluster: str, topic: str, partition: int, *, leader_leo: int) -> Event:
-    return {
-        "type": "append",
-        "ts": ts,
-        "cluster": cluster,
-        "topic": topic,
-        "partition": partition,
-        "leader_leo": leader_leo,
-    }
+    return event("append", ts, cluster, topic=topic, partition=partition, leader_leo=leader_leo)
 
 
 def metadata(
@@ -72,50 +66,32 @@ def metadata(
     min_insync_replicas: int,
     replica_lag_time_max_ms: int,
 ) -> Event:
-    event = {
-        "type": "metadata",
-        "ts": ts,
-        "cluster": cluster,
-        "topic": topic,
-        "partition": partition,
-        "leader": leader,
-        "leader_epoch": leader_epoch,
-        "replicas": list(replicas),
-        "isr": list(isr),
-    }
-    if adding_replicas:
-        event["adding_replicas"] = list(adding_replicas)
-    event.update(
+    return event(
+        "metadata",
+        ts,
+        cluster,
+        topic=topic,
+        partition=partition,
+        leader=leader,
+        leader_epoch=leader_epoch,
+        replicas=list(replicas),
+        isr=list(isr),
+        adding_replicas=list(adding_replicas) or None,
         leader_leo=leader_leo,
         hw=hw,
         min_insync_replicas=min_insync_replicas,
         replica_lag_time_max_ms=replica_lag_time_max_ms,
     )
-    return event
 
 
 def broker(ts: int, cluster: str, *, broker_id: int, state: str, broker_epoch: int) -> Event:
-    return {
-        "type": "broker",
-        "ts": ts,
-        "cluster": cluster,
-        "broker": broker_id,
-        "state": state,
-        "broker_epoch": broker_epoch,
-    }
+    return event("broker", ts, cluster, broker=broker_id, state=state, broker_epoch=broker_epoch)
 
 
 def heartbeat(ts: int, cluster: str) -> Event:
-    return {"type": "heartbeat", "ts": ts, "cluster": cluster}
+    return event("heartbeat", ts, cluster)
 
 
-def record_key(event: Event) -> str:
-    """The Kafka record key: `cluster/topic/partition`, or `cluster` for broker and heartbeat events."""
-    if "topic" in event:
-        return f"{event['cluster']}/{event['topic']}/{event['partition']}"
-    return event["cluster"]
-
-
-def encode(event: Event) -> str:
+def encode(ev: Event) -> str:
     """One JSON line (no newline), compact and in a fixed field order."""
-    return json.dumps(event, separators=(",", ":"))
+    return json.dumps(ev, separators=(",", ":"))

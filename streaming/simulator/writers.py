@@ -11,7 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .events import Event, encode, record_key
+from replmon.state.events import record_key
+
+from .events import Event, encode
 
 if TYPE_CHECKING:
     from kafka import KafkaProducer

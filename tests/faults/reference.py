@@ -71,7 +71,7 @@ def demo_reference(tmp_path_factory, redis_server) -> Reference:
         env=run_env(REPLMON_REDIS__PREFIX="ref", REPLMON_SPARK__MAX_FILES_PER_TRIGGER=str(FILES)),
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=600,  # one Spark start and run; minutes on a loaded machine
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -10,14 +10,15 @@ import zlib
 
 import pandas as pd
 
-from replmon.state.bucket import EVENT_FIELDS, Bucket
+from replmon.state.bucket import Bucket
 from replmon.state.cluster import ClusterStep, cluster_config
+from replmon.state.events import BROADCAST, EVENT_FIELDS, FIELDS
 from replmon.state.monitor import MonitorConfig
-from replmon.streaming.contract import BROADCAST, FIELDS, pack_extra
+from replmon.streaming.contract import pack_extra
 from replmon.streaming.simulator.events import encode
 from replmon.streaming.validate import invalid_reasons
 
-INT_FIELDS = [name for name, kind in FIELDS.items() if kind == "int" and name in EVENT_FIELDS]
+INT_FIELDS = [name for name, f in FIELDS.items() if f.kind == "int" and name in EVENT_FIELDS]
 NOW_MS = 1 << 52  # wall clock for the future check: far after any test event
 
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests import local_cluster
+
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES_SH = ROOT / "deploy" / "local" / "services.sh"
 RUN_DIR = ROOT / "deploy" / "local" / ".run"
 ENV_FILE = RUN_DIR / "env"
 # A cold start may apt-get install redis-server and download ~60 MB of jars.
@@ -53,16 +55,7 @@ def parse_env_file(path: Path) -> dict[str, str]:
 
 def run_services(*args: str, timeout: float = UP_TIMEOUT_S) -> subprocess.CompletedProcess:
     """Run deploy/local/services.sh with this interpreter for its Python parts."""
-    env = dict(os.environ, REPLMON_PYTHON=sys.executable)
-    return subprocess.run(
-        ["bash", str(SERVICES_SH), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return local_cluster.run_services(dict(os.environ, REPLMON_PYTHON=sys.executable), *args, timeout=timeout)
 
 
 def services_up_args() -> list[str]:
@@ -126,3 +119,39 @@ def redis_url(local_services) -> str:
 def spark_kafka_jars(local_services) -> list[str]:
     """Absolute paths of the jars to add to spark.jars for Spark's Kafka source/sink."""
     return local_services["spark_jars"]
+
+
+# The secured cluster's ports: the worktree's offset + this (the judge's is + 500; not a multiple
+# of 100, as the offsets of side-by-side checkouts are).
+# 850: its SASL, SSL and SASL_SSL listeners sit 50-70 above its broker port, clear of the
+# clusters at +500 (judge), +600 (per-broker collectors) and +700 (collector restarts)
+SECURE_PORT_SHIFT = 850
+SECURE_RUN_DIR = ROOT / "deploy" / "local" / ".run-secure"
+
+
+@pytest.fixture(scope="session")
+def secure_kafka() -> Iterator[dict[str, str]]:
+    """A 1-broker cluster with secured listeners (deploy/local/services.sh up --security, in
+    deploy/local/.run-secure): SASL_PLAINTEXT and SASL_SSL with SCRAM-SHA-512 (a user made by
+    Kafka's storage tool), SSL with a local CA (keytool). Stopped when the session ends; its
+    storage and keys stay for the next run. Yields its .run-secure/env: the secured
+    bootstraps, REPLMON_KAFKA_SCRAM_USER/_PASSWORD and REPLMON_KAFKA_TLS_CA (PEM)."""
+    env = dict(
+        os.environ,
+        REPLMON_PYTHON=sys.executable,
+        REPLMON_SERVICES_RUN=str(SECURE_RUN_DIR),
+        REPLMON_PORT_OFFSET=str(int(os.environ.get("REPLMON_PORT_OFFSET", "0")) + SECURE_PORT_SHIFT),
+        REPLMON_REQUEST_LOG="0",
+        REPLMON_KAFKA_HEAP=os.environ.get("REPLMON_KAFKA_HEAP", "-Xms64m -Xmx384m"),
+    )
+
+    def services(*args: str) -> subprocess.CompletedProcess:
+        return local_cluster.run_services(env, *args, timeout=UP_TIMEOUT_S)
+
+    up = services("up", "--brokers", "1", "--security")
+    try:
+        if up.returncode != 0:
+            pytest.fail(f"services.sh up --security failed ({up.returncode}):\n{up.stderr}", pytrace=False)
+        yield parse_env_file(SECURE_RUN_DIR / "env")
+    finally:
+        services("down")

@@ -7,15 +7,13 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SERVICES_SH = ROOT / "deploy" / "local" / "services.sh"
+from tests.local_cluster import ROOT, bootstrap_of, run_services, services_env
+
 RUN_DIR = ROOT / "deploy" / "local" / ".run-judge"
 PORT_SHIFT = 500  # the judge's ports: the worktree's offset + this
 _SHRINK = re.compile(
@@ -74,31 +72,23 @@ class JudgeCluster:
         """session_timeout_ms None: Kafka's default broker.session.timeout.ms (9 s)."""
         offset = int(os.environ.get("REPLMON_PORT_OFFSET", "0")) + PORT_SHIFT
         self.lag_ms = lag_ms
-        self.env = dict(
-            os.environ,
-            REPLMON_PYTHON=sys.executable,
-            REPLMON_SERVICES_RUN=str(RUN_DIR),
-            REPLMON_PORT_OFFSET=str(offset),
-            REPLMON_REQUEST_LOG="1",
-            REPLMON_REPLICA_LAG_TIME_MAX_MS=str(lag_ms),
-        )
+        self.env = services_env(RUN_DIR, offset, REPLMON_REPLICA_LAG_TIME_MAX_MS=str(lag_ms))
         self.env.pop("REPLMON_BROKER_SESSION_TIMEOUT_MS", None)
+        # REPLMON_JUDGE_KAFKA_VERSION (e.g. 3.9.1): the brokers' Kafka version, KRaft mode
+        # (services.sh fetches its jars); default deploy/kafka/pom.xml's.
+        for k in ("REPLMON_KAFKA_VERSION", "REPLMON_KAFKA_MODE", "REPLMON_KAFKA_IBP"):
+            self.env.pop(k, None)
+        self.kafka_version = os.environ.get("REPLMON_JUDGE_KAFKA_VERSION", "")
+        if self.kafka_version:
+            self.env["REPLMON_KAFKA_VERSION"] = self.kafka_version
         if session_timeout_ms is not None:
             self.env["REPLMON_BROKER_SESSION_TIMEOUT_MS"] = str(session_timeout_ms)
         for i, props in (node_props or {}).items():
             self.env[f"REPLMON_KAFKA_NODE_PROPS_{i}"] = props
-        self.bootstrap = ",".join(f"127.0.0.1:{19092 + offset + i}" for i in range(3))
+        self.bootstrap = bootstrap_of(offset)
 
     def services(self, *args: str, timeout: float = 600) -> None:
-        proc = subprocess.run(
-            ["bash", str(SERVICES_SH), *args],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = run_services(self.env, *args, timeout=timeout)
         if proc.returncode != 0:
             raise RuntimeError(f"services.sh {' '.join(args)} failed:\n{proc.stderr}{proc.stdout}")
 

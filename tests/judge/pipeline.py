@@ -215,7 +215,9 @@ def describe(admin, topic: str) -> dict[int, dict]:
 
 
 def controller(admin) -> int:
-    return int(admin.describe_cluster()["controller_id"])
+    from replmon.streaming.collect.admin import describe_cluster  # also Kafka 3.4-3.6's answer
+
+    return int(describe_cluster(admin)["controller_id"])
 
 
 def wait_full_isr(admin, topic: str, timeout_s: float) -> dict:

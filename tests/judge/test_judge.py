@@ -10,12 +10,15 @@ AlterPartition round trip. Figures are printed (run pytest with -s to see them).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import threading
 import time
 
 import pytest
 
+from replmon.state.cluster import REGROUP_MS
 from tests.judge.cluster import wait_for
 from tests.judge.conftest import LAG_MS, PARTITIONS, RUNS, TOPIC
 from tests.judge.pipeline import JavaProducer, Producer, controller, describe, wait_full_isr
@@ -179,7 +182,42 @@ def test_bursty_acks_all_producer_no_shrink_no_out_of_sync(
 
 
 SLOW_PROPS = "replica.fetch.max.bytes=2048;replica.fetch.response.max.bytes=2048"
+SLOW_AFTER_SHRINK_S = 12  # the fault goes on this long after the first shrink: past group_wait (5 s)
 SLOW_LOAD_PER_S = 4000  # records/s of 1 KB, one per batch, over the topic's 3 partitions
+
+
+class CpuThrottle:
+    """Stop a process for `stop_s` of every `run_s + stop_s`, as the kernel's CFS bandwidth
+    control does to a container over its CPU quota: it keeps running (fetching, heartbeating)
+    at a quarter of its speed. Always leaves the process running."""
+
+    def __init__(self, pid: int, run_s: float = 0.05, stop_s: float = 0.15) -> None:
+        self.pid, self.run_s, self.stop_s = pid, run_s, stop_s
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.cycles = 0
+
+    def start(self) -> CpuThrottle:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        try:
+            while not self._done.is_set():
+                os.kill(self.pid, signal.SIGSTOP)
+                self._done.wait(self.stop_s)
+                os.kill(self.pid, signal.SIGCONT)
+                self.cycles += 1
+                self._done.wait(self.run_s)
+        finally:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(10)
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGCONT)
 
 
 _SLOW: dict[str, int] = {}  # the broker restarted with SLOW_PROPS (kept for the later runs)
@@ -191,7 +229,10 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline, judge_alertmanager,
     replica.fetch.max.bytes and replica.fetch.response.max.bytes 2 KB (each fetch brings one
     batch of 1 KB) under Kafka's producer sending one record per batch, 4,000 a second: the
     leader takes batches several requests at a time, the follower copies one per round trip.
-    Same checks as the pause, on the shrinks of that follower."""
+    The follower is also starved of CPU as a container over its CPU quota is (CpuThrottle): on
+    a loaded machine the producer reached 2-30 records/s, which a capped follower alone copied
+    in time (4 runs of 4 without a shrink). Same checks as the pause, on the shrinks of that
+    follower."""
     before = wait_full_isr(judge_admin, TOPIC, 60)
     active_controller = controller(judge_admin)
     victim = next(
@@ -208,20 +249,36 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline, judge_alertmanager,
         judge_cluster.restart_node_with(victim, SLOW_PROPS)
         _SLOW["victim"] = victim
     start = wait_full_isr(judge_admin, TOPIC, 120)
+    if "ended_ms" in _SLOW:
+        # Each run its own incident: the same broker lagging again within REGROUP_MS of its last
+        # lag is by policy the same incident, already notified (docs/alerts.md), so a later run
+        # waits that out (REPLMON_JUDGE_RUNS > 1 only; CI runs each case once).
+        time.sleep(max(0.0, (_SLOW["ended_ms"] + REGROUP_MS + 5000) / 1000 - time.time()))
     started_ms = int(time.time() * 1000)
+    throttle = CpuThrottle(judge_cluster.pid(victim)).start()
     producer = JavaProducer(
         judge_cluster.bootstrap,
         TOPIC,
         per_second=SLOW_LOAD_PER_S,
-        seconds=3 * LAG_MS / 1000,
+        seconds=3 * LAG_MS / 1000 + SLOW_AFTER_SHRINK_S,
         size=1000,
         log=pipeline.workdir / "slow-producer.log",
     ).start()
     try:
-        time.sleep(3 * LAG_MS / 1000)
+        # 3 x L for the follower to fall out of the ISR; once it has, it stays slow a while
+        # longer: a follower back within alerts.group_wait_ms of falling out is, by the
+        # notification policy (docs/alerts.md), recorded and not notified; on a loaded machine
+        # the producer may take half the window to reach its pace.
+        deadline = time.time() + 3 * LAG_MS / 1000
+        while time.time() < deadline and not judge_cluster.shrinks(TOPIC, started_ms):
+            time.sleep(0.5)
+        if judge_cluster.shrinks(TOPIC, started_ms):
+            time.sleep(SLOW_AFTER_SHRINK_S)
     finally:
+        throttle.stop()
         sent = producer.stop()
     shrinks = [s for s in judge_cluster.shrinks(TOPIC, started_ms) if s.replica == victim]
+    _SLOW["ended_ms"] = int(time.time() * 1000) + 30_000  # it catches up, and resolves, after this
     if not shrinks:
         # The brokers decide whether the fault happens: in 1 of ~6 runs the capped follower kept
         # up. Nothing to judge then; a run where it happened checks every verdict below.
@@ -243,7 +300,8 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline, judge_alertmanager,
 
     fired = wait_for("replmon's ReplicaOutOfSync for every shrink of the slow follower", matched, 60, 1.0)
     report(
-        f"slow follower {victim} (replica.fetch.max.bytes 2 KB); producer: {sent}",
+        f"slow follower {victim} (replica.fetch.max.bytes 2 KB, CPU throttled {throttle.cycles} cycles); "
+        f"producer: {sent}",
         [
             f"{TOPIC}-{s.partition}: broker shrank at +{s.log_ms - s.last_caught_up_ms} ms after its lcu, "
             f"replmon fired at +{a['started_ms'] - s.last_caught_up_ms} ms; lcu error "

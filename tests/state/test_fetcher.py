@@ -5,7 +5,8 @@ import zlib
 
 import pytest
 
-from replmon.state.bucket import PARTITION, TOPIC, TYPE, Bucket
+from replmon.state.bucket import Bucket
+from replmon.state.events import PARTITION, TOPIC, TYPE
 from replmon.state.fetcher import Member, fetcher_id, java_string_hash, stalled_since
 from replmon.state.root_cause import merge_root_alerts
 from replmon.streaming.settings import monitor_config

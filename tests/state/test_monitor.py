@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from replmon.state.bucket import EVENT_FIELDS, Bucket
+from replmon.state.bucket import Bucket
+from replmon.state.events import EVENT_FIELDS
 from replmon.streaming.settings import monitor_config
 
 T0 = 1_767_225_600_000

@@ -29,7 +29,8 @@ from functools import cache
 
 import pytest
 
-from replmon.state.bucket import EVENT_FIELDS, Bucket
+from replmon.state.bucket import Bucket
+from replmon.state.events import EVENT_FIELDS, TIE_RANK
 from replmon.streaming.settings import monitor_config
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.model import simulate
@@ -37,8 +38,8 @@ from replmon.streaming.simulator.model import simulate
 SCENARIOS = ("demo", "paused_and_slow", "bursty", "steady")
 SEEDS = (0, 1, 2)
 LAG_ALERTS = ("ReplicaOutOfSync", "IsrExitImminent", "UnderReplicated")
-# Ties in event time, as the streaming adapter breaks them (streaming/stateful.py _TYPE_RANK).
-TYPE_RANK = {"broker": 0, "metadata": 1, "fetch": 2, "append": 3, "heartbeat": 4}
+# Ties in event time, as the streaming adapter breaks them (the contract's order of types).
+TYPE_RANK = TIE_RANK
 CONTROLLER_REASONS = ("fenced", "election", "reassignment")
 
 

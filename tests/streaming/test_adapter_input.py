@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from replmon.state.bucket import EVENT_FIELDS
-from replmon.streaming.contract import FIELDS, pack_extra
+from replmon.state.events import EVENT_FIELDS, FIELDS
+from replmon.streaming.contract import pack_extra
 from replmon.streaming.stateful import INPUT_COLUMNS, events_from_frames
 
 NAN = np.nan
@@ -23,7 +23,7 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
     data = {}
     for name in INPUT_COLUMNS:
         values = [pack_extra(r) if name == "extra" else r.get(name) for r in rows]
-        if FIELDS.get(name) == "int" or name == "seq":
+        if (name in FIELDS and FIELDS[name].kind == "int") or name == "seq":
             if all(isinstance(v, int) for v in values):
                 data[name] = np.array(values, dtype=np.int64)
             else:

@@ -12,8 +12,8 @@ import time
 import pytest
 from pyspark.sql import functions as F
 
-from replmon.state.bucket import EVENT_FIELDS
-from replmon.streaming.contract import AT_LEAST_ONE, FIELDS, NON_NEGATIVE, PACKED_FIELDS, REQUIRED, pack_extra
+from replmon.state.events import AT_LEAST_ONE, EVENT_FIELDS, FIELDS, NON_NEGATIVE, REQUIRED
+from replmon.streaming.contract import PACKED_FIELDS, pack_extra
 from replmon.streaming.parse import contract_reason, monitor_input, parse_events
 from replmon.streaming.stateful import INPUT_COLUMNS, events_from_frames
 from replmon.streaming.validate import invalid_reasons
@@ -85,7 +85,7 @@ def _cases() -> list:
         one(VALID["fetch"], fetch_offset=2**63),
     ]
     rng = random.Random(13)
-    ints = [n for n, k in FIELDS.items() if k == "int"]
+    ints = [n for n, f in FIELDS.items() if f.kind == "int"]
     for _ in range(600):
         event = dict(rng.choice(list(VALID.values())))
         for _ in range(rng.randint(1, 3)):

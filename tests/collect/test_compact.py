@@ -1,0 +1,372 @@
+"""Lossless compaction (streaming/collect/compact.py): the rule as a table, and the differential
+test: the engine (state.bucket.Bucket, fed as the streaming adapter feeds it) on the same events
+compacted and uncompacted gives the same alerts and the same replica statuses, except the fields
+docs/real-cluster.md lists as approximate; on the simulator's scenarios, on random simulated
+clusters with faults, and on a real 3-broker capture with a paused broker."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from replmon.state.bucket import Bucket
+from replmon.streaming.collect.compact import Compactor, judged, published, resolution_ms, superseded
+from replmon.streaming.settings import monitor_config
+from replmon.streaming.simulator import scenarios
+from replmon.streaming.simulator.cluster import ClusterSpec, TopicSpec
+from replmon.streaming.simulator.faults import BrokerCrash, BurstyProducer, PausedFollower, SlowFollower
+from replmon.streaming.simulator.model import simulate
+from tests.state.test_monitor_vs_truth import TYPE_RANK, as_tuple
+
+DATA = Path(__file__).parent / "data"
+# docs/real-cluster.md "Compaction": what may differ. The leader LEO the monitor knows between
+# sent events is up to one resolution old, and so is every figure computed from it.
+APPROXIMATE_STATUS = ("leader_leo", "lag_messages", "holds_hw")
+# The HW's moves within a run are seen up to a resolution (plus one fetch) late or early: when a
+# HighWatermarkStalled starts and ends (and so its id), and the HW and holders its texts name.
+APPROXIMATE_TIMES = ("HighWatermarkStalled",)
+MESSAGES_BEHIND = re.compile(r"\d+ messages behind|leader LEO is \d+")
+
+
+# ---- the collector's release, and the engine ----------------------------------------------------
+
+
+def collect(events: list[dict], compactor: Compactor | None) -> list[dict]:
+    """What replmon collect sends, at its default hold and step (collect/cli.py)."""
+    return published(events, compactor, hold_ms=1500, step_ms=200)
+
+
+def fold(events: list[dict], lag_ms: int, slice_ms: int = 1000) -> tuple[list, list, list]:
+    """Alerts, final replica statuses and quarantine of one Bucket fed in micro-batches of
+    `slice_ms` of event time (as tests/state/test_monitor_vs_truth.py run_monitor does)."""
+    cfg = monitor_config(replica_lag_time_max_ms=lag_ms)
+    bucket, alerts, quarantine = Bucket(0, 1), [], []
+    chunk: list = []
+    end = None
+    for e in sorted(events, key=lambda e: (e["ts"], TYPE_RANK[e["type"]])):
+        if end is not None and e["ts"] >= end:
+            bucket.process(chunk, cfg, alerts, quarantine)
+            chunk = []
+        if end is None or e["ts"] >= end:
+            end = (e["ts"] // slice_ms + 1) * slice_ms
+        chunk.append(as_tuple(e))
+    bucket.process(chunk, cfg, alerts, quarantine)
+    bucket.advance(cfg, alerts)
+    for watch in bucket.partitions.values():
+        watch.dirty = True
+    rows: list = []
+    bucket.statuses(cfg, [], rows, force=True)
+    return alerts, rows, quarantine
+
+
+def differences(events: list[dict], lag_ms: int, compactor: Compactor) -> list[str]:
+    """What the engine decides differently on the compacted events, beyond the approximate fields."""
+    full, compacted = fold(collect(events, None), lag_ms), fold(collect(events, compactor), lag_ms)
+
+    def alert_rows(alerts):
+        rows = [
+            {**a, "reason": MESSAGES_BEHIND.sub("N", a.get("reason") or "")}
+            for a in alerts
+            if a["name"] not in APPROXIMATE_TIMES
+        ]
+        return sorted(json.dumps(a, sort_keys=True, default=str) for a in rows)
+
+    def timed(alerts):
+        """(name, subject, status, cause) -> the times, of the alerts whose times are approximate."""
+        out: dict = {}
+        for a in alerts:
+            if a["name"] in APPROXIMATE_TIMES:
+                out.setdefault((a["name"], a["subject"], a["status"], a.get("cause")), []).append(a["ts"])
+        return out
+
+    def status_rows(rows):
+        return sorted(
+            json.dumps({k: v for k, v in r.items() if k not in APPROXIMATE_STATUS}, sort_keys=True)
+            for r in rows
+        )
+
+    out = []
+    for what, a, b in (
+        ("alert", alert_rows(full[0]), alert_rows(compacted[0])),
+        ("status", status_rows(full[1]), status_rows(compacted[1])),
+        ("quarantine", sorted(q["reason"] for q in full[2]), sorted(q["reason"] for q in compacted[2])),
+    ):
+        out += [f"{what} only uncompacted: {x}" for x in sorted(set(a) - set(b))]
+        out += [f"{what} only compacted: {x}" for x in sorted(set(b) - set(a))]
+        if not set(a) ^ set(b) and len(a) != len(b):
+            out.append(f"{what}: {len(a)} uncompacted, {len(b)} compacted")
+    ta_, tb_ = timed(full[0]), timed(compacted[0])
+    tolerance = 2 * resolution_ms(lag_ms, compactor.requested_ms)
+    for key in sorted(set(ta_) | set(tb_)):
+        ta, tb = sorted(ta_.get(key, [])), sorted(tb_.get(key, []))
+        if len(ta) != len(tb) or any(abs(x - y) > tolerance for x, y in zip(ta, tb, strict=True)):
+            out.append(f"alert times {key}: {ta} uncompacted, {tb} compacted")
+    return out
+
+
+def random_cluster(seed: int) -> ClusterSpec:
+    """A small RF 3 cluster with random load, L and faults."""
+    rng = random.Random(seed)
+    lag_ms = rng.choice((6000, 10000, 15000))
+    topics = tuple(
+        TopicSpec(
+            name=f"t{i}", partitions=rng.randint(1, 3), produce_rate=rng.choice((0.0, 20.0, 300.0, 1500.0))
+        )
+        for i in range(rng.randint(1, 2))
+    )
+    duration = 75_000
+    faults: list = []
+    for _ in range(rng.randint(1, 3)):
+        t = rng.choice(topics)
+        p, r = rng.randrange(t.partitions), rng.choice((1, 2, 3))
+        start = rng.randrange(5_000, 45_000)
+        kind = rng.choice(("pause", "slow", "burst", "crash"))
+        if kind == "pause":
+            faults.append(
+                PausedFollower(
+                    topic=t.name,
+                    partition=p,
+                    replica=r,
+                    start_ms=start,
+                    duration_ms=rng.choice((2_000, lag_ms // 2, 2 * lag_ms)),
+                )
+            )
+        elif kind == "slow":
+            faults.append(
+                SlowFollower(
+                    topic=t.name,
+                    partition=p,
+                    replica=r,
+                    start_ms=start,
+                    duration_ms=20_000,
+                    throughput=0.3 * max(t.produce_rate, 1.0),
+                )
+            )
+        elif kind == "burst":
+            faults.append(
+                BurstyProducer(
+                    topic=t.name,
+                    partition=p,
+                    start_ms=start,
+                    duration_ms=30_000,
+                    every_ms=9_000,
+                    burst_messages=30_000,
+                    burst_ms=500,
+                )
+            )
+        elif not any(isinstance(f, BrokerCrash) for f in faults):
+            faults.append(BrokerCrash(broker=r, start_ms=start, restart_after_ms=rng.choice((None, 20_000))))
+    return ClusterSpec(
+        name="sim", topics=topics, duration_ms=duration, faults=tuple(faults), replica_lag_time_max_ms=lag_ms
+    )
+
+
+# ---- the rule -----------------------------------------------------------------------------------
+
+
+def fetch(ts, replica, offset, leo=None, **extra) -> dict:
+    ev = {"type": "fetch", "ts": ts, "cluster": "c", "topic": "t", "partition": 0, "replica": replica}
+    return {
+        **ev,
+        "fetch_offset": offset,
+        "leader_leo": offset if leo is None else leo,
+        "leader_epoch": 1,
+        **extra,
+    }
+
+
+def append(ts, leo) -> dict:
+    return {"type": "append", "ts": ts, "cluster": "c", "topic": "t", "partition": 0, "leader_leo": leo}
+
+
+METADATA = {
+    "type": "metadata", "ts": 0, "cluster": "c", "topic": "t", "partition": 0, "leader": 1,
+    "leader_epoch": 1, "replicas": [1, 2, 3], "isr": [1, 2, 3], "replica_lag_time_max_ms": 8000,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "released", "held", "sent"),
+    [
+        # 1. A caught-up fetch 300 ms after one sent, a later caught-up one held: it only repeats.
+        ("caught-up run", [fetch(1000, 2, 10)], [fetch(1300, 2, 10)], []),
+        # 2. Nothing of the replica held after it: it may be the last before the follower goes
+        #    silent, and lcu must stay exact.
+        ("last of a run", [fetch(1000, 2, 10)], [fetch(1300, 3, 10)], [0]),
+        # 3. The next one is behind and gets no credit (below the LEO at this one): lcu stays at
+        #    this one's time, so it must be seen.
+        ("before behind", [fetch(1000, 2, 10)], [append(1100, 20), fetch(1300, 2, 10, leo=20)], [0]),
+        # 4. A behind fetch that gets the previous-fetch credit, then two more: the second
+        #    restores lcu (at the first's time) whether this one was seen or not.
+        (
+            "credited run",
+            [fetch(1000, 2, 10, leo=20)],
+            [append(1050, 30), fetch(1100, 2, 20, leo=30), fetch(1200, 2, 30)],
+            [],
+        ),
+        # 5. ... but not with one credited fetch after it: lcu after that one would be older.
+        (
+            "credited, one after",
+            [fetch(1000, 2, 10, leo=20)],
+            [append(1050, 30), fetch(1100, 2, 20, leo=30)],
+            [0],
+        ),
+        # 6. The later one carries a new broker epoch (a restarted follower): it does not repeat this.
+        ("new epoch", [fetch(1000, 2, 10, broker_epoch=5)], [fetch(1300, 2, 10, broker_epoch=6)], [0]),
+        # 7. An error is never a "still caught up".
+        ("error", [fetch(1000, 2, 10, error="FENCED_LEADER_EPOCH")], [fetch(1300, 2, 10)], [0]),
+        # 8. A metadata event in between (an ISR change) is judged against this fetch's state.
+        ("metadata between", [fetch(1000, 2, 10)], [{**METADATA, "ts": 1100}, fetch(1300, 2, 10)], [0]),
+        # 9. A fetch of a replica outside the ISR in between may join it against the HW this one moved.
+        ("outsider between", [fetch(1000, 2, 10)], [fetch(1100, 4, 10), fetch(1300, 2, 10)], [0]),
+        # 10. A broker event in between (a fence) changes ISR eligibility everywhere.
+        (
+            "broker between",
+            [fetch(1000, 2, 10)],
+            [
+                {"type": "broker", "ts": 1100, "cluster": "c", "broker": 3, "state": "fenced"},
+                fetch(1300, 2, 10),
+            ],
+            [0],
+        ),
+        # 11. The last sent was a resolution (8000 / 8 = 1000 ms) ago or more: send one.
+        ("resolution", [fetch(1900, 2, 10)], [fetch(2100, 2, 10)], [0]),
+        # 12. Appends fold the same way: the later one tells a higher LEO.
+        ("append run", [append(1000, 20)], [append(1100, 30)], []),
+        # 13. A caught-up fetch below this append's LEO before the next append would have been
+        #     judged behind with it: keep it.
+        ("append then low fetch", [append(1000, 20)], [fetch(1050, 3, 15), append(1100, 30)], [0]),
+        # 14. Not in the reported ISR: a rejoining follower is judged on every fetch.
+        ("outside the ISR", [fetch(1000, 4, 10)], [fetch(1300, 4, 10)], [0]),
+        # 15. A fetch whose own leader_leo says caught up, below an earlier append's LEO: the
+        #     engine judges it behind (a deposed leader's appends, seen on a real cluster).
+        ("behind what was told", [append(950, 20), fetch(1000, 2, 10)], [fetch(1300, 2, 10)], [0, 1]),
+    ],
+)
+def test_what_is_dropped(case, released, held, sent):
+    c = Compactor()
+    # What went out before, at 900: metadata, and one of each kind (the run has started).
+    c.release([METADATA, append(900, 10), fetch(900, 2, 10), fetch(900, 4, 10)], [])
+    out = c.release(released, held)
+    assert out == [released[i] for i in sent], case
+
+
+def test_the_resolution_is_at_most_a_quarter_of_l():
+    assert resolution_ms(10_000) == 1000  # L/8 = 1250, capped at 1 s
+    assert resolution_ms(4_000) == 500  # L/8
+    assert resolution_ms(10_000, requested_ms=5_000) == 2500  # L/4
+    assert resolution_ms(10_000, requested_ms=200) == 200
+
+
+def test_superseded_looks_past_the_released_events():
+    seq = [fetch(1000, 2, 10), fetch(1100, 2, 10), fetch(1200, 2, 10)]
+    isr = {("c", "t", 0): frozenset({1, 2, 3})}
+    # the last one has no successor
+    status, told_at = judged(seq, {}, {}, lambda pk: 1000)
+    assert superseded(seq, 3, status, told_at, isr) == {0, 1}
+
+
+# ---- the differential test --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["demo", "paused_and_slow", "bursty", "steady"])
+def test_scenarios_decide_the_same_compacted(name):
+    spec = scenarios.get(name)
+    events, _ = simulate(spec, seed=0)
+    compactor = Compactor(default_lag_ms=spec.replica_lag_time_max_ms)
+    assert differences(events, spec.replica_lag_time_max_ms, compactor) == []
+    fetches = sum(1 for e in events if e["type"] == "fetch")
+    assert compactor.dropped["fetch"] > fetches / 2, "compaction must pay where followers keep up"
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_clusters_decide_the_same_compacted(seed):
+    spec = random_cluster(seed)
+    events, _ = simulate(spec, seed=seed)
+    assert (
+        differences(
+            events, spec.replica_lag_time_max_ms, Compactor(default_lag_ms=spec.replica_lag_time_max_ms)
+        )
+        == []
+    )
+
+
+def test_a_real_capture_decides_the_same_compacted():
+    """Events `replmon collect` made (compaction off) from 3 real Kafka 4.3.1 brokers' request
+    logs while broker 3 was paused (SIGSTOP) past L and resumed (docs/real-cluster.md)."""
+    with gzip.open(DATA / "capture-pause-3brokers.jsonl.gz", "rt") as f:
+        events = [json.loads(line) for line in f]
+    lag_ms = next(e["replica_lag_time_max_ms"] for e in events if e.get("replica_lag_time_max_ms"))
+    alerts = fold(events, lag_ms)[0]
+    assert any(a["name"] == "ReplicaOutOfSync" for a in alerts), "the capture must hold the fault"
+    compactor = Compactor(default_lag_ms=lag_ms)
+    assert differences(events, lag_ms, compactor) == []
+    assert compactor.dropped["fetch"] > 0
+
+
+class EveryResolution(Compactor):
+    """The rule without its guard: at most one caught-up fetch per resolution, whatever follows."""
+
+    def release(self, released, held):
+        out = []
+        for ev in released:
+            key = (ev.get("topic"), ev.get("partition"), ev.get("replica"))
+            if ev["type"] == "fetch" and ev["fetch_offset"] >= ev["leader_leo"] and "error" not in ev:
+                last = self._sent.get(key)
+                if last is not None and ev["ts"] - last[0] < 1000:
+                    continue
+                self._sent[key] = (ev["ts"], ())  # type: ignore[assignment]  # a flat map is enough here
+            out.append(ev)
+        return out
+
+
+def test_a_compaction_that_loses_the_last_caught_up_fetch_fails_the_differential_test():
+    spec = scenarios.get("paused_and_slow")
+    events, _ = simulate(spec, seed=0)
+    found = differences(events, spec.replica_lag_time_max_ms, EveryResolution())
+    assert any(d.startswith("alert only") for d in found), found
+
+
+# ---- in the collect loop ------------------------------------------------------------------------
+
+
+def test_the_collect_loop_sends_a_followers_run_once_per_resolution_and_its_last_fetch(tmp_path):
+    """Request-log lines through `Collector.step` with a Compactor: a follower parked at the
+    leader LEO every 100 ms for 3 s goes out about once a second, and its last fetch goes out."""
+    from replmon.streaming.collect.collector import Collector
+    from tests.collect.lines import fetch_line
+    from tests.collect.test_collector import Clock, NoAdmin, Recorder, write
+
+    t = 1_795_437_650_000
+    log = tmp_path / "kafka-request.log"
+    # The session opened before the collector ran (warm-up learns it).
+    write(log, fetch_line(t, 2, epoch=0, session_id=0, response_session=7, requested=[(0, 10)], responded=[]))
+
+    class Admin(NoAdmin):
+        def changes(self, answers, now_ms):
+            return [{**METADATA, "ts": now_ms, "topic": "t1", "replica_lag_time_max_ms": 10_000}]
+
+    rec, clock = Recorder(), Clock(t + 100)
+    c = Collector(
+        "c", {1: str(log)}, Admin(), rec, tmp_path / "state", role="all", hold_ms=1500, heartbeat_ms=10**9,
+        metadata_ms=1000, max_held=10**6, compactor=Compactor(), clock=clock,
+    )  # fmt: skip
+    c.start()
+    c.poll_admin()
+    reads = []
+    for k in range(1, 31):  # parked 90 ms each, read at t + 100 k
+        write(log, fetch_line(t + 100 * k + 90, 2, epoch=k, total=90, queue=0, remote=90))
+        reads.append(t + 100 * k)
+        clock.ms = t + 100 * k + 100
+        c.step()
+    clock.ms = t + 6000
+    c.step()
+    sent = [e["ts"] for e in rec.sent if e["type"] == "fetch"]
+    assert sent[-1] == reads[-1]  # the last of the run: lcu exact when the follower goes silent
+    assert 3 <= len(sent) <= 5, sent  # 3 s at a 1 s resolution (L = 10 s), not 30
+    assert c.counts()["compacted fetch events"] == 30 - len(sent)
