@@ -1,7 +1,8 @@
 """One bucket's stateful step without Spark: where the Python time of a micro-batch goes.
 
     python bench/bucket_step.py [--partitions 6250] [--batches 12] [--miss] [--repeats 3] [--busy 0.1]
-                                [--buckets 1] [--plain-gc] [--plain-constructors]
+                                [--buckets 1] [--plain-gc] [--plain-constructors] [--full-save]
+                                [--eager-load]
 
 Feeds the real stateful function (streaming/stateful.make_state_func) the bench's steady traffic
 for one bucket (bench/throughput.py: per partition and round an append and a fetch by each of
@@ -11,9 +12,10 @@ GroupState. Prints the CPU time of each phase per call (validation and sort, sta
 state save, output), median and min over the steady calls. `--miss` makes every call decode the
 bucket, as when the task lands on the other Python worker. `--buckets N`: the worker serves N
 such buckets per batch (a worker of a 100k-partition run with 16 buckets on 2 tasks serves 8),
-the figures are over all of them. `--plain-gc` and `--plain-constructors` turn two of the
-stateful step's speed tricks off (the cyclic collector as Python runs it; a setattr per field
-when decoding), to measure what each buys. `--busy 0.1`: a cluster most of whose partitions are
+the figures are over all of them. `--plain-gc`, `--plain-constructors`, `--full-save` and
+`--eager-load` turn the stateful step's speed tricks off (the cyclic collector as Python runs it;
+a setattr per field when decoding; the incremental save; the lazy load), to measure what each
+buys. `--busy 0.1`: a cluster most of whose partitions are
 idle, as the collector's compaction leaves them (issue 21): a tenth of the partitions has the
 traffic above every round, the others only a caught-up fetch per follower every `--idle-every`
 rounds (8: one per L/8 at L = 30 s), so about a fifth of the partitions changes per call; with
@@ -197,7 +199,13 @@ def main() -> int:
     ap.add_argument(
         "--plain-constructors", action="store_true", help="decode with a setattr per field, not _builder"
     )
+    ap.add_argument("--full-save", action="store_true", help="every save encodes the whole bucket")
+    ap.add_argument("--eager-load", action="store_true", help="a miss decodes every partition (no lazy load)")
     args = ap.parse_args()
+    if args.full_save:
+        stateful.INCREMENTAL_SAVE = False
+    if args.eager_load:
+        stateful.LAZY_LOAD = False
     if args.plain_gc:
         stateful.quiet_collector = contextlib.nullcontext
     if args.plain_constructors:
@@ -265,6 +273,8 @@ def main() -> int:
                 "partitions": args.partitions,
                 "events_per_call": events,
                 "miss": args.miss,
+                "full_save": args.full_save,
+                "eager_load": args.eager_load,
                 "busy": args.busy,
                 "state_bytes": len(state.blob),
                 "cpu_ms_median": {

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass, field
 
 from replmon.state import alert_rules, texts
@@ -126,12 +128,54 @@ class ClusterView:
         return cache[pos - 1] if pos else self.base_roots
 
 
+class ColdWatch:
+    """A partition whose state was left encoded when its bucket was loaded (state/codec.py's
+    lazy decode): what the bucket needs of it to decide whether a micro-batch must load it. Its
+    events, a deadline (the isr-expiration tick, an alert timer) or a status falling due, its
+    eviction and the rare bucket-wide steps (a broker event, a stalled fetcher) load it
+    (`Bucket.warm`); otherwise only its `time_ms` moves (stored apart, so that is no change)."""
+
+    # (leader_id and replicas: the leader's broker id and the assignment, for activity_reports)
+    __slots__ = (
+        "cluster",
+        "deadline_ms",
+        "dirty",
+        "last_event_ms",
+        "last_status_ms",
+        "leader_id",
+        "partition",
+        "replicas",
+        "significant",
+        "time_ms",
+        "topic",
+    )
+    cluster: str
+    topic: str
+    partition: int
+    time_ms: int
+    deadline_ms: int
+    last_event_ms: int
+    dirty: bool
+    significant: bool
+    last_status_ms: int
+    leader_id: int
+    replicas: tuple
+
+
+def is_cold(watch: object) -> bool:
+    """Whether a bucket's partition is still encoded (a ColdWatch)."""
+    return watch.__class__ is ColdWatch
+
+
 class Bucket:
     """The state of one group: the partitions hashed to it and a view of every cluster."""
 
     def __init__(self, bucket_id: int, buckets: int) -> None:
         self.bucket_id = bucket_id
         self.buckets = buckets
+        # (after a lazy decode, some values are ColdWatches until `warm` loads them: typed as
+        # PartitionWatch so that the engine's many reads of a loaded watch need no narrowing;
+        # every path that reads more than ColdWatch's fields calls `warm` first)
         self.partitions: dict[tuple, PartitionWatch] = {}
         self.clusters: dict[str, ClusterView] = {}
         self.global_ms = 0
@@ -143,6 +187,27 @@ class Bucket:
         # codec stores `time_ms` apart). tests/streaming/test_incremental_state.py fails when a
         # change is not marked.
         self.touched: set[tuple] = set()
+        # Loads a ColdWatch's partition (set by state/codec.py when it decodes lazily).
+        self.load_cold: Callable[[tuple], PartitionWatch] | None = None
+
+    def warm(self, key: tuple) -> PartitionWatch:
+        """The partition's watch, loaded first if the bucket was loaded without it."""
+        watch = self.partitions[key]
+        if not is_cold(watch):
+            return watch
+        assert self.load_cold is not None  # only state/codec.py makes ColdWatches, and sets it
+        cold = watch
+        watch = self.load_cold(key)
+        watch.time_ms = cold.time_ms  # moved since it was stored (without loading it)
+        self.partitions[key] = watch  # same key: its place in the bucket's order stays
+        return watch
+
+    def warm_all(self) -> None:
+        """Load every partition the bucket was loaded without (steps that read all of them)."""
+        if self.load_cold is None:
+            return
+        for key in [k for k, w in self.partitions.items() if is_cold(w)]:
+            self.warm(key)
 
     # -- events -------------------------------------------------------------------------------
     def process(self, events, cfg: MonitorConfig, alerts: list, quarantine: list) -> None:
@@ -176,6 +241,8 @@ class Bucket:
             touched.add(key)
             watch = self.partitions.get(key)
             if watch is not None:
+                if is_cold(watch):
+                    watch = self.warm(key)
                 # Broker events come first on equal times (streaming/stateful.py's order).
                 if view.broker_log:
                     self._apply_broker_log(key, watch, view, ts + 1, cfg, alerts)
@@ -404,6 +471,7 @@ class Bucket:
         broker, state, epoch, ts = ev[BROKER], ev[STATE], ev[BROKER_EPOCH], ev[TS]
         view.broker_log.append((ts, broker, state, epoch))
         view.registered_ms[broker] = ts
+        self.warm_all()  # rare: the broker's alert counts the partitions it leads
         watches = [w for (c, _, _), w in self.partitions.items() if c == ev[CLUSTER]]
         self._broker_root(ev[CLUSTER], broker, state, ts, view, watches, alerts)
 
@@ -502,16 +570,18 @@ class Bucket:
                 idle.append(key)
                 continue
             if view.broker_log:
+                watch = self.warm(key)
                 self.touched.add(key)
                 self._apply_broker_log(key, watch, view, target + 1, cfg, alerts)
             if target > watch.time_ms:
                 if watch.deadline_ms <= target:
+                    watch = self.warm(key)
                     self.touched.add(key)
                     watch.advance_to(target, alerts, cfg, self._roots(key, view))
-                else:  # what advance_to does when no deadline is due
+                else:  # what advance_to does when no deadline is due (a ColdWatch stays cold)
                     watch.time_ms = target
         for key in idle:
-            watch = self.partitions[key]
+            watch = self.warm(key)
             view = self.clusters[key[0]]
             at = watch.last_event_ms + cfg.evict_after_ms
             self._apply_broker_log(key, watch, view, at + 1, cfg, alerts)
@@ -570,6 +640,7 @@ class Bucket:
         for i in range(start, len(alerts)):
             a = alerts[i]
             if a["name"] == "ReplicaOutOfSync" and a["status"] == "firing" and a["caused_by"] is None:
+                self.warm_all()  # rare: the check reads the replica's whole fetcher group
                 cluster = a["cluster"]
                 watch = self.partitions.get((cluster, a["topic"], a["partition"]))
                 if watch is not None and watch.leader.leader >= 0:
@@ -665,6 +736,7 @@ class Bucket:
     def _close_fetchers(self, cluster: str, view: ClusterView, cfg: MonitorConfig, alerts: list) -> None:
         """Resolve the fetcher stalls whose group lost its partitions (new leaders, a
         reassignment), or whose broker became unavailable (that is the root cause now)."""
+        self.warm_all()  # rare: a fetcher stalled, its group is read
         for key, root in list(view.fetcher_roots.items()):
             members = self._fetcher_group(cluster, key, cfg)
             if not members or key[1] in view.roots:
@@ -725,13 +797,18 @@ class Bucket:
                 continue
             led: dict[int, int] = {}
             held: dict[int, int] = {}
-            for (c, _, _), w in self.partitions.items():
+            partitions: dict[tuple, Any] = self.partitions  # loaded watches and ColdWatches
+            for (c, _, _), w in partitions.items():
                 if c != cluster:
                     continue
-                p = w.leader
-                if p.leader >= 0:
-                    led[p.leader] = led.get(p.leader, 0) + 1
-                for r in p.replicas:
+                if w.__class__ is ColdWatch:
+                    leader, replicas = w.leader_id, w.replicas
+                else:
+                    p = w.leader
+                    leader, replicas = p.leader, p.replicas
+                if leader >= 0:
+                    led[leader] = led.get(leader, 0) + 1
+                for r in replicas:
                     held[r] = held.get(r, 0) + 1
             brokers: dict[str, dict] = {}
             for b, closed in view.activity_out.items():
@@ -747,13 +824,15 @@ class Bucket:
     def statuses(self, cfg: MonitorConfig, partitions: list, replicas: list, force: bool = False) -> None:
         """Append the status of each partition that changed, at most once per status interval
         unless something significant (ISR, alerts, metadata) changed."""
-        for watch in self.partitions.values():
+        for key, watch in self.partitions.items():
             if not watch.dirty:
                 continue
             if not (
                 force or watch.significant or watch.time_ms - watch.last_status_ms >= cfg.status_interval_ms
             ):
                 continue
+            if is_cold(watch):
+                watch = self.warm(key)
             partitions.append(watch.partition_status())
             replicas.extend(watch.replica_statuses(cfg))
             self.touched.add((watch.cluster, watch.topic, watch.partition))

@@ -52,7 +52,7 @@ import zlib
 from typing import Any
 
 from replmon.state.alerts import AlertBook
-from replmon.state.bucket import Bucket, ClusterView
+from replmon.state.bucket import Bucket, ClusterView, ColdWatch
 from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionLeader
 from replmon.state.replica import ReplicaState
@@ -127,6 +127,24 @@ REPLICA_FIELDS = (
     "read_to_log_end_ms",
 )
 DERIVED = {"PartitionWatch": ("name", "leader", "book"), "PartitionLeader": ("config", "followers")}
+# Format 3's index: per partition, beside where its row is, the fields of a ColdWatch
+# (state/bucket.py): its key, its time_ms and what decides whether a micro-batch needs it, with
+# which a lazy decode (`decode_chunks(lazy=True)`) leaves the partition's row encoded until then.
+# Every write stores them for every partition, read from the object it has (a loaded watch or a
+# ColdWatch).
+INDEX_FIELDS = (
+    "cluster",
+    "topic",
+    "partition",
+    "time_ms",
+    "deadline_ms",
+    "last_event_ms",
+    "dirty",
+    "significant",
+    "last_status_ms",
+    "leader_id",
+    "replicas",
+)
 # Defaults for fields a blob of this format may lack (added after the format was written).
 DEFAULTS: dict[str, object] = {}
 
@@ -160,6 +178,13 @@ def refusal_in(text: str) -> str | None:
 
 
 TAG_BYTES = 8
+
+
+def _fields() -> dict:
+    """The field lists a blob stores (looked up when called: tests change them)."""
+    return {"watch": WATCH_FIELDS, "leader": LEADER_FIELDS, "replica": REPLICA_FIELDS, "index": INDEX_FIELDS}
+
+
 _HEADER = len(MAGIC) + 2 + TAG_BYTES
 
 
@@ -170,7 +195,7 @@ def _bucket_doc(bucket: Bucket) -> dict:
         "buckets": bucket.buckets,
         "bucket": bucket.bucket_id,
         "global_ms": bucket.global_ms,
-        "fields": {"watch": WATCH_FIELDS, "leader": LEADER_FIELDS, "replica": REPLICA_FIELDS},
+        "fields": _fields(),
         "clusters": [
             (name, v.clock_ms, v.brokers, v.book.to_rows(), v.root_book.to_rows())
             for name, v in bucket.clusters.items()
@@ -243,10 +268,15 @@ class Chunks:
         cid, _ = self.where.pop(key)
         self.live[cid] -= 1
 
+    def current(self, cid: int) -> list:
+        """The keys of the chunk's rows that are current (a dead row's key may be None)."""
+        where = self.where
+        return [k for row, k in enumerate(self.keys[cid]) if k is not None and where.get(k) == (cid, row)]
+
     def drop(self, cid: int) -> list:
         """Remove a chunk; the keys of the rows in it that were still current."""
+        current = self.current(cid)
         where = self.where
-        current = [k for row, k in enumerate(self.keys[cid]) if where.get(k) == (cid, row)]
         for k in current:
             del where[k]
         del self.data[cid], self.keys[cid], self.live[cid]
@@ -277,39 +307,10 @@ def _write(bucket: Bucket, tag: bytes, kept: Chunks | None) -> tuple[bytes, Chun
     if len(tag) != TAG_BYTES:
         raise ValueError(f"tag must be {TAG_BYTES} bytes, got {len(tag)}")
     partitions = bucket.partitions
-    chunks = kept
-    if chunks is not None:
-        touched = getattr(bucket, "touched", None)
-        if touched is None:
-            chunks = None
-        else:
-            where = chunks.where
-            changed = [k for k in touched if k in partitions]
-            # The partitions that changed in the previous write too (busy ones) go into a chunk
-            # of their own, which the next write usually leaves all dead (dropped, no copying);
-            # mixed with the rest, they would leave it half dead after one write.
-            recent = chunks.recent
-            hot = [k for k in changed if k in where and where[k][0] in recent]
-            for k in changed:
-                if k in where:
-                    chunks.forget(k)
-            # Every other partition has its current copy in a chunk, so the counts match unless
-            # partitions were evicted (or one is new without a mark): then find them (a scan).
-            if len(where) + len(changed) != len(partitions):
-                for k in [k for k in where if k not in partitions]:  # evicted
-                    chunks.forget(k)
-                known = set(changed)
-                changed += [k for k in partitions if k not in where and k not in known]
-            moved: list = []
-            for cid in [c for c, n in chunks.live.items() if 2 * n < len(chunks.keys[c])]:
-                moved += chunks.drop(cid)  # more than half dead: its live rows move
-            if len(chunks.data) >= MAX_CHUNKS:
-                chunks = None
-            else:
-                hot_set = set(hot)
-                warm = [partitions[k] for k in changed if k not in hot_set] + [partitions[k] for k in moved]
-                chunks.recent = (chunks.add(warm), chunks.add([partitions[k] for k in hot]))
+    touched = getattr(bucket, "touched", None)
+    chunks = None if kept is None or touched is None else _changed_chunks(bucket, kept, touched)
     if chunks is None:
+        _warm_all(bucket)  # all of it is written: every partition loaded first
         chunks = Chunks()
         chunks.add(list(partitions.values()))
     position = {cid: i for i, cid in enumerate(chunks.data)}
@@ -319,16 +320,80 @@ def _write(bucket: Bucket, tag: bytes, kept: Chunks | None) -> tuple[bytes, Chun
     doc["partitions"] = {
         "chunk": [position[cid] for cid, _ in at],
         "row": [row for _, row in at],
-        "time_ms": [w.time_ms for w in partitions.values()],
+        "rows": [len(keys) for keys in chunks.keys.values()],  # per chunk, its dead rows included
         "recent": [position[cid] for cid in chunks.recent if cid in position],
+        "index": _index_columns(partitions),
     }
     body = _pickled((zlib.compress(_pickled(doc), COMPRESSION_LEVEL), list(chunks.data.values())))
+    cold = getattr(bucket, "load_cold", None)
+    if isinstance(cold, _ColdRows):
+        cold.written(chunks)
     return MAGIC + FORMAT_VERSION.to_bytes(2, "big") + tag + body, chunks
+
+
+def _changed_chunks(bucket: Bucket, chunks: Chunks, touched: set) -> Chunks | None:
+    """`chunks` updated in place to hold the bucket as it is now: the changed partitions in new
+    chunks. None when the bucket is better written whole (too many chunks)."""
+    partitions = bucket.partitions
+    where = chunks.where
+    changed = [k for k in touched if k in partitions]
+    # The partitions that changed in the previous write too (busy ones) go into a chunk of
+    # their own, which the next write usually leaves all dead (dropped, no copying); mixed with
+    # the rest, they would leave it half dead after one write.
+    recent = chunks.recent
+    hot = [k for k in changed if k in where and where[k][0] in recent]
+    for k in changed:
+        if k in where:
+            chunks.forget(k)
+    # Every other partition has its current copy in a chunk, so the counts match unless
+    # partitions were evicted (or one is new without a mark): then find them (a scan).
+    if len(where) + len(changed) != len(partitions):
+        for k in [k for k in where if k not in partitions]:  # evicted
+            chunks.forget(k)
+        known = set(changed)
+        changed += [k for k in partitions if k not in where and k not in known]
+    moved: list = []
+    for cid in [c for c, n in chunks.live.items() if 2 * n < len(chunks.keys[c])]:
+        for k in chunks.current(cid):  # a partition left encoded is loaded while its chunk is there
+            bucket.warm(k)
+        moved += chunks.drop(cid)  # more than half dead: its live rows move
+    if len(chunks.data) >= MAX_CHUNKS:
+        return None
+    hot_set = set(hot)
+    warm = bucket.warm
+    chunks.recent = (
+        chunks.add([warm(k) for k in changed if k not in hot_set] + [warm(k) for k in moved]),
+        chunks.add([warm(k) for k in hot]),
+    )
+    return chunks
+
+
+_index_values = operator.attrgetter(*INDEX_FIELDS[2:-2])  # (the key's first two: from the key)
+
+
+def _index_columns(partitions: dict) -> list:
+    """Format 3's index (INDEX_FIELDS), by column in the bucket's order."""
+    keys = _transpose(partitions, 3)
+    values = _transpose(map(_index_values, partitions.values()), len(INDEX_FIELDS) - 4)
+    leaders = _transpose(
+        [
+            (w.leader_id, w.replicas) if w.__class__ is ColdWatch else (w.leader.leader, w.leader.replicas)
+            for w in partitions.values()
+        ],
+        2,
+    )
+    return [*keys[:2], *values, *leaders]
+
+
+def _warm_all(bucket: Bucket) -> None:
+    if getattr(bucket, "load_cold", None) is not None:  # (format 0 objects, re-encoded, predate it)
+        bucket.warm_all()
 
 
 def plain_values(bucket: Bucket) -> dict:
     """The bucket's stored values as one document of plain values, the partitions by column in
     the bucket's order (format 2's layout): equal documents, equal states. For tests and tools."""
+    _warm_all(bucket)
     return {**_bucket_doc(bucket), "partitions": _partition_columns(list(bucket.partitions.values()))}
 
 
@@ -345,9 +410,12 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
     return decode_chunks(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg)[0]
 
 
-def decode_chunks(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig):
+def decode_chunks(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig, lazy: bool = False):
     """`decode`, and the blob's Chunks for writing the bucket's next blob with `encode_chunks`
-    (None when the blob is of an older format or field list: the next write encodes it all)."""
+    (None when the blob is of an older format or field list: the next write encodes it all).
+    `lazy`: a format 3 blob's partitions are left encoded, each a ColdWatch in the bucket until
+    the bucket loads it (state/bucket.py, `Bucket.warm`): the chunks are not even decompressed
+    here, only the index (INDEX_FIELDS)."""
     if blob[: len(MAGIC)] != MAGIC:
         return _migrate_format0(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg), None
     version = int.from_bytes(blob[len(MAGIC) : len(MAGIC) + 2], "big")
@@ -362,7 +430,8 @@ def decode_chunks(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConf
         if version >= 3:
             meta, stored = _BuiltinsOnly(io.BytesIO(blob[_HEADER:])).load()
             doc = _load(meta)
-            parts = [_load(c) for c in stored]
+            lazy = lazy and doc["fields"] == _fields()
+            parts = [] if lazy else [_load(c) for c in stored]
         else:
             doc = _load(blob[_HEADER:])
     except Exception as exc:  # noqa: BLE001 - damaged bytes make zlib/pickle raise almost any type; all mean damaged
@@ -373,16 +442,22 @@ def decode_chunks(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConf
     bucket = _bucket_from_doc(doc, bucket_id, buckets)
     fields = doc["fields"]
     if version >= 3:
-        rows = [list(_rows_from_columns(part, fields)) for part in parts]
         where = doc["partitions"]
-        _add_partitions(
-            bucket,
-            (rows[c][r] for c, r in zip(where["chunk"], where["row"], strict=True)),
-            cfg,
-            where["time_ms"],
-        )
-        if fields == {"watch": WATCH_FIELDS, "leader": LEADER_FIELDS, "replica": REPLICA_FIELDS}:
-            chunks = _chunks_of(stored, rows, where)
+        where.update(zip(fields["index"], where.pop("index"), strict=True))
+        if fields == _fields():
+            chunks = _chunks_of(stored, where)
+        if lazy:
+            assert chunks is not None
+            _add_cold(bucket, where)
+            bucket.load_cold = _ColdRows(chunks, cfg)
+        else:
+            rows = [list(_rows_from_columns(part, fields)) for part in parts]
+            _add_partitions(
+                bucket,
+                (rows[c][r] for c, r in zip(where["chunk"], where["row"], strict=True)),
+                cfg,
+                where["time_ms"],
+            )
     elif version == 2:
         _add_partitions(bucket, _rows_from_columns(doc["partitions"], fields), cfg)
     else:
@@ -394,15 +469,23 @@ def _load(compressed: bytes):
     return _BuiltinsOnly(io.BytesIO(zlib.decompress(compressed))).load()
 
 
-def _chunks_of(stored: list, rows: list, where: dict) -> Chunks:
-    """The Chunks of a format 3 blob as read: its chunks as they are, for the next write."""
+def _chunks_of(stored: list, where: dict) -> Chunks:
+    """The Chunks of a format 3 blob as read: its chunks as they are (still compressed), for
+    the next write and for loading the partitions a lazy decode left encoded. A dead row's key
+    is not in the index: None."""
     chunks = Chunks(next_id=len(stored))
-    for cid, (data, chunk_rows) in enumerate(zip(stored, rows, strict=True)):
+    for cid, (data, n) in enumerate(zip(stored, where["rows"], strict=True)):
         chunks.data[cid] = data
-        chunks.keys[cid] = [tuple(w[:3]) for w, _, _, _ in chunk_rows]
+        chunks.keys[cid] = [None] * n
         chunks.live[cid] = 0
-    for c, r in zip(where["chunk"], where["row"], strict=True):
-        chunks.where[chunks.keys[c][r]] = (c, r)
+    for key, c, r in zip(
+        zip(where["cluster"], where["topic"], where["partition"], strict=True),
+        where["chunk"],
+        where["row"],
+        strict=True,
+    ):
+        chunks.keys[c][r] = key
+        chunks.where[key] = (c, r)
         chunks.live[c] += 1
     chunks.recent = tuple(where.get("recent", ()))
     for cid in [c for c, n in chunks.live.items() if n == 0]:
@@ -442,13 +525,26 @@ def _bucket_from_doc(doc: dict, bucket_id: int, buckets: int) -> Bucket:
 def _add_partitions(bucket: Bucket, rows, cfg: MonitorConfig, times: list | None = None) -> None:
     """The partitions of `rows` (see _rows_from_columns), in order, into the bucket; `times`:
     their time_ms, when stored apart (format 3)."""
+    build = _watch_builder(cfg)
+    partitions = bucket.partitions
+    for row in rows:
+        watch = build(row)
+        partitions[(watch.cluster, watch.topic, watch.partition)] = watch
+    if times is not None:
+        for watch, t in zip(partitions.values(), times, strict=True):
+            watch.time_ms = t
+
+
+def _watch_builder(cfg: MonitorConfig):
+    """A function from a row (see _rows_from_columns) to its PartitionWatch."""
     new_watch = _builder(PartitionWatch, WATCH_FIELDS)
     new_leader = _builder(PartitionLeader, LEADER_FIELDS)
     new_replica = _builder(ReplicaState, REPLICA_FIELDS)
     from_rows = AlertBook.from_rows
     configs: dict = {}
-    partitions = bucket.partitions
-    for watch_values, leader_values, followers, book in rows:
+
+    def build(row) -> PartitionWatch:
+        watch_values, leader_values, followers, book = row
         watch = new_watch(watch_values)
         watch.name = f"{watch.topic}-{watch.partition}"
         watch.book = from_rows(book)
@@ -460,10 +556,47 @@ def _add_partitions(bucket: Bucket, rows, cfg: MonitorConfig, times: list | None
         leader.config = config
         leader.followers = {r: new_replica(values) for r, values in followers}
         watch.leader = leader
-        partitions[(watch.cluster, watch.topic, watch.partition)] = watch
-    if times is not None:
-        for watch, t in zip(partitions.values(), times, strict=True):
-            watch.time_ms = t
+        return watch
+
+    return build
+
+
+def _add_cold(bucket: Bucket, where: dict) -> None:
+    """Every partition of a format 3 index into the bucket as a ColdWatch, in order."""
+    new_cold = _builder(ColdWatch, INDEX_FIELDS)
+    columns = [where[f] for f in INDEX_FIELDS]
+    partitions = bucket.partitions
+    for values in zip(*columns, strict=True):
+        partitions[values[:3]] = new_cold(values)
+
+
+class _ColdRows:
+    """Loads the partitions a lazy decode left encoded (`Bucket.load_cold`), each from the
+    chunk that holds its current copy: a chunk is decompressed once (when its first partition
+    is wanted) and only the wanted rows become objects. Follows the bucket's Chunks from write
+    to write (`written`): a row left encoded stays in its chunk until the chunk goes, and the
+    write loads a chunk's live rows before it drops the chunk."""
+
+    def __init__(self, chunks: Chunks, cfg: MonitorConfig) -> None:
+        self.chunks = chunks
+        self.build = _watch_builder(cfg)
+        self.parts: dict[int, list] = {}  # chunk id -> its rows (see _rows_from_columns)
+
+    def __call__(self, key: tuple) -> PartitionWatch:
+        cid, row = self.chunks.where[key]
+        part = self.parts.get(cid)
+        if part is None:
+            try:
+                # all its rows at once: a zip of its columns (C) costs less than a row at a time
+                part = self.parts[cid] = list(_rows_from_columns(_load(self.chunks.data[cid]), _fields()))
+            except Exception as exc:  # noqa: BLE001 - as in decode: damaged bytes raise almost any type
+                raise StateFormatError(f"the checkpoint's state is damaged: {exc}. {_WHAT_TO_DO}.") from None
+        return self.build(part[row])
+
+    def written(self, chunks: Chunks) -> None:
+        """The bucket was written as `chunks`; the decompressed chunks are let go."""
+        self.chunks = chunks
+        self.parts = {}
 
 
 _watch_values = operator.attrgetter(*WATCH_FIELDS)

@@ -208,6 +208,10 @@ _WRITTEN: dict[tuple, tuple[bytes, Bucket, Chunks | None]] = {}
 _LOADED: dict[tuple, tuple[Bucket, Chunks | None]] = {}
 # Off: every save encodes the whole bucket (bench/bucket_step.py --full-save; the tests' reference).
 INCREMENTAL_SAVE = True
+# A bucket decoded on a miss leaves its partitions encoded until the batch needs them (state/
+# codec.py, decode_chunks(lazy=True); state/bucket.py, ColdWatch). Off: a miss decodes them all
+# (bench/bucket_step.py --eager-load; the tests' reference).
+LAZY_LOAD = True
 
 
 def load_bucket(state, cfg: MonitorConfig, bucket_id: int, buckets: int) -> Bucket:
@@ -222,7 +226,7 @@ def load_bucket(state, cfg: MonitorConfig, bucket_id: int, buckets: int) -> Buck
     if cached is not None and cached[0] == tag_of(blob):
         _LOADED[key] = (cached[1], cached[2])
         return cached[1]
-    bucket, chunks = decode_chunks(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg)
+    bucket, chunks = decode_chunks(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg, lazy=LAZY_LOAD)
     _LOADED[key] = (bucket, chunks)
     return bucket
 

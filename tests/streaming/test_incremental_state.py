@@ -5,10 +5,12 @@ exactly what a bucket written whole and decoded every batch says and holds.
 Random event sequences (seeded): many partitions, most of them idle most of the time, with
 fetches caught up and behind, appends, leader and ISR changes, broker fences, late and repeated
 events, deleted partitions and partitions gone silent until evicted; cut into micro-batches of
-random sizes. Each is run through the adapter's load and save four ways: whole saves with a
-decode every batch (the reference), incremental saves with the kept bucket reused, incremental
-saves with a decode every batch (every call a cache miss: the bucket and its Chunks come from
-the blob), and a random mix of hits and misses.
+random sizes. Each is run through the adapter's load and save six ways: whole saves with a
+whole decode every batch (the reference), incremental saves with the kept bucket reused,
+incremental saves with a whole decode every batch (every call a cache miss: the bucket and its
+Chunks come from the blob), the same with a lazy decode every batch (the partitions left encoded
+until the batch needs them: state/bucket.ColdWatch), a random mix of hits and lazy misses, and
+whole saves with a lazy decode every batch (a whole write loads what was left encoded).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import random
 
 import pytest
 
+from replmon.state.bucket import is_cold
 from replmon.state.codec import decode, plain_values
 from replmon.state.monitor import MonitorConfig
 from replmon.streaming import stateful
@@ -163,12 +166,14 @@ def batches(events: list[dict], seed: int) -> list[list[tuple]]:
     return out
 
 
-def run(calls: list[list[tuple]], cfg: MonitorConfig, *, incremental: bool, miss) -> tuple:
+def run(calls: list[list[tuple]], cfg: MonitorConfig, *, incremental: bool, lazy: bool, miss) -> tuple:
     """The batches through the adapter's load and save; `miss(i)`: whether call i finds the
-    worker without its kept bucket. The outputs of every call, and the state the last blob holds."""
+    worker without its kept bucket. The outputs of every call, the state the last blob holds and
+    the bucket in memory."""
     stateful._WRITTEN.clear()
     stateful._LOADED.clear()
-    old, stateful.INCREMENTAL_SAVE = stateful.INCREMENTAL_SAVE, incremental
+    old = stateful.INCREMENTAL_SAVE, stateful.LAZY_LOAD
+    stateful.INCREMENTAL_SAVE, stateful.LAZY_LOAD = incremental, lazy
     try:
         state = FakeState()
         said = []
@@ -187,27 +192,34 @@ def run(calls: list[list[tuple]], cfg: MonitorConfig, *, incremental: bool, miss
             stateful.save_bucket(state, bucket, cfg)
         return said, plain_values(decode(state.blob, bucket_id=0, buckets=1, cfg=cfg)), plain_values(bucket)
     finally:
-        stateful.INCREMENTAL_SAVE = old
+        stateful.INCREMENTAL_SAVE, stateful.LAZY_LOAD = old
         stateful._WRITTEN.clear()
         stateful._LOADED.clear()
 
 
-def _same_four_ways(calls: list[list[tuple]], cfg: MonitorConfig, seed: int) -> list:
-    """The outputs of the reference run, after checking the three others against it."""
+def _same_six_ways(calls: list[list[tuple]], cfg: MonitorConfig, seed: int) -> list:
+    """The outputs of the reference run, after checking the five others against it."""
     rng = random.Random(seed)
     mixed = [rng.random() < 0.4 for _ in calls]
-    said, stored, _ = run(calls, cfg, incremental=False, miss=lambda i: True)
-    for miss in (lambda i: False, lambda i: True, mixed.__getitem__):
-        got_said, got_stored, in_memory = run(calls, cfg, incremental=True, miss=miss)
-        assert got_said == said
-        assert got_stored == stored
+    said, stored, _ = run(calls, cfg, incremental=False, lazy=False, miss=lambda i: True)
+    ways = [
+        (True, False, lambda i: False),  # incremental saves, the kept bucket every call
+        (True, False, lambda i: True),  # incremental saves, whole decodes
+        (True, True, lambda i: True),  # incremental saves, lazy decodes
+        (True, True, mixed.__getitem__),  # incremental saves, hits and lazy decodes
+        (False, True, lambda i: True),  # whole saves, lazy decodes
+    ]
+    for incremental, lazy, miss in ways:
+        got_said, got_stored, in_memory = run(calls, cfg, incremental=incremental, lazy=lazy, miss=miss)
+        assert got_said == said, (incremental, lazy)
+        assert got_stored == stored, (incremental, lazy)
         assert in_memory == stored  # the blob holds the bucket as it is in memory
     return said
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_incremental_saves_and_loads_say_and_store_what_whole_ones_do(seed):
-    said = _same_four_ways(batches(random_events(seed), seed), CFG, seed)
+    said = _same_six_ways(batches(random_events(seed), seed), CFG, seed)
     assert any(a for a, *_ in said) and any(p for _, _, p, _, _ in said), "alerts and statuses were said"
 
 
@@ -216,7 +228,7 @@ def test_incremental_saves_on_the_simulator_scenarios(name):
     spec = scenarios.get(name)
     events, _ = simulate(spec, seed=3)
     cfg = monitor_config(replica_lag_time_max_ms=spec.replica_lag_time_max_ms)
-    said = _same_four_ways(batches(events, 3), cfg, 3)
+    said = _same_six_ways(batches(events, 3), cfg, 3)
     assert any(p for _, _, p, _, _ in said), "statuses were said"
 
 
@@ -241,5 +253,36 @@ def test_only_the_touched_partitions_are_encoded_again():
     assert [len(k) for k in chunks.keys.values()] == [48, 1]
     assert next(iter(chunks.data.values())) is whole
     assert chunks.keys[max(chunks.keys)] == [(e["cluster"], e["topic"], e["partition"])]
+    stateful._WRITTEN.clear()
+    stateful._LOADED.clear()
+
+
+def test_a_lazy_load_leaves_encoded_the_partitions_the_batch_does_not_need():
+    # 48 partitions written, then a miss and one partition's fetch: that partition is loaded,
+    # the 47 others stay encoded through the engine's steps and the save, which keeps their chunk.
+    events = random_events(0)[:48]
+    state = FakeState()
+    stateful._WRITTEN.clear()
+    bucket = stateful.load_bucket(state, CFG, 0, 1)
+    bucket.process([as_tuple(e) for e in events], CFG, [], [])
+    bucket.statuses(CFG, [], [])
+    stateful.save_bucket(state, bucket, CFG)
+    stateful._WRITTEN.clear()  # a miss
+    bucket = stateful.load_bucket(state, CFG, 0, 1)
+    assert all(is_cold(w) for w in bucket.partitions.values())
+    e = events[5]
+    fetch = {**e, "type": "fetch", "ts": e["ts"] + 10, "replica": e["replicas"][1], "fetch_offset": 0}
+    alerts: list = []
+    bucket.process([as_tuple(fetch)], CFG, alerts, [])
+    bucket.advance(CFG, alerts)
+    statuses: list = []
+    bucket.statuses(CFG, statuses, [])
+    bucket.activity_reports()
+    key = (e["cluster"], e["topic"], e["partition"])
+    assert [k for k, w in bucket.partitions.items() if not is_cold(w)] == [key]
+    stateful.save_bucket(state, bucket, CFG)
+    chunks = stateful._WRITTEN[(0, 1, CFG)][2]
+    assert [len(k) for k in chunks.keys.values()] == [48, 1]
+    assert sum(is_cold(w) for w in bucket.partitions.values()) == 47
     stateful._WRITTEN.clear()
     stateful._LOADED.clear()
