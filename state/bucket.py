@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from replmon.state import alert_rules, texts
 from replmon.state.alerts import AlertBook, is_notified

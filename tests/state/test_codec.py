@@ -274,7 +274,8 @@ def test_format3_stores_the_partitions_by_column_in_chunks_and_where_each_is():
     assert doc["partitions"]["chunk"] == [0] * n and doc["partitions"]["row"] == list(range(n))
     index = dict(zip(doc["fields"]["index"], doc["partitions"]["index"], strict=True))
     assert list(index) == list(codec.INDEX_FIELDS)
-    assert list(zip(index["cluster"], index["topic"], index["partition"], strict=False)) == list(bucket.partitions)
+    keys = zip(index["cluster"], index["topic"], index["partition"], strict=True)
+    assert list(keys) == list(bucket.partitions)
     assert list(index["time_ms"]) == [w.time_ms for w in bucket.partitions.values()]
     assert list(index["deadline_ms"]) == [w.deadline_ms for w in bucket.partitions.values()]
     assert list(index["replicas"]) == [w.leader.replicas for w in bucket.partitions.values()]
