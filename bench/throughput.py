@@ -1,10 +1,14 @@
 """Throughput of the real streaming query on a large simulated cluster.
 
     python bench/throughput.py --partitions 100000 [--seconds 8] [--batch-events N] [--runs 3] [--floor]
+                               [--busy 0.1] [--idle-every 8]
 
 Generates a steady cluster's events (replication factor 3: per partition an append and a fetch
 by each follower every `--interval-ms`, plus heartbeats) as JSON-lines files, one file per
-micro-batch, then runs:
+micro-batch. `--busy 0.1`: only a tenth of the partitions has that traffic, the others are idle
+as the collector's compaction leaves them (issue 21): a caught-up fetch per follower every
+`--idle-every` intervals (8: one per L/8 at L = 30 s; the partitions as bench/bucket_step.py
+--busy picks them). Then runs:
   1. the stateless ceiling: the same files parsed, validated and counted (no state);
   2. with --floor, the floor: the monitor's query with a Python step that only reads its input
      (what Spark's plan costs, whatever the engine does: the most the monitor could reach);
@@ -14,7 +18,9 @@ Each run prints where a batch's time goes: the stateless parse and validation of
 rows the JVM found invalid, and event-time sort; state load; engine; state save; output
 encoding), as wall time and as the CPU time the Python threads used (less affected by other
 work on the machine). With --runs N the whole is repeated N times in one session and every
-figure is the median, with its min-max spread. The last line is one JSON object with all figures.
+figure is the median, with its min-max spread. With --floor, the monitor's rate is also given
+as its share of the floor's (`share_of_floor`), beside its share of the ceiling (`share`). The
+last line is one JSON object with all figures.
 """
 
 from __future__ import annotations
@@ -37,10 +43,24 @@ TIMEOUT_S = 3600  # a benchmark query that runs longer than this is hung, not sl
 T0 = 1_767_225_600_000
 
 
+def is_busy(i: int, busy: float) -> bool:
+    """Whether partition i is in the busy share (as bench/bucket_step.is_busy: spread out)."""
+    return (i * 7919) % 1000 < busy * 1000
+
+
 def generate(
-    folder: Path, partitions: int, seconds: float, interval_ms: int, batch_events: int, topics: int = 10
+    folder: Path,
+    partitions: int,
+    seconds: float,
+    interval_ms: int,
+    batch_events: int,
+    topics: int = 10,
+    busy: float = 1.0,
+    idle_every: int = 8,
 ) -> int:
-    """Steady cluster, sorted by time; split into files of ~batch_events lines."""
+    """Steady cluster, sorted by time; split into files of ~batch_events lines. `busy`: the
+    share of partitions with traffic every interval; the others only fetched, caught up, by each
+    follower every `idle_every` intervals (staggered)."""
     folder.mkdir(parents=True, exist_ok=True)
     per_topic = max(1, partitions // topics)
     names = [(f"topic-{i // per_topic}", i % per_topic) for i in range(partitions)]
@@ -86,6 +106,16 @@ def generate(
             leader = leaders[i]
             f1, f2 = 1 + (leader % 6), 1 + ((leader + 1) % 6)
             jt = t + i % 97
+            if not is_busy(i, busy):
+                if (s + i) % idle_every == 0:
+                    for f in (f1, f2):
+                        lines.append(
+                            f'{{"type":"fetch","ts":{jt + 1},"cluster":"bench","topic":"{topic}",'
+                            f'"partition":{p},"replica":{f},"fetch_offset":0,"leader_leo":0}}'
+                        )
+                    if len(lines) >= batch_events:
+                        flush()
+                continue
             lines.append(
                 f'{{"type":"append","ts":{jt},"cluster":"bench","topic":"{topic}",'
                 f'"partition":{p},"leader_leo":{leo}}}'
@@ -281,6 +311,7 @@ def one_run(spark, work: Path, args, n: int) -> dict:
         "events_per_s": rate,
         "ceiling_events_per_s": ceiling,
         "share": rate / ceiling,
+        **({"share_of_floor": rate / floor["floor_events_per_s"]} if floor else {}),
         "batch_ms_p50": statistics.median(m_dur),
         "batch_ms_p99": p99(m_dur),
         "ceiling_batch_ms_p50": statistics.median(c_dur),
@@ -292,7 +323,9 @@ def one_run(spark, work: Path, args, n: int) -> dict:
     }
     print(
         f"run {n}: monitor {m_rows:,} events in {len(m_dur)} steady micro-batches, "
-        f"{rate:,.0f} events/s = {100 * r['share']:.0f}% of the ceiling {ceiling:,.0f}; "
+        f"{rate:,.0f} events/s = {100 * r['share']:.0f}% of the ceiling {ceiling:,.0f}"
+        + (f", {100 * r['share_of_floor']:.0f}% of the floor" if floor else "")
+        + "; "
         f"batch ms p50 {r['batch_ms_p50']:.0f} p99 {r['batch_ms_p99']:.0f}; "
         f"{state_bytes / replicas:.0f} B state per replica"
     )
@@ -340,6 +373,14 @@ def main() -> int:
         help="also run the floor: the monitor's query with a Python step that only "
         "reads its input (what the plan costs whatever the engine does)",
     )
+    ap.add_argument(
+        "--busy",
+        type=float,
+        default=1.0,
+        help="share of partitions with traffic every interval; the rest idle (a caught-up fetch per "
+        "follower every --idle-every intervals)",
+    )
+    ap.add_argument("--idle-every", type=int, default=8, help="intervals between an idle partition's fetches")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     batch_events = args.batch_events or max(100_000, 3 * args.partitions)
@@ -349,11 +390,19 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="replmon-bench-"))
     t = time.time()
-    total = generate(work / "in", args.partitions, args.seconds, args.interval_ms, batch_events)
+    total = generate(
+        work / "in",
+        args.partitions,
+        args.seconds,
+        args.interval_ms,
+        batch_events,
+        busy=args.busy,
+        idle_every=args.idle_every,
+    )
     files = len(list((work / "in").glob("*.jsonl")))
     print(
         f"generated {total:,} events in {files} files of ~{batch_events:,} for "
-        f"{args.partitions:,} partitions (RF 3) in {time.time() - t:.1f} s"
+        f"{args.partitions:,} partitions (RF 3, a share of {args.busy:g} busy) in {time.time() - t:.1f} s"
     )
 
     rss = RssSampler()
@@ -381,6 +430,7 @@ def main() -> int:
                 "partitions": args.partitions,
                 "events": runs[0]["events"],
                 "batch_events": batch_events,
+                "busy": args.busy,
                 "buckets": args.buckets,
                 "runs": args.runs,
                 "events_per_s": round(med["events_per_s"]),
@@ -388,6 +438,7 @@ def main() -> int:
                 "share": round(med["share"], 3),
                 **(
                     {
+                        "share_of_floor": round(med["share_of_floor"], 3),
                         "floor_events_per_s": round(med["floor_events_per_s"]),
                         "floor_share": round(med["floor_share"], 3),
                     }
