@@ -283,6 +283,12 @@ class Chunks:
         return current
 
 
+# A write of a bucket more than this share of whose partitions changed is whole, and so is a
+# decode for a batch with events for at least this share of them: at busy 1.0 (every partition
+# active) an incremental save took twice a whole one, moving every partition between chunks
+# (bench/bucket_step.py, README Performance); a lazy decode loading most partitions one by one
+# costs more than decoding them all at once.
+WHOLE_ABOVE = 0.5
 # A blob with more chunks than this is written again as one chunk (a chunk costs a compression
 # stream and a pickle of its own; a few dozen are cheap).
 MAX_CHUNKS = 32
@@ -335,6 +341,10 @@ def _changed_chunks(bucket: Bucket, chunks: Chunks, touched: set) -> Chunks | No
     """`chunks` updated in place to hold the bucket as it is now: the changed partitions in new
     chunks. None when the bucket is better written whole (too many chunks)."""
     partitions = bucket.partitions
+    if len(touched) > WHOLE_ABOVE * len(partitions):
+        # most of the bucket changed (every partition active): written whole, which costs less
+        # than moving most partitions between chunks one by one
+        return None
     where = chunks.where
     changed = [k for k in touched if k in partitions]
     # The partitions that changed in the previous write too (busy ones) go into a chunk of
@@ -410,12 +420,15 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
     return decode_chunks(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg)[0]
 
 
-def decode_chunks(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig, lazy: bool = False):
+def decode_chunks(
+    blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig, lazy: bool = False, needed: int = 0
+):
     """`decode`, and the blob's Chunks for writing the bucket's next blob with `encode_chunks`
     (None when the blob is of an older format or field list: the next write encodes it all).
     `lazy`: a format 3 blob's partitions are left encoded, each a ColdWatch in the bucket until
     the bucket loads it (state/bucket.py, `Bucket.warm`): the chunks are not even decompressed
-    here, only the index (INDEX_FIELDS)."""
+    here, only the index (INDEX_FIELDS). `needed`: how many partitions the caller's batch has
+    events for; when that is WHOLE_ABOVE of the bucket or more, the decode is whole."""
     if blob[: len(MAGIC)] != MAGIC:
         return _migrate_format0(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg), None
     version = int.from_bytes(blob[len(MAGIC) : len(MAGIC) + 2], "big")
@@ -430,7 +443,8 @@ def decode_chunks(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConf
         if version >= 3:
             meta, stored = _BuiltinsOnly(io.BytesIO(blob[_HEADER:])).load()
             doc = _load(meta)
-            lazy = lazy and doc["fields"] == _fields()
+            count = len(doc["partitions"]["chunk"])
+            lazy = lazy and doc["fields"] == _fields() and needed < WHOLE_ABOVE * count
             parts = [] if lazy else [_load(c) for c in stored]
         else:
             doc = _load(blob[_HEADER:])

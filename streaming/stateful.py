@@ -12,7 +12,7 @@ import gc
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import repeat
 
@@ -21,7 +21,7 @@ import pandas as pd
 
 from replmon.state.bucket import Bucket
 from replmon.state.codec import TAG_BYTES, Chunks, decode_chunks, encode_chunks, tag_of
-from replmon.state.events import ARRAY_FIELDS, EVENT_FIELDS, FIELDS, TIE_RANK
+from replmon.state.events import ARRAY_FIELDS, EVENT_FIELDS, FIELDS, PARTITION, TIE_RANK, TOPIC
 from replmon.state.monitor import MonitorConfig
 from replmon.streaming.contract import COLUMN_FIELDS, bounded_quarantine, describe
 
@@ -214,7 +214,9 @@ INCREMENTAL_SAVE = True
 LAZY_LOAD = True
 
 
-def load_bucket(state, cfg: MonitorConfig, bucket_id: int, buckets: int) -> Bucket:
+def load_bucket(state, cfg: MonitorConfig, bucket_id: int, buckets: int, events: Sequence = ()) -> Bucket:
+    """The bucket's state: the one this worker kept when the blob is the one it wrote (a hit),
+    else decoded, lazily unless the batch's `events` concern half of its partitions or more."""
     key = (bucket_id, buckets, cfg)
     cached = _WRITTEN.pop(key, None)
     _LOADED.pop(key, None)
@@ -226,7 +228,10 @@ def load_bucket(state, cfg: MonitorConfig, bucket_id: int, buckets: int) -> Buck
     if cached is not None and cached[0] == tag_of(blob):
         _LOADED[key] = (cached[1], cached[2])
         return cached[1]
-    bucket, chunks = decode_chunks(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg, lazy=LAZY_LOAD)
+    needed = len({(ev[TOPIC], ev[PARTITION]) for ev in events}) if LAZY_LOAD else 0
+    bucket, chunks = decode_chunks(
+        blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg, lazy=LAZY_LOAD, needed=needed
+    )
     _LOADED[key] = (bucket, chunks)
     return bucket
 
@@ -344,7 +349,7 @@ def make_state_func(
             phases.lap("input")
             events = events_from_frames(frames, quarantine)
             phases.lap("quarantine_and_sort")
-        bucket = load_bucket(state, cfg, bucket_id, buckets)
+        bucket = load_bucket(state, cfg, bucket_id, buckets, events)
         phases.lap("state_load")
         stage = len(quarantine)
         bucket.process(events, cfg, alerts, quarantine)

@@ -5,12 +5,13 @@ exactly what a bucket written whole and decoded every batch says and holds.
 Random event sequences (seeded): many partitions, most of them idle most of the time, with
 fetches caught up and behind, appends, leader and ISR changes, broker fences, late and repeated
 events, deleted partitions and partitions gone silent until evicted; cut into micro-batches of
-random sizes. Each is run through the adapter's load and save six ways: whole saves with a
+random sizes. Each is run through the adapter's load and save seven ways: whole saves with a
 whole decode every batch (the reference), incremental saves with the kept bucket reused,
 incremental saves with a whole decode every batch (every call a cache miss: the bucket and its
 Chunks come from the blob), the same with a lazy decode every batch (the partitions left encoded
 until the batch needs them: state/bucket.ColdWatch), a random mix of hits and lazy misses, and
-whole saves with a lazy decode every batch (a whole write loads what was left encoded).
+whole saves with a lazy decode every batch (a whole write loads what was left encoded), and
+the mix again with no batch saved or decoded whole for touching most of the bucket.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import random
 
 import pytest
 
+from replmon.state import codec
 from replmon.state.bucket import is_cold
 from replmon.state.codec import decode, plain_values
 from replmon.state.monitor import MonitorConfig
@@ -197,8 +199,8 @@ def run(calls: list[list[tuple]], cfg: MonitorConfig, *, incremental: bool, lazy
         stateful._LOADED.clear()
 
 
-def _same_six_ways(calls: list[list[tuple]], cfg: MonitorConfig, seed: int) -> list:
-    """The outputs of the reference run, after checking the five others against it."""
+def _same_seven_ways(calls: list[list[tuple]], cfg: MonitorConfig, seed: int) -> list:
+    """The outputs of the reference run, after checking the six others against it."""
     rng = random.Random(seed)
     mixed = [rng.random() < 0.4 for _ in calls]
     said, stored, _ = run(calls, cfg, incremental=False, lazy=False, miss=lambda i: True)
@@ -214,12 +216,20 @@ def _same_six_ways(calls: list[list[tuple]], cfg: MonitorConfig, seed: int) -> l
         assert got_said == said, (incremental, lazy)
         assert got_stored == stored, (incremental, lazy)
         assert in_memory == stored  # the blob holds the bucket as it is in memory
+    # and with every save incremental and every decode lazy, however much of the bucket a batch
+    # touches (by default, a batch that touches most of it is saved and decoded whole)
+    old, codec.WHOLE_ABOVE = codec.WHOLE_ABOVE, float("inf")
+    try:
+        got = run(calls, cfg, incremental=True, lazy=True, miss=mixed.__getitem__)
+    finally:
+        codec.WHOLE_ABOVE = old
+    assert got == (said, stored, stored)
     return said
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_incremental_saves_and_loads_say_and_store_what_whole_ones_do(seed):
-    said = _same_six_ways(batches(random_events(seed), seed), CFG, seed)
+    said = _same_seven_ways(batches(random_events(seed), seed), CFG, seed)
     assert any(a for a, *_ in said) and any(p for _, _, p, _, _ in said), "alerts and statuses were said"
 
 
@@ -228,7 +238,7 @@ def test_incremental_saves_on_the_simulator_scenarios(name):
     spec = scenarios.get(name)
     events, _ = simulate(spec, seed=3)
     cfg = monitor_config(replica_lag_time_max_ms=spec.replica_lag_time_max_ms)
-    said = _same_six_ways(batches(events, 3), cfg, 3)
+    said = _same_seven_ways(batches(events, 3), cfg, 3)
     assert any(p for _, _, p, _, _ in said), "statuses were said"
 
 
