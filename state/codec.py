@@ -34,6 +34,12 @@ so a blob holds at most about twice its partitions. A small compressed document 
 per partition (clusters, broker logs) and, in the bucket's partition order, where each partition
 is and its `time_ms`: the one field that moves for every partition every batch (the bucket moves
 idle partitions up to the cluster's settled time), stored apart so that moving it is no change.
+Beside it, the index holds for every partition what decides whether a micro-batch needs it (its
+key, deadline, last event and status times and flags, leader and assignment: INDEX_FIELDS), so
+that a process that did not write the blob can decode it lazily (`decode_chunks(lazy=True)`):
+the document only, every partition a ColdWatch (state/bucket.py) until the batch needs it, then
+its row alone is built from its chunk; the chunks of the partitions never needed are written
+again as they are. A batch that touches most of a bucket saves and decodes it whole (WHOLE_ABOVE).
 
     format 3: MAGIC + version + tag + pickle((zlib(pickle(doc)), [zlib(pickle(columns)), ...]))
 
@@ -49,6 +55,7 @@ import io
 import operator
 import pickle
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from replmon.state.alerts import AlertBook
@@ -314,7 +321,11 @@ def _write(bucket: Bucket, tag: bytes, kept: Chunks | None) -> tuple[bytes, Chun
         raise ValueError(f"tag must be {TAG_BYTES} bytes, got {len(tag)}")
     partitions = bucket.partitions
     touched = getattr(bucket, "touched", None)
-    chunks = None if kept is None or touched is None else _changed_chunks(bucket, kept, touched)
+    # most of the bucket changed (every partition active): written whole, which costs less than
+    # moving most partitions between chunks one by one, and without the index, which only a lazy
+    # decode reads (the next batch likely touches most of the bucket again: a whole decode)
+    most = touched is not None and len(touched) > WHOLE_ABOVE * len(partitions)
+    chunks = None if kept is None or touched is None or most else _changed_chunks(bucket, kept, touched)
     if chunks is None:
         _warm_all(bucket)  # all of it is written: every partition loaded first
         chunks = Chunks()
@@ -328,8 +339,10 @@ def _write(bucket: Bucket, tag: bytes, kept: Chunks | None) -> tuple[bytes, Chun
         "row": [row for _, row in at],
         "rows": [len(keys) for keys in chunks.keys.values()],  # per chunk, its dead rows included
         "recent": [position[cid] for cid in chunks.recent if cid in position],
-        "index": _index_columns(partitions),
+        "index": None if most else _index_columns(partitions),
     }
+    if most:
+        doc["partitions"]["time_ms"] = [w.time_ms for w in partitions.values()]
     body = _pickled((zlib.compress(_pickled(doc), COMPRESSION_LEVEL), list(chunks.data.values())))
     cold = getattr(bucket, "load_cold", None)
     if isinstance(cold, _ColdRows):
@@ -341,10 +354,6 @@ def _changed_chunks(bucket: Bucket, chunks: Chunks, touched: set) -> Chunks | No
     """`chunks` updated in place to hold the bucket as it is now: the changed partitions in new
     chunks. None when the bucket is better written whole (too many chunks)."""
     partitions = bucket.partitions
-    if len(touched) > WHOLE_ABOVE * len(partitions):
-        # most of the bucket changed (every partition active): written whole, which costs less
-        # than moving most partitions between chunks one by one
-        return None
     where = chunks.where
     changed = [k for k in touched if k in partitions]
     # The partitions that changed in the previous write too (busy ones) go into a chunk of
@@ -443,8 +452,11 @@ def decode_chunks(
         if version >= 3:
             meta, stored = _BuiltinsOnly(io.BytesIO(blob[_HEADER:])).load()
             doc = _load(meta)
-            count = len(doc["partitions"]["chunk"])
-            lazy = lazy and doc["fields"] == _fields() and needed < WHOLE_ABOVE * count
+            where = doc["partitions"]
+            indexed = where["index"] is not None
+            lazy = (
+                lazy and indexed and doc["fields"] == _fields() and needed < WHOLE_ABOVE * len(where["chunk"])
+            )
             parts = [] if lazy else [_load(c) for c in stored]
         else:
             doc = _load(blob[_HEADER:])
@@ -457,15 +469,17 @@ def decode_chunks(
     fields = doc["fields"]
     if version >= 3:
         where = doc["partitions"]
-        where.update(zip(fields["index"], where.pop("index"), strict=True))
+        index = where.pop("index")
+        if index is not None:
+            where.update(zip(fields["index"], index, strict=True))
+        rows = None if lazy else [list(_rows_from_columns(part, fields)) for part in parts]
         if fields == _fields():
-            chunks = _chunks_of(stored, where)
-        if lazy:
+            chunks = _chunks_of(stored, where, rows)
+        if rows is None:
             assert chunks is not None
             _add_cold(bucket, where)
             bucket.load_cold = _ColdRows(chunks, cfg)
         else:
-            rows = [list(_rows_from_columns(part, fields)) for part in parts]
             _add_partitions(
                 bucket,
                 (rows[c][r] for c, r in zip(where["chunk"], where["row"], strict=True)),
@@ -483,21 +497,21 @@ def _load(compressed: bytes):
     return _BuiltinsOnly(io.BytesIO(zlib.decompress(compressed))).load()
 
 
-def _chunks_of(stored: list, where: dict) -> Chunks:
+def _chunks_of(stored: list, where: dict, rows: list | None) -> Chunks:
     """The Chunks of a format 3 blob as read: its chunks as they are (still compressed), for
-    the next write and for loading the partitions a lazy decode left encoded. A dead row's key
-    is not in the index: None."""
+    the next write and for loading the partitions a lazy decode left encoded. `rows`: the chunks'
+    decoded rows, or None (a lazy decode: the keys come from the index, a dead row's is None)."""
     chunks = Chunks(next_id=len(stored))
     for cid, (data, n) in enumerate(zip(stored, where["rows"], strict=True)):
         chunks.data[cid] = data
-        chunks.keys[cid] = [None] * n
+        chunks.keys[cid] = [None] * n if rows is None else [tuple(w[:3]) for w, _, _, _ in rows[cid]]
         chunks.live[cid] = 0
-    for key, c, r in zip(
-        zip(where["cluster"], where["topic"], where["partition"], strict=True),
-        where["chunk"],
-        where["row"],
-        strict=True,
-    ):
+    keys: Iterator[tuple]
+    if rows is None:
+        keys = zip(where["cluster"], where["topic"], where["partition"], strict=True)
+    else:
+        keys = (chunks.keys[c][r] for c, r in zip(where["chunk"], where["row"], strict=True))
+    for key, c, r in zip(keys, where["chunk"], where["row"], strict=True):
         chunks.keys[c][r] = key
         chunks.where[key] = (c, r)
         chunks.live[c] += 1

@@ -277,6 +277,10 @@ def test_a_lazy_load_leaves_encoded_the_partitions_the_batch_does_not_need():
     bucket.process([as_tuple(e) for e in events], CFG, [], [])
     bucket.statuses(CFG, [], [])
     stateful.save_bucket(state, bucket, CFG)
+    # that batch touched every partition: saved whole, without the index a lazy decode reads
+    stateful._WRITTEN.clear()
+    assert not any(is_cold(w) for w in stateful.load_bucket(state, CFG, 0, 1).partitions.values())
+    stateful.save_bucket(state, stateful._LOADED[(0, 1, CFG)][0], CFG)  # an empty batch: indexed
     stateful._WRITTEN.clear()  # a miss
     bucket = stateful.load_bucket(state, CFG, 0, 1)
     assert all(is_cold(w) for w in bucket.partitions.values())
