@@ -39,7 +39,8 @@ key, deadline, last event and status times and flags, leader and assignment: IND
 that a process that did not write the blob can decode it lazily (`decode_chunks(lazy=True)`):
 the document only, every partition a ColdWatch (state/bucket.py) until the batch needs it, then
 its row alone is built from its chunk; the chunks of the partitions never needed are written
-again as they are. A batch that touches most of a bucket saves and decodes it whole (WHOLE_ABOVE).
+again as they are. A batch that touches most of a bucket decodes it whole, and saves it whole
+without the index (WHOLE_ABOVE).
 
     format 3: MAGIC + version + tag + pickle((zlib(pickle(doc)), [zlib(pickle(columns)), ...]))
 
@@ -55,7 +56,7 @@ import io
 import operator
 import pickle
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from replmon.state.alerts import AlertBook
@@ -430,14 +431,22 @@ def decode(blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig) -> 
 
 
 def decode_chunks(
-    blob: bytes, *, bucket_id: int, buckets: int, cfg: MonitorConfig, lazy: bool = False, needed: int = 0
+    blob: bytes,
+    *,
+    bucket_id: int,
+    buckets: int,
+    cfg: MonitorConfig,
+    lazy: bool = False,
+    needed: Callable[[], int] | None = None,
 ):
     """`decode`, and the blob's Chunks for writing the bucket's next blob with `encode_chunks`
     (None when the blob is of an older format or field list: the next write encodes it all).
     `lazy`: a format 3 blob's partitions are left encoded, each a ColdWatch in the bucket until
     the bucket loads it (state/bucket.py, `Bucket.warm`): the chunks are not even decompressed
-    here, only the index (INDEX_FIELDS). `needed`: how many partitions the caller's batch has
-    events for; when that is WHOLE_ABOVE of the bucket or more, the decode is whole."""
+    here, only the index (INDEX_FIELDS). `needed()`: how many partitions the caller's batch has
+    events for; when that is WHOLE_ABOVE of the bucket or more, the decode is whole. A blob
+    written whole because most of it changed has no index: decoded whole, and without Chunks
+    (the next batch likely changes most of it again: the next save is whole anyway)."""
     if blob[: len(MAGIC)] != MAGIC:
         return _migrate_format0(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg), None
     version = int.from_bytes(blob[len(MAGIC) : len(MAGIC) + 2], "big")
@@ -455,7 +464,10 @@ def decode_chunks(
             where = doc["partitions"]
             indexed = where["index"] is not None
             lazy = (
-                lazy and indexed and doc["fields"] == _fields() and needed < WHOLE_ABOVE * len(where["chunk"])
+                lazy
+                and indexed
+                and doc["fields"] == _fields()
+                and (needed is None or needed() < WHOLE_ABOVE * len(where["chunk"]))
             )
             parts = [] if lazy else [_load(c) for c in stored]
         else:
@@ -473,7 +485,7 @@ def decode_chunks(
         if index is not None:
             where.update(zip(fields["index"], index, strict=True))
         rows = None if lazy else [list(_rows_from_columns(part, fields)) for part in parts]
-        if fields == _fields():
+        if fields == _fields() and index is not None:
             chunks = _chunks_of(stored, where, rows)
         if rows is None:
             assert chunks is not None

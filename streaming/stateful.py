@@ -228,9 +228,13 @@ def load_bucket(state, cfg: MonitorConfig, bucket_id: int, buckets: int, events:
     if cached is not None and cached[0] == tag_of(blob):
         _LOADED[key] = (cached[1], cached[2])
         return cached[1]
-    needed = len({(ev[TOPIC], ev[PARTITION]) for ev in events}) if LAZY_LOAD else 0
     bucket, chunks = decode_chunks(
-        blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg, lazy=LAZY_LOAD, needed=needed
+        blob,
+        bucket_id=bucket_id,
+        buckets=buckets,
+        cfg=cfg,
+        lazy=LAZY_LOAD,
+        needed=lambda: len({(ev[TOPIC], ev[PARTITION]) for ev in events}),
     )
     _LOADED[key] = (bucket, chunks)
     return bucket
