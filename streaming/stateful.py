@@ -198,11 +198,12 @@ class Phases:
 # Beside each kept bucket, the Chunks of the blob it was written as (state/codec.py, format 3):
 # the next save encodes only the partitions the batch touched and joins the other partitions'
 # encoded chunks as they are. A bucket decoded (a miss) comes with the Chunks of the blob it was
-# read from, so its next save is incremental too. What it buys (bench/bucket_step.py --busy 0.1
-# [--miss] --batches 36, a fifth of 6,250 partitions changing per call, CPU per call, median of 3
-# runs, 2026-11-25, machine shared): a save of 39 ms (35-39) instead of 97 (88-98) when the bucket
-# was kept; on a miss the save is 41 ms instead of 75 but the load 120 (110-121) instead of 66
-# (61-70) (README, Performance). tests/streaming/test_incremental_state.py: same outputs and state.
+# read from, so its next save is incremental too, and is decoded lazily (LAZY_LOAD). What they
+# buy (bench/bucket_step.py --busy 0.1 [--miss] --batches 36, a fifth of 6,250 partitions
+# changing per call, CPU per whole call, median of 3 runs with min-max, main and this code run
+# alternately, 2026-11-25, machine shared): 81 ms (80-85) instead of 121 (79-123) when the
+# bucket was kept, 168 (168-202) instead of 214 (212-227) on a miss (README, Performance).
+# tests/streaming/test_incremental_state.py: same outputs and state.
 _WRITTEN: dict[tuple, tuple[bytes, Bucket, Chunks | None]] = {}
 # The bucket each call loaded, with its Chunks, until the call saves it (by bucket key).
 _LOADED: dict[tuple, tuple[Bucket, Chunks | None]] = {}
