@@ -199,7 +199,7 @@ class Collector:
                 break
         out = self.buffer.release(min([now, *(self._read_up_to_ms(b) for b in self.tails)]))
         if self.compactor is not None:  # decided inside the hold: no added latency (compact.py)
-            out = self.compactor.release(out, self.buffer.held())
+            out = self.compactor.release(out, self.buffer)
         if self.role == "broker":  # the cluster role publishes the Admin API's events
             out = [ev for ev in out if ev["type"] not in ("metadata", "broker")]
         if self.role != "broker" and now - self._last_heartbeat >= self.heartbeat_ms:

@@ -65,121 +65,43 @@ def _marks(ev: dict) -> tuple:
 CAUGHT, CREDITED, BEHIND = "caught", "credited", "behind"
 
 
-def judged(
-    seq: list[dict], told: dict[tuple, int], lflo: dict[tuple, tuple[int, int]], fresh_ms
-) -> tuple[list[str | None], list[int]]:
-    """For each event of `seq` (event-time order), as the engine would judge it
-    (docs/kafka-rules.md §1.2): a fetch is CAUGHT (at its read, at or above the largest leader
-    LEO any event of its partition told so far, whatever its own `leader_leo` says), CREDITED
-    (behind, but at or above the LEO known at the replica's previous fetch: lcu moves to that
-    fetch's time, if that was at most `fresh_ms(partition)` before: a credit to an old fetch
-    leaves lcu old) or BEHIND; None for anything else. And the largest LEO told after it.
-    `told` (partition -> LEO) and `lflo` (partition + replica -> (LEO, time) at its last fetch)
-    say what came before; not changed."""
-    since: dict[tuple, int] = {}
-    last: dict[tuple, tuple[int, int]] = {}
-    status: list[str | None] = []
-    told_at: list[int] = []
-    for ev in seq:
-        kind = ev["type"]
-        if kind not in ("fetch", "append"):
-            status.append(None)
-            told_at.append(0)
-            continue
-        pk = _partition(ev)
-        leo = max(since.get(pk, told.get(pk, 0)), ev["leader_leo"])
-        since[pk] = leo
-        told_at.append(leo)
-        if not is_accepted_fetch(ev):
-            status.append(None)
-            continue
-        rk = (*pk, ev["replica"])
-        offset = ev["fetch_offset"]
-        if is_caught_up_fetch(ev) and offset >= leo:
-            status.append(CAUGHT)
-        else:
-            prev_leo, prev_ms = last.get(rk) or lflo.get(rk) or (1 << 62, 0)
-            fresh = offset >= prev_leo and ev["ts"] - prev_ms <= fresh_ms(pk)
-            status.append(CREDITED if fresh else BEHIND)
-        last[rk] = (leo, ev["ts"])
-    return status, told_at
-
-
 def is_accepted_fetch(ev: dict) -> bool:
     return ev["type"] == "fetch" and "error" not in ev and "diverging_epoch" not in ev
 
 
-def superseded(
-    seq: list[dict], upto: int, status: list[str | None], told_at: list[int], isr: dict[tuple, frozenset]
-) -> set[int]:
-    """Indices i < upto of the fetches and appends in `seq` (event-time order) whose effect the
-    events after them restore (`status`, `told_at`: judged):
+def judge(ev: dict, leo: int, previous: tuple[int, int], fresh_ms: int) -> str:
+    """An accepted fetch as the engine judges it (docs/kafka-rules.md §1.2): CAUGHT (at its read,
+    at or above `leo`, the largest leader LEO any event of its partition told so far, whatever
+    its own `leader_leo` says), CREDITED (behind, but at or above the LEO known at the replica's
+    `previous` fetch (LEO, time): lcu moves to that fetch's time, if that was at most
+    `fresh_ms` before: a credit to an old fetch leaves lcu old) or BEHIND."""
+    offset = ev["fetch_offset"]
+    if offset >= ev["leader_leo"] and offset >= leo:
+        return CAUGHT
+    prev_leo, prev_ms = previous
+    return CREDITED if offset >= prev_leo and ev["ts"] - prev_ms <= fresh_ms else BEHIND
 
-    - a CAUGHT or CREDITED fetch of an ISR replica, when its next fetch (same epochs and log
-      start) is CAUGHT, or is CREDITED and the one after is CAUGHT or CREDITED too, every event of
-      the partition up to there telling at least the LEO known at the dropped one, and nothing
-      in between reads the dropped state (a `metadata` or `broker` event, an error, a fetch of
-      a replica outside the ISR). Then the follower's LEO, last fetch time, leader LEO at its
-      last fetch and lastCaughtUpTimeMs are the same there whether the dropped one was seen or
-      not (in between, lcu is older by less than the time from the last one sent);
-    - an append, when a later append tells at least its LEO and every fetch in between tells
-      at least as much (the LEO only grows)."""
-    out: set[int] = set()
-    # partition -> replica -> its next fetches (nearest first): [marks, status, lowest LEO told since]
-    nxt: dict[tuple, dict[int, list]] = {}
-    appends: dict[tuple, list] = {}  # partition -> [LEO of its next append, lowest LEO told since]
-    for i in range(len(seq) - 1, -1, -1):
-        ev = seq[i]
-        kind = ev["type"]
-        if kind == "heartbeat":
-            continue
-        if kind == "broker":  # fences and shutdowns change ISR eligibility everywhere
-            nxt.clear()
-            appends.clear()
-            continue
-        pk = _partition(ev)
-        if (
-            kind == "metadata"
-            or (status[i] is None and kind == "fetch")
-            or (kind == "fetch" and ev["replica"] not in isr.get(pk, ()))
-        ):
-            nxt.pop(pk, None)
-            appends.pop(pk, None)
-            continue
-        leo = ev["leader_leo"]
-        if kind == "append":
-            later = appends.get(pk)
-            if i < upto and later is not None and min(later) >= leo:
-                out.add(i)
-            appends[pk] = [leo, leo]
-        elif pk in appends:
-            appends[pk][1] = min(appends[pk][1], leo)
-        chains = nxt.setdefault(pk, {})
-        for chain in chains.values():
-            for f in chain:
-                f[2] = min(f[2], leo)
-        if kind != "fetch":
-            continue
-        marks, chain = _marks(ev), chains.get(ev["replica"], [])
-        if (
-            i < upto
-            and status[i] in (CAUGHT, CREDITED)
-            and chain
-            and chain[0][0] == marks
-            and (
-                (chain[0][1] == CAUGHT and chain[0][2] >= told_at[i])
-                or (
-                    chain[0][1] == CREDITED
-                    and len(chain) == 2
-                    and chain[1][0] == marks
-                    and chain[1][1] in (CAUGHT, CREDITED)
-                    and chain[1][2] >= told_at[i]
-                )
-            )
-        ):
-            out.add(i)
-        chains[ev["replica"]] = [[marks, status[i], INF], *chain[:1]]
-    return out
+
+NEVER = (1 << 62, 0)  # a replica's previous fetch before it has fetched: no credit
+
+
+class HeldList:
+    """Held events given as a list in event-time order, indexed as ReorderBuffer indexes its own."""
+
+    def __init__(self, held: list[dict]) -> None:
+        self._partitions: dict[tuple, list] = {}
+        self._broker = None
+        for i, ev in enumerate(held):
+            if "partition" in ev:
+                self._partitions.setdefault(_partition(ev), []).append((i, i, ev))
+            elif ev["type"] == "broker" and self._broker is None:
+                self._broker = (i, i)
+
+    def held_of(self, partition: tuple) -> list:
+        return self._partitions.get(partition, [])
+
+    def first_broker(self) -> tuple | None:
+        return self._broker
 
 
 class Compactor:
@@ -190,6 +112,10 @@ class Compactor:
         self.default_lag_ms, self.requested_ms = default_lag_ms, requested_ms
         self._lag: dict[tuple, int] = {}  # partition -> replica.lag.time.max.ms its metadata said
         self._isr: dict[tuple, frozenset] = {}  # partition -> the ISR its metadata said
+        # What the ISR and L were when the release began, for partitions whose metadata was
+        # released since (the events after it are judged as they were before it).
+        self._isr_then: dict[tuple, frozenset] = {}
+        self._lag_then: dict[tuple, int | None] = {}
         # partition -> replica (None: its appends) -> (ts, marks) of the last one sent in the run
         self._sent: dict[tuple, dict[int | None, tuple[int, tuple]]] = {}
         self._told: dict[tuple, int] = {}  # partition -> the largest leader LEO events told
@@ -198,12 +124,31 @@ class Compactor:
         ] = {}  # partition + replica -> (that LEO, time) at its last fetch
         self.dropped: Counter = Counter()
 
-    def release(self, released: list[dict], held: list[dict]) -> list[dict]:
+    def release(self, released: list[dict], held: Any) -> list[dict]:
         """The events of `released` (event-time order) to send, knowing the `held` ones that
-        follow (event-time order)."""
-        seq = released + held
-        status, told_at = judged(seq, self._told, self._lflo, self._resolution)
-        droppable = superseded(seq, len(released), status, told_at, self._isr)
+        follow: the ReorderBuffer (its index of held events by partition), or a list in
+        event-time order. Each event is judged once, in order, against what came before it; a
+        droppable one then reads ahead only its own partition's events up to its replica's
+        second next fetch (its partition's next append), so the cost per event does not grow
+        with the hold."""
+        if isinstance(held, list):
+            held = HeldList(held)
+        self._isr_then.clear()
+        self._lag_then.clear()
+        # partition -> indices in `released` of its events; where the first broker event after
+        # each released event is (in `released`; else the held one, if any)
+        mine: dict[tuple, list[int]] = {}
+        barrier: list[int | None] = [None] * len(released)
+        nxt: int | None = None
+        for i in range(len(released) - 1, -1, -1):
+            barrier[i] = nxt
+            if released[i]["type"] == "broker":
+                nxt = i
+        for i, ev in enumerate(released):
+            if "partition" in ev:
+                mine.setdefault(_partition(ev), []).append(i)
+        seen: dict[tuple, int] = {}  # partition -> how many of its released events were decided
+        held_broker = held.first_broker()
         out = []
         for i, ev in enumerate(released):
             kind = ev["type"]
@@ -215,28 +160,114 @@ class Compactor:
                 out.append(ev)
                 continue
             pk = _partition(ev)
+            at = seen.get(pk, 0)
+            seen[pk] = at + 1
             if kind == "metadata":
-                if ev.get("replica_lag_time_max_ms"):
-                    self._lag[pk] = ev["replica_lag_time_max_ms"]
+                self._isr_then.setdefault(pk, self._isr.get(pk, frozenset()))
                 self._isr[pk] = frozenset(ev.get("isr") or ())
-            if kind in ("fetch", "append"):
-                self._told[pk] = told_at[i]
+                if ev.get("replica_lag_time_max_ms"):
+                    self._lag_then.setdefault(pk, self._lag.get(pk))
+                    self._lag[pk] = ev["replica_lag_time_max_ms"]
+                self._sent.pop(pk, None)
+                out.append(ev)
+                continue
+            leo = max(self._told.get(pk, 0), ev["leader_leo"])
+            self._told[pk] = leo
+            status = None
             if kind == "append":
                 key = None
-            elif status[i] is not None:
+            elif is_accepted_fetch(ev):
                 key = ev["replica"]
-                self._lflo[(*pk, key)] = (told_at[i], ev["ts"])
+                rk = (*pk, key)
+                status = judge(ev, leo, self._lflo.get(rk, NEVER), self._fresh_ms(pk))
+                self._lflo[rk] = (leo, ev["ts"])
             else:
                 self._sent.pop(pk, None)
                 out.append(ev)
                 continue
-            marks = (*_marks(ev), status[i] == BEHIND) if kind == "fetch" else ()  # in sync or not
-            if i in droppable and self._recent(key, pk, ev, marks):
+            marks = (*_marks(ev), status == BEHIND) if kind == "fetch" else ()  # in sync or not
+            if (
+                status != BEHIND
+                and self._recent(key, pk, ev, marks)
+                and self._superseded(
+                    ev, leo, self._later(released, mine[pk], at, barrier[i], held, pk, held_broker)
+                )
+            ):
                 self.dropped[kind] += 1
                 continue
             self._sent.setdefault(pk, {})[key] = (ev["ts"], marks)
             out.append(ev)
         return out
+
+    @staticmethod
+    def _later(released, mine, at, stop, held, pk, held_broker):
+        """The events of the partition after its `at`-th released one, up to the first broker
+        event after it (a fence or shutdown changes ISR eligibility everywhere)."""
+        for q in range(at + 1, len(mine)):
+            k = mine[q]
+            if stop is not None and k > stop:
+                return
+            yield released[k]
+        if stop is not None:
+            return
+        for entry in held.held_of(pk):
+            if held_broker is not None and entry[:2] > held_broker:
+                return
+            yield entry[2]
+
+    def _superseded(self, ev: dict, told: int, later) -> bool:
+        """Whether the events after `ev` (`later`: its partition's, in event-time order, told
+        the largest LEO `told` at it) restore its effect:
+
+        - a CAUGHT or CREDITED fetch of an ISR replica, when its next fetch (same epochs and log
+          start) is CAUGHT, or is CREDITED and the one after is CAUGHT or CREDITED too, every
+          event of the partition from it up to there telling at least the LEO known at it, and
+          nothing in between reads its state (a `metadata` event, an error, a fetch of a replica
+          outside the ISR). Then the follower's LEO, last fetch time, leader LEO at its last
+          fetch and lastCaughtUpTimeMs are the same there whether it was seen or not (in
+          between, lcu is older by less than the time from the last one sent);
+        - an append, when a later append tells at least its LEO and every fetch in between
+          tells at least as much (the LEO only grows)."""
+        pk = _partition(ev)
+        isr = self._isr_then[pk] if pk in self._isr_then else self._isr.get(pk, frozenset())
+        if ev["type"] == "append":
+            low = INF
+            for e in later:
+                kind = e["type"]
+                if kind == "metadata" or (
+                    kind == "fetch" and (not is_accepted_fetch(e) or e["replica"] not in isr)
+                ):
+                    return False
+                if kind == "append":
+                    return min(low, e["leader_leo"]) >= ev["leader_leo"]
+                low = min(low, e["leader_leo"])
+            return False
+        replica, marks = ev["replica"], _marks(ev)
+        if replica not in isr:
+            return False
+        fresh_ms = self._fresh_ms(pk)
+        since, previous, low, first = told, (told, ev["ts"]), ev["leader_leo"], False
+        for e in later:
+            kind = e["type"]
+            if kind == "metadata" or (
+                kind == "fetch" and (not is_accepted_fetch(e) or e["replica"] not in isr)
+            ):
+                return False
+            leo = max(since, e["leader_leo"])
+            since = leo
+            if kind == "fetch" and e["replica"] == replica:
+                if _marks(e) != marks:
+                    return False
+                status = judge(e, leo, previous, fresh_ms)
+                if first:  # the second after it
+                    return status != BEHIND and low >= told
+                if status == CAUGHT:
+                    return low >= told
+                if status == BEHIND:
+                    return False
+                first, previous = True, (leo, e["ts"])
+            low = min(low, e["leader_leo"])
+        return False
 
     def _recent(self, key: int | None, pk: tuple, ev: dict, marks: tuple) -> bool:
         """One like it went out less than the partition's resolution ago (and, for a fetch, the
@@ -249,6 +280,11 @@ class Compactor:
 
     def _resolution(self, pk: tuple) -> int:
         return resolution_ms(self._lag.get(pk, self.default_lag_ms), self.requested_ms)
+
+    def _fresh_ms(self, pk: tuple) -> int:
+        """The resolution as it was when the release began (how a fetch's credit is judged)."""
+        lag = self._lag_then[pk] if pk in self._lag_then else self._lag.get(pk)
+        return resolution_ms(self.default_lag_ms if lag is None else lag, self.requested_ms)
 
 
 def published(events: list[dict], compactor: Compactor | None, hold_ms: int, step_ms: int) -> list[dict]:
@@ -267,5 +303,5 @@ def published(events: list[dict], compactor: Compactor | None, hold_ms: int, ste
             buffer.add(evs[i])
             i += 1
         released = buffer.release(now)
-        out += compactor.release(released, buffer.held()) if compactor else released
+        out += compactor.release(released, buffer) if compactor else released
     return out

@@ -15,12 +15,14 @@ from pathlib import Path
 import pytest
 
 from replmon.state.bucket import Bucket
-from replmon.streaming.collect.compact import Compactor, judged, published, resolution_ms, superseded
+from replmon.streaming.collect.compact import Compactor, published, resolution_ms
+from replmon.streaming.collect.reorder import ReorderBuffer
 from replmon.streaming.settings import monitor_config
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.cluster import ClusterSpec, TopicSpec
 from replmon.streaming.simulator.faults import BrokerCrash, BurstyProducer, PausedFollower, SlowFollower
 from replmon.streaming.simulator.model import simulate
+from tests.collect.reference_compact import ReferenceCompactor, judged, superseded
 from tests.state.test_monitor_vs_truth import TYPE_RANK, as_tuple
 
 DATA = Path(__file__).parent / "data"
@@ -263,12 +265,121 @@ def test_the_resolution_is_at_most_a_quarter_of_l():
     assert resolution_ms(10_000, requested_ms=200) == 200
 
 
-def test_superseded_looks_past_the_released_events():
+def test_the_reference_superseded_looks_past_the_released_events():
     seq = [fetch(1000, 2, 10), fetch(1100, 2, 10), fetch(1200, 2, 10)]
     isr = {("c", "t", 0): frozenset({1, 2, 3})}
     # the last one has no successor
     status, told_at = judged(seq, {}, {}, lambda pk: 1000)
     assert superseded(seq, 3, status, told_at, isr) == {0, 1}
+
+
+# ---- the indexed Compactor decides as the reference ---------------------------------------------
+
+
+def random_trace(seed: int) -> list[tuple[int, dict]]:
+    """(arrival time, event) of a random two-partition trace: caught-up runs, credited and
+    behind fetches, errors, divergences, epoch changes, ISR and L changes, fences; events
+    arrive out of order (up to 700 ms late, some after the watermark passed them)."""
+    rng = random.Random(seed)
+    leo = {0: 100, 1: 100}
+    offset: dict = {}
+    out: list = [(0, {**METADATA, "partition": p, "replica_lag_time_max_ms": 4000}) for p in (0, 1)]
+    chaos = rng.choice((0.2, 1.0))  # mostly steady runs, or not
+    for ts in sorted(rng.randrange(1, 30_000) for _ in range(rng.randint(50, 1500))):
+        p = rng.choice((0, 1))
+        base = {"ts": ts, "cluster": "c", "topic": "t", "partition": p}
+        roll = rng.random() / chaos
+        if roll < 0.03:
+            ev = {
+                **base, "type": "metadata", "leader": 1, "leader_epoch": rng.choice((1, 2)),
+                "replicas": [1, 2, 3, 4], "isr": sorted(rng.sample((1, 2, 3, 4), rng.randint(1, 4))),
+            }  # fmt: skip
+            if rng.random() < 0.5:
+                ev["replica_lag_time_max_ms"] = rng.choice((1600, 4000, 8000))
+        elif roll < 0.04:
+            ev = {
+                "type": "broker",
+                "ts": ts,
+                "cluster": "c",
+                "broker": rng.choice((1, 2, 3)),
+                "state": "fenced",
+            }
+        elif roll < 0.3:
+            leo[p] += rng.choice((0, 1, 5, 50)) if rng.random() < 0.95 else -rng.randint(1, 20)
+            ev = {**base, "type": "append", "leader_leo": leo[p]}
+        else:
+            r = rng.choice((2, 2, 3, 3, 4))
+            at = offset.get((p, r), leo[p])
+            at = rng.choice((leo[p],) * 6 + (at, max(0, leo[p] - rng.randint(1, 30))))
+            ev = {
+                **base, "type": "fetch", "replica": r, "fetch_offset": at,
+                "leader_leo": rng.choice((leo[p], leo[p], at, max(at, leo[p] - 3))),
+                "leader_epoch": 1 if rng.random() < 0.95 else 2,
+            }  # fmt: skip
+            if rng.random() < 0.05 * chaos:
+                ev["broker_epoch"] = rng.choice((5, 6))
+            if rng.random() < 0.03 * chaos:
+                ev["error"] = "FENCED_LEADER_EPOCH"
+            elif rng.random() < 0.02 * chaos:
+                ev["diverging_epoch"] = 1
+            offset[(p, r)] = at
+        late = rng.randrange(0, 700) if rng.random() < 0.9 else rng.randrange(0, 4000)
+        out.append((ts + late, ev))
+    return sorted(out, key=lambda a: a[0])
+
+
+def release_both(trace: list[tuple[int, dict]], seed: int) -> tuple[list, list, list]:
+    """Each compactor's output, step by step, fed one reorder buffer as the collector feeds
+    it: the reference (held as a list), the indexed one on the buffer and on the list."""
+    rng = random.Random(seed)
+    hold_ms = rng.choice((300, 1500))
+    buffer = ReorderBuffer(hold_ms, 10**6)
+    lag_ms = rng.choice((1600, 8000, 30_000))
+    requested = rng.choice((None, None, 200, 1000))
+    ref, indexed, listed = (
+        ReferenceCompactor(lag_ms, requested),
+        Compactor(lag_ms, requested),
+        Compactor(lag_ms, requested),
+    )
+    outs: tuple[list, list, list] = ([], [], [])
+    now, i = 0, 0
+    while i < len(trace) or len(buffer):
+        now += rng.choice((50, 200, 200, 1000))
+        while i < len(trace) and trace[i][0] <= now:
+            buffer.add(trace[i][1])
+            i += 1
+        released = buffer.release(now)
+        outs[0].append(ref.release(released, buffer.held()))
+        outs[1].append(indexed.release(released, buffer))
+        outs[2].append(listed.release(released, buffer.held()))
+    assert ref.dropped == indexed.dropped == listed.dropped
+    return outs
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_indexed_compactor_decides_as_the_reference_on_random_traces(seed):
+    ref, indexed, listed = release_both(random_trace(seed), seed)
+    assert indexed == ref
+    assert listed == ref
+
+
+def test_the_random_traces_exercise_the_rule():
+    """The equivalence above means something: the traces drop many events and keep many."""
+    dropped = kept = 0
+    for seed in range(40):
+        ref, _, _ = release_both(random_trace(seed), seed)
+        sent = sum(len(step) for step in ref)
+        dropped += len(random_trace(seed)) - sent
+        kept += sent
+    assert dropped > 2000 and kept > 2000, (dropped, kept)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_indexed_compactor_decides_as_the_reference_on_simulated_clusters(seed):
+    spec = random_cluster(seed)
+    events, _ = simulate(spec, seed=seed)
+    lag_ms = spec.replica_lag_time_max_ms
+    assert collect(events, Compactor(lag_ms)) == published(events, ReferenceCompactor(lag_ms), 1500, 200)
 
 
 # ---- the differential test --------------------------------------------------------------------
