@@ -98,7 +98,7 @@ class Collector:
         self._polls_begun = self._polls_done = 0
         self._read_to_ms: dict[int, int] = {}  # log time of the last line read, per broker
         self._counts_logged: tuple[float, dict] = (time.monotonic(), {})
-        self.buffer = ReorderBuffer(hold_ms, max_held)
+        self.buffer = ReorderBuffer(hold_ms, max_held, indexed=compactor is not None)
         self.compactor = compactor  # None: every event goes out (--no-compact)
         self._last_heartbeat = 0
         self.published = 0

@@ -30,6 +30,7 @@ that are approximate. Pure: time is in the events, nothing reads a clock.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 INF = float("inf")
@@ -43,30 +44,12 @@ def resolution_ms(replica_lag_time_max_ms: int, requested_ms: int | None = None)
     return max(1, min(wanted, replica_lag_time_max_ms // 4))
 
 
-def is_caught_up_fetch(ev: dict[str, Any]) -> bool:
-    """A fetch at the leader LEO at its read (docs/events.md: then leader_leo is the fetch offset)."""
-    return (
-        ev["type"] == "fetch"
-        and "error" not in ev
-        and "diverging_epoch" not in ev
-        and ev["fetch_offset"] >= ev["leader_leo"]
-    )
-
-
-def _partition(ev: dict) -> tuple:
-    return ev["cluster"], ev["topic"], ev["partition"]
-
-
 def _marks(ev: dict) -> tuple:
     """What the fetches after this one must repeat to supersede it."""
     return ev.get("leader_epoch"), ev.get("broker_epoch"), ev.get("log_start_offset")
 
 
 CAUGHT, CREDITED, BEHIND = "caught", "credited", "behind"
-
-
-def is_accepted_fetch(ev: dict) -> bool:
-    return ev["type"] == "fetch" and "error" not in ev and "diverging_epoch" not in ev
 
 
 def judge(ev: dict, leo: int, previous: tuple[int, int], fresh_ms: int) -> str:
@@ -93,7 +76,8 @@ class HeldList:
         self._broker = None
         for i, ev in enumerate(held):
             if "partition" in ev:
-                self._partitions.setdefault(_partition(ev), []).append((i, i, ev))
+                pk = (ev["cluster"], ev["topic"], ev["partition"])
+                self._partitions.setdefault(pk, []).append((i, i, ev))
             elif ev["type"] == "broker" and self._broker is None:
                 self._broker = (i, i)
 
@@ -119,9 +103,9 @@ class Compactor:
         # partition -> replica (None: its appends) -> (ts, marks) of the last one sent in the run
         self._sent: dict[tuple, dict[int | None, tuple[int, tuple]]] = {}
         self._told: dict[tuple, int] = {}  # partition -> the largest leader LEO events told
-        self._lflo: dict[
-            tuple, tuple[int, int]
-        ] = {}  # partition + replica -> (that LEO, time) at its last fetch
+        # partition + replica -> (that LEO, time) at its last fetch
+        self._lflo: dict[tuple, tuple[int, int]] = {}
+        self._resolution_of: dict[tuple, int] = {}  # partition -> its resolution, as L says now
         self.dropped: Counter = Counter()
 
     def release(self, released: list[dict], held: Any) -> list[dict]:
@@ -131,52 +115,28 @@ class Compactor:
         droppable one then reads ahead only its own partition's events up to its replica's
         second next fetch (its partition's next append), so the cost per event does not grow
         with the hold."""
-        if isinstance(held, list):
-            held = HeldList(held)
+        batch = _Batch(released, HeldList(held) if isinstance(held, list) else held)
         self._isr_then.clear()
         self._lag_then.clear()
-        # partition -> indices in `released` of its events; where the first broker event after
-        # each released event is (in `released`; else the held one, if any)
-        mine: dict[tuple, list[int]] = {}
-        barrier: list[int | None] = [None] * len(released)
-        nxt: int | None = None
-        for i in range(len(released) - 1, -1, -1):
-            barrier[i] = nxt
-            if released[i]["type"] == "broker":
-                nxt = i
-        for i, ev in enumerate(released):
-            if "partition" in ev:
-                mine.setdefault(_partition(ev), []).append(i)
-        seen: dict[tuple, int] = {}  # partition -> how many of its released events were decided
-        held_broker = held.first_broker()
         out = []
         for i, ev in enumerate(released):
+            pk = batch.partition[i]
             kind = ev["type"]
-            if kind == "heartbeat":
+            if pk is None:  # a heartbeat, or a broker event (a fence, a shutdown)
+                if kind == "broker":
+                    self._sent.clear()
                 out.append(ev)
                 continue
-            if kind == "broker":
-                self._sent.clear()
-                out.append(ev)
-                continue
-            pk = _partition(ev)
-            at = seen.get(pk, 0)
-            seen[pk] = at + 1
             if kind == "metadata":
-                self._isr_then.setdefault(pk, self._isr.get(pk, frozenset()))
-                self._isr[pk] = frozenset(ev.get("isr") or ())
-                if ev.get("replica_lag_time_max_ms"):
-                    self._lag_then.setdefault(pk, self._lag.get(pk))
-                    self._lag[pk] = ev["replica_lag_time_max_ms"]
+                self._learn(ev, pk)
                 self._sent.pop(pk, None)
                 out.append(ev)
                 continue
-            leo = max(self._told.get(pk, 0), ev["leader_leo"])
-            self._told[pk] = leo
+            leo = self._told[pk] = max(self._told.get(pk, 0), ev["leader_leo"])
             status = None
             if kind == "append":
                 key = None
-            elif is_accepted_fetch(ev):
+            elif "error" not in ev and "diverging_epoch" not in ev:
                 key = ev["replica"]
                 rk = (*pk, key)
                 status = judge(ev, leo, self._lflo.get(rk, NEVER), self._fresh_ms(pk))
@@ -185,13 +145,12 @@ class Compactor:
                 self._sent.pop(pk, None)
                 out.append(ev)
                 continue
-            marks = (*_marks(ev), status == BEHIND) if kind == "fetch" else ()  # in sync or not
+            # for a fetch: its epochs, log start, and whether it is in sync
+            marks = (*_marks(ev), status == BEHIND) if key is not None else ()
             if (
                 status != BEHIND
                 and self._recent(key, pk, ev, marks)
-                and self._superseded(
-                    ev, leo, self._later(released, mine[pk], at, barrier[i], held, pk, held_broker)
-                )
+                and self._superseded(ev, pk, leo, batch.later(i))
             ):
                 self.dropped[kind] += 1
                 continue
@@ -199,62 +158,40 @@ class Compactor:
             out.append(ev)
         return out
 
-    @staticmethod
-    def _later(released, mine, at, stop, held, pk, held_broker):
-        """The events of the partition after its `at`-th released one, up to the first broker
-        event after it (a fence or shutdown changes ISR eligibility everywhere)."""
-        for q in range(at + 1, len(mine)):
-            k = mine[q]
-            if stop is not None and k > stop:
-                return
-            yield released[k]
-        if stop is not None:
-            return
-        for entry in held.held_of(pk):
-            if held_broker is not None and entry[:2] > held_broker:
-                return
-            yield entry[2]
+    def _learn(self, ev: dict, pk: tuple) -> None:
+        """The ISR and L a metadata event says (what they were stays for the release's reads)."""
+        self._isr_then.setdefault(pk, self._isr.get(pk, frozenset()))
+        self._isr[pk] = frozenset(ev.get("isr") or ())
+        if ev.get("replica_lag_time_max_ms"):
+            self._lag_then.setdefault(pk, self._lag.get(pk))
+            self._lag[pk] = ev["replica_lag_time_max_ms"]
+            self._resolution_of.pop(pk, None)
 
-    def _superseded(self, ev: dict, told: int, later) -> bool:
-        """Whether the events after `ev` (`later`: its partition's, in event-time order, told
-        the largest LEO `told` at it) restore its effect:
+    def _superseded(self, ev: dict, pk: tuple, told: int, later: Iterator[dict]) -> bool:
+        """Whether the events after `ev` (`later`: its partition's, in event-time order; `told`:
+        the largest LEO told at it) restore its effect, and nothing in between reads its state
+        (a `metadata` event, an error, a fetch of a replica outside the ISR):
 
         - a CAUGHT or CREDITED fetch of an ISR replica, when its next fetch (same epochs and log
           start) is CAUGHT, or is CREDITED and the one after is CAUGHT or CREDITED too, every
-          event of the partition from it up to there telling at least the LEO known at it, and
-          nothing in between reads its state (a `metadata` event, an error, a fetch of a replica
-          outside the ISR). Then the follower's LEO, last fetch time, leader LEO at its last
-          fetch and lastCaughtUpTimeMs are the same there whether it was seen or not (in
-          between, lcu is older by less than the time from the last one sent);
+          event of the partition from it up to there telling at least `told`. Then the
+          follower's LEO, last fetch time, leader LEO at its last fetch and lastCaughtUpTimeMs
+          are the same there whether it was seen or not (in between, lcu is older by less than
+          the time from the last one sent);
         - an append, when a later append tells at least its LEO and every fetch in between
           tells at least as much (the LEO only grows)."""
-        pk = _partition(ev)
         isr = self._isr_then[pk] if pk in self._isr_then else self._isr.get(pk, frozenset())
         if ev["type"] == "append":
-            low = INF
-            for e in later:
-                kind = e["type"]
-                if kind == "metadata" or (
-                    kind == "fetch" and (not is_accepted_fetch(e) or e["replica"] not in isr)
-                ):
-                    return False
-                if kind == "append":
-                    return min(low, e["leader_leo"]) >= ev["leader_leo"]
-                low = min(low, e["leader_leo"])
+            return _append_restored(ev, isr, later)
+        if ev["replica"] not in isr:
             return False
-        replica, marks = ev["replica"], _marks(ev)
-        if replica not in isr:
-            return False
-        fresh_ms = self._fresh_ms(pk)
+        replica, marks, fresh_ms = ev["replica"], _marks(ev), self._fresh_ms(pk)
         since, previous, low, first = told, (told, ev["ts"]), ev["leader_leo"], False
         for e in later:
             kind = e["type"]
-            if kind == "metadata" or (
-                kind == "fetch" and (not is_accepted_fetch(e) or e["replica"] not in isr)
-            ):
+            if kind == "metadata" or (kind == "fetch" and _reads_state(e, isr)):
                 return False
-            leo = max(since, e["leader_leo"])
-            since = leo
+            leo = since = max(since, e["leader_leo"])
             if kind == "fetch" and e["replica"] == replica:
                 if _marks(e) != marks:
                     return False
@@ -275,16 +212,81 @@ class Compactor:
         if ev["type"] == "fetch" and ev["replica"] not in self._isr.get(pk, ()):
             return False
         sent = self._sent.get(pk, {}).get(key)
-        window = self._resolution(pk)
-        return sent is not None and sent[1] == marks and ev["ts"] - sent[0] < window
+        return sent is not None and sent[1] == marks and ev["ts"] - sent[0] < self._resolution(pk)
 
     def _resolution(self, pk: tuple) -> int:
-        return resolution_ms(self._lag.get(pk, self.default_lag_ms), self.requested_ms)
+        found = self._resolution_of.get(pk)
+        if found is None:
+            found = self._resolution_of[pk] = resolution_ms(
+                self._lag.get(pk, self.default_lag_ms), self.requested_ms
+            )
+        return found
 
     def _fresh_ms(self, pk: tuple) -> int:
         """The resolution as it was when the release began (how a fetch's credit is judged)."""
-        lag = self._lag_then[pk] if pk in self._lag_then else self._lag.get(pk)
+        if pk not in self._lag_then:
+            return self._resolution(pk)
+        lag = self._lag_then[pk]
         return resolution_ms(self.default_lag_ms if lag is None else lag, self.requested_ms)
+
+
+def _reads_state(fetch: dict, isr: frozenset) -> bool:
+    """A fetch that errs or diverges, or of a replica outside the ISR (it may join)."""
+    return "error" in fetch or "diverging_epoch" in fetch or fetch["replica"] not in isr
+
+
+def _append_restored(ev: dict, isr: frozenset, later: Iterator[dict]) -> bool:
+    """The next append tells at least its LEO, and so does every fetch before that."""
+    low = INF
+    for e in later:
+        kind = e["type"]
+        if kind == "metadata" or (kind == "fetch" and _reads_state(e, isr)):
+            return False
+        if kind == "append":
+            return min(low, e["leader_leo"]) >= ev["leader_leo"]
+        low = min(low, e["leader_leo"])
+    return False
+
+
+class _Batch:
+    """The released events of one release, laid out to read ahead in one partition."""
+
+    def __init__(self, released: list[dict], held: Any) -> None:
+        self.events, self.held, self.first_held_broker = released, held, held.first_broker()
+        self.partition: list[tuple | None] = []  # of each event
+        self.at: list[int] = []  # each event's place among its partition's
+        self.mine: dict[tuple, list[int]] = {}  # partition -> the indices of its events
+        self.broker_at: list[int] = []  # the indices of the broker events
+        for i, ev in enumerate(released):
+            if "partition" in ev:
+                pk = (ev["cluster"], ev["topic"], ev["partition"])
+                indices = self.mine.setdefault(pk, [])
+                self.partition.append(pk)
+                self.at.append(len(indices))
+                indices.append(i)
+            else:
+                self.partition.append(None)
+                self.at.append(0)
+                if ev["type"] == "broker":
+                    self.broker_at.append(i)
+
+    def later(self, i: int) -> Iterator[dict]:
+        """The events of the i-th one's partition after it, released then held, up to the first
+        broker event after it (a fence or shutdown changes ISR eligibility everywhere)."""
+        stop = next((b for b in self.broker_at if b > i), None) if self.broker_at else None
+        indices = self.mine[self.partition[i]]  # type: ignore[index]  # only asked of partitioned events
+        for q in range(self.at[i] + 1, len(indices)):
+            k = indices[q]
+            if stop is not None and k > stop:
+                return
+            yield self.events[k]
+        if stop is not None:
+            return
+        held_broker = self.first_held_broker
+        for entry in self.held.held_of(self.partition[i]):
+            if held_broker is not None and entry[:2] > held_broker:
+                return
+            yield entry[2]
 
 
 def published(events: list[dict], compactor: Compactor | None, hold_ms: int, step_ms: int) -> list[dict]:
@@ -295,7 +297,7 @@ def published(events: list[dict], compactor: Compactor | None, hold_ms: int, ste
     from replmon.streaming.collect.reorder import ReorderBuffer
 
     evs = sorted(events, key=lambda e: (e["ts"], TIE_RANK[e["type"]]))
-    buffer, out, i = ReorderBuffer(hold_ms, 10**8), [], 0
+    buffer, out, i = ReorderBuffer(hold_ms, 10**8, indexed=compactor is not None), [], 0
     now = evs[0]["ts"] if evs else 0
     while i < len(evs) or len(buffer):
         now += step_ms

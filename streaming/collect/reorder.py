@@ -16,8 +16,9 @@ from typing import Any
 
 
 class ReorderBuffer:
-    def __init__(self, hold_ms: int, max_events: int) -> None:
-        self.hold_ms, self.max_events = hold_ms, max_events
+    def __init__(self, hold_ms: int, max_events: int, indexed: bool = False) -> None:
+        """`indexed`: keep the index by partition (held_of, first_broker) that compaction reads."""
+        self.hold_ms, self.max_events, self.indexed = hold_ms, max_events, indexed
         self._heap: list = []
         self._seq = itertools.count()
         self.watermark_ms = 0  # every event released so far has ts <= this (or came late)
@@ -35,28 +36,27 @@ class ReorderBuffer:
             )
         entry = (event["ts"], next(self._seq), event)
         heapq.heappush(self._heap, entry)
-        # entries are unique by (ts, seq): sorting never compares the events
-        if "partition" in event:
-            bisect.insort(self._partitions.setdefault(_partition(event), []), entry)
-        elif event["type"] == "broker":
-            bisect.insort(self._brokers, entry)
+        if self.indexed:  # entries are unique by (ts, seq): sorting never compares the events
+            if "partition" in event:
+                bisect.insort(self._partitions.setdefault(_partition(event), []), entry)
+            elif event["type"] == "broker":
+                bisect.insort(self._brokers, entry)
 
     def release(self, now_ms: int) -> list[dict]:
         """Events with ts <= now_ms - hold_ms, oldest first; moves the watermark (never back)."""
         self.watermark_ms = max(self.watermark_ms, now_ms - self.hold_ms)
         out = []
         while self._heap and self._heap[0][0] <= self.watermark_ms:
-            entry = heapq.heappop(self._heap)
-            event = entry[2]
-            # the oldest held entry is the oldest of its partition too
-            if "partition" in event:
-                pk = _partition(event)
-                mine = self._partitions[pk]
-                del mine[0]
-                if not mine:
-                    del self._partitions[pk]
-            elif event["type"] == "broker":
-                del self._brokers[0]
+            event = heapq.heappop(self._heap)[2]
+            if self.indexed:  # the oldest held entry is the oldest of its partition too
+                if "partition" in event:
+                    pk = _partition(event)
+                    mine = self._partitions[pk]
+                    del mine[0]
+                    if not mine:
+                        del self._partitions[pk]
+                elif event["type"] == "broker":
+                    del self._brokers[0]
             out.append(event)
         return out
 
@@ -65,6 +65,8 @@ class ReorderBuffer:
 
     def held_of(self, partition: tuple) -> list:
         """The partition's held entries (ts, seq, event), in event-time order."""
+        if not self.indexed:
+            raise ValueError("this ReorderBuffer keeps no index by partition (indexed=False)")
         return self._partitions.get(partition, [])
 
     def first_broker(self) -> tuple | None:

@@ -6,8 +6,31 @@ Compactor must agree with exactly (tests/collect/test_compact.py)."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
-from replmon.streaming.collect.compact import INF, _marks, _partition, is_caught_up_fetch, resolution_ms
+from replmon.streaming.collect.compact import resolution_ms
+
+INF = float("inf")
+
+
+def is_caught_up_fetch(ev: dict[str, Any]) -> bool:
+    """A fetch at the leader LEO at its read (docs/events.md: then leader_leo is the fetch offset)."""
+    return (
+        ev["type"] == "fetch"
+        and "error" not in ev
+        and "diverging_epoch" not in ev
+        and ev["fetch_offset"] >= ev["leader_leo"]
+    )
+
+
+def _partition(ev: dict) -> tuple:
+    return ev["cluster"], ev["topic"], ev["partition"]
+
+
+def _marks(ev: dict) -> tuple:
+    """What the fetches after this one must repeat to supersede it."""
+    return ev.get("leader_epoch"), ev.get("broker_epoch"), ev.get("log_start_offset")
+
 
 CAUGHT, CREDITED, BEHIND = "caught", "credited", "behind"
 

@@ -333,7 +333,7 @@ def release_both(trace: list[tuple[int, dict]], seed: int) -> tuple[list, list, 
     it: the reference (held as a list), the indexed one on the buffer and on the list."""
     rng = random.Random(seed)
     hold_ms = rng.choice((300, 1500))
-    buffer = ReorderBuffer(hold_ms, 10**6)
+    buffer = ReorderBuffer(hold_ms, 10**6, indexed=True)
     lag_ms = rng.choice((1600, 8000, 30_000))
     requested = rng.choice((None, None, 200, 1000))
     ref, indexed, listed = (
