@@ -90,10 +90,26 @@ class HeldList:
 
 class Compactor:
     """Decides, event by event at release, what is sent (`release`). `default_lag_ms` is L for
-    a partition whose metadata has not said it; `requested_ms` overrides the resolution."""
+    a partition whose metadata has not said it; `requested_ms` overrides the resolution.
+    `broker_every_ms`: never drop a fetch when its follower or its partition's leader has had
+    no fetch sent for that long; by default RESOLUTION_CAP_MS when the requested resolution is
+    above it, else none. The engine's broker silence (state/cluster.py) counts fetches across
+    all partitions: at a resolution above alerts.stuck_after_ms less a fetch interval, a broker
+    with few partitions would look silent between them (seen in a differential run at 3.5 s:
+    BrokerUnavailable pages). It costs at most 2 events per broker per `broker_every_ms`,
+    whatever the partition count."""
 
-    def __init__(self, default_lag_ms: int = 30_000, requested_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        default_lag_ms: int = 30_000,
+        requested_ms: int | None = None,
+        broker_every_ms: int | None = None,
+    ) -> None:
         self.default_lag_ms, self.requested_ms = default_lag_ms, requested_ms
+        above_cap = requested_ms is not None and requested_ms > RESOLUTION_CAP_MS
+        self.broker_every_ms = broker_every_ms or (RESOLUTION_CAP_MS if above_cap else None)
+        self._leader: dict[tuple, int] = {}  # partition -> its leader, as its metadata said
+        self._broker_sent: dict[int, int] = {}  # broker -> the time of the last fetch sent of it
         self._lag: dict[tuple, int] = {}  # partition -> replica.lag.time.max.ms its metadata said
         self._isr: dict[tuple, frozenset] = {}  # partition -> the ISR its metadata said
         # What the ISR and L were when the release began, for partitions whose metadata was
@@ -150,18 +166,32 @@ class Compactor:
             if (
                 status != BEHIND
                 and self._recent(key, pk, ev, marks)
+                and not self._broker_due(key, pk, ev["ts"])
                 and self._superseded(ev, pk, leo, batch.later(i))
             ):
                 self.dropped[kind] += 1
                 continue
             self._sent.setdefault(pk, {})[key] = (ev["ts"], marks)
+            if key is not None and self.broker_every_ms is not None:
+                self._broker_sent[key] = self._broker_sent[self._leader.get(pk, -1)] = ev["ts"]
             out.append(ev)
         return out
+
+    def _broker_due(self, replica: int | None, pk: tuple, ts: int) -> bool:
+        """A fetch whose follower or leader has had no fetch sent for `broker_every_ms`."""
+        if replica is None or self.broker_every_ms is None:
+            return False
+        every, sent = self.broker_every_ms, self._broker_sent
+        return (
+            ts - sent.get(replica, -every) >= every
+            or ts - sent.get(self._leader.get(pk, -1), -every) >= every
+        )
 
     def _learn(self, ev: dict, pk: tuple) -> None:
         """The ISR and L a metadata event says (what they were stays for the release's reads)."""
         self._isr_then.setdefault(pk, self._isr.get(pk, frozenset()))
         self._isr[pk] = frozenset(ev.get("isr") or ())
+        self._leader[pk] = ev.get("leader", -1)
         if ev.get("replica_lag_time_max_ms"):
             self._lag_then.setdefault(pk, self._lag.get(pk))
             self._lag[pk] = ev["replica_lag_time_max_ms"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from replmon.state.bucket import Bucket
+from replmon.state.cluster import ClusterStep, cluster_config
 from replmon.streaming.collect.compact import Compactor, published, resolution_ms
 from replmon.streaming.collect.reorder import ReorderBuffer
 from replmon.streaming.settings import monitor_config
@@ -32,6 +33,10 @@ APPROXIMATE_STATUS = ("leader_leo", "lag_messages", "holds_hw")
 # The HW's moves within a run are seen up to a resolution (plus one fetch) late or early: when a
 # HighWatermarkStalled starts and ends (and so its id), and the HW and holders its texts name.
 APPROXIMATE_TIMES = ("HighWatermarkStalled",)
+# The cluster step paces an outage's count updates (`updated` records, at most one a second) by
+# the buckets' clocks, which move with the events: their times and the counts between differ;
+# the firing and resolving records (with the final counts) do not.
+APPROXIMATE_RECORDS = ("updated",)
 MESSAGES_BEHIND = re.compile(r"\d+ messages behind|leader LEO is \d+")
 
 
@@ -45,20 +50,29 @@ def collect(events: list[dict], compactor: Compactor | None) -> list[dict]:
 
 def fold(events: list[dict], lag_ms: int, slice_ms: int = 1000) -> tuple[list, list, list]:
     """Alerts, final replica statuses and quarantine of one Bucket fed in micro-batches of
-    `slice_ms` of event time (as tests/state/test_monitor_vs_truth.py run_monitor does)."""
+    `slice_ms` of event time (as tests/state/test_monitor_vs_truth.py run_monitor does), its
+    alerts and broker activity through the cluster step after each (as the bridge runs it:
+    BrokerUnavailable, claims, grouping, notify)."""
     cfg = monitor_config(replica_lag_time_max_ms=lag_ms)
-    bucket, alerts, quarantine = Bucket(0, 1), [], []
+    bucket, step, alerts, quarantine = Bucket(0, 1), ClusterStep(cluster_config(cfg)), [], []
+
+    def batch(chunk: list) -> None:
+        got: list = []
+        bucket.process(chunk, cfg, got, quarantine)
+        bucket.advance(cfg, got)
+        alerts.extend(step.step(got, bucket.activity_reports()))
+
     chunk: list = []
     end = None
     for e in sorted(events, key=lambda e: (e["ts"], TYPE_RANK[e["type"]])):
         if end is not None and e["ts"] >= end:
-            bucket.process(chunk, cfg, alerts, quarantine)
+            batch(chunk)
             chunk = []
         if end is None or e["ts"] >= end:
             end = (e["ts"] // slice_ms + 1) * slice_ms
         chunk.append(as_tuple(e))
-    bucket.process(chunk, cfg, alerts, quarantine)
-    bucket.advance(cfg, alerts)
+    batch(chunk)
+    alerts.extend(step.step([], [], flush=True))
     for watch in bucket.partitions.values():
         watch.dirty = True
     rows: list = []
@@ -74,7 +88,7 @@ def differences(events: list[dict], lag_ms: int, compactor: Compactor) -> list[s
         rows = [
             {**a, "reason": MESSAGES_BEHIND.sub("N", a.get("reason") or "")}
             for a in alerts
-            if a["name"] not in APPROXIMATE_TIMES
+            if a["name"] not in APPROXIMATE_TIMES and a["status"] not in APPROXIMATE_RECORDS
         ]
         return sorted(json.dumps(a, sort_keys=True, default=str) for a in rows)
 
@@ -418,6 +432,45 @@ def test_a_real_capture_decides_the_same_compacted():
     compactor = Compactor(default_lag_ms=lag_ms)
     assert differences(events, lag_ms, compactor) == []
     assert compactor.dropped["fetch"] > 0
+
+
+# ---- a resolution above the cap ----------------------------------------------------------------
+
+IDLE_L_MS = 30_000  # Kafka's default replica.lag.time.max.ms: L/4 is 7.5 s
+
+
+def idle_cluster() -> ClusterSpec:
+    """Three idle partitions on 3 brokers, one follower paused past L, a broker crashed for good."""
+    return ClusterSpec(
+        name="sim",
+        topics=(TopicSpec(name="idle", partitions=3, produce_rate=0.0),),
+        duration_ms=120_000,
+        replica_lag_time_max_ms=IDLE_L_MS,
+        faults=(
+            PausedFollower(topic="idle", partition=1, replica=3, start_ms=20_000, duration_ms=40_000),
+            BrokerCrash(broker=2, start_ms=80_000, restart_after_ms=None),
+        ),
+    )
+
+
+def test_above_the_cap_the_broker_guard_keeps_broker_silence_exact():
+    """At L/4 (7.5 s), a caught-up follower of an idle partition sends one fetch per 7.5 s; the
+    engine calls a broker silent after alerts.stuck_after_ms (3 s) without a fetch by or to it
+    anywhere, so with few partitions per broker the compactor keeps one fetch per broker per
+    second (Compactor.broker_every_ms, on by default above the cap)."""
+    events, _ = simulate(idle_cluster(), seed=1)
+    compactor = Compactor(default_lag_ms=IDLE_L_MS, requested_ms=IDLE_L_MS // 4)
+    assert compactor.broker_every_ms == 1000
+    assert differences(events, IDLE_L_MS, compactor) == []
+    fetches = sum(1 for e in events if e["type"] == "fetch")
+    assert compactor.dropped["fetch"] > fetches / 2
+
+
+def test_above_the_cap_without_the_broker_guard_brokers_look_silent():
+    events, _ = simulate(idle_cluster(), seed=1)
+    compactor = Compactor(default_lag_ms=IDLE_L_MS, requested_ms=IDLE_L_MS // 4, broker_every_ms=10**9)
+    found = differences(events, IDLE_L_MS, compactor)
+    assert any("BrokerUnavailable" in d and "broker_silent" in d for d in found), found
 
 
 class EveryResolution(Compactor):
