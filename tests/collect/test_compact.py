@@ -6,6 +6,7 @@ clusters with faults, and on a real 3-broker capture with a paused broker."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import random
@@ -48,12 +49,12 @@ def collect(events: list[dict], compactor: Compactor | None) -> list[dict]:
     return published(events, compactor, hold_ms=1500, step_ms=200)
 
 
-def fold(events: list[dict], lag_ms: int, slice_ms: int = 1000) -> tuple[list, list, list]:
+def fold(events: list[dict], lag_ms: int, slice_ms: int = 1000, **changes) -> tuple[list, list, list]:
     """Alerts, final replica statuses and quarantine of one Bucket fed in micro-batches of
     `slice_ms` of event time (as tests/state/test_monitor_vs_truth.py run_monitor does), its
     alerts and broker activity through the cluster step after each (as the bridge runs it:
-    BrokerUnavailable, claims, grouping, notify)."""
-    cfg = monitor_config(replica_lag_time_max_ms=lag_ms)
+    BrokerUnavailable, claims, grouping, notify). `changes`: engine settings (monitor_config)."""
+    cfg = monitor_config(replica_lag_time_max_ms=lag_ms, **changes)
     bucket, step, alerts, quarantine = Bucket(0, 1), ClusterStep(cluster_config(cfg)), [], []
 
     def batch(chunk: list) -> None:
@@ -80,9 +81,10 @@ def fold(events: list[dict], lag_ms: int, slice_ms: int = 1000) -> tuple[list, l
     return alerts, rows, quarantine
 
 
-def differences(events: list[dict], lag_ms: int, compactor: Compactor) -> list[str]:
+def differences(events: list[dict], lag_ms: int, compactor: Compactor, **changes) -> list[str]:
     """What the engine decides differently on the compacted events, beyond the approximate fields."""
-    full, compacted = fold(collect(events, None), lag_ms), fold(collect(events, compactor), lag_ms)
+    full = fold(collect(events, None), lag_ms, **changes)
+    compacted = fold(collect(events, compactor), lag_ms, **changes)
 
     def alert_rows(alerts):
         rows = [
@@ -471,6 +473,36 @@ def test_above_the_cap_without_the_broker_guard_brokers_look_silent():
     compactor = Compactor(default_lag_ms=IDLE_L_MS, requested_ms=IDLE_L_MS // 4, broker_every_ms=10**9)
     found = differences(events, IDLE_L_MS, compactor)
     assert any("BrokerUnavailable" in d and "broker_silent" in d for d in found), found
+
+
+@pytest.fixture(scope="module")
+def demo_with_idle_partitions() -> list[dict]:
+    """The demo scenario at Kafka's default L (30 s) with 60 idle partitions beside its faults."""
+    base = scenarios.get("demo")
+    spec = dataclasses.replace(
+        base,
+        replica_lag_time_max_ms=IDLE_L_MS,
+        topics=(*base.topics, TopicSpec(name="idle", partitions=60, produce_rate=0.0)),
+    )
+    return simulate(spec, seed=0)[0]
+
+
+def test_at_a_quarter_of_l_the_engine_counts_silence_past_the_resolution(demo_with_idle_partitions):
+    """At L/4 (7.5 s) a busy partition's compacted events are up to 8 s apart: with
+    alerts.compaction_resolution_ms set to the collector's resolution, the engine's partition
+    silences count from stuck_after_ms + 7.5 s + a parked fetch (state/monitor.py
+    quiet_after_ms), and it decides the same on compacted and uncompacted events."""
+    resolution = IDLE_L_MS // 4
+    compactor = Compactor(default_lag_ms=IDLE_L_MS, requested_ms=resolution)
+    found = differences(demo_with_idle_partitions, IDLE_L_MS, compactor, compaction_resolution_ms=resolution)
+    assert found == []
+    assert compactor.dropped["fetch"] > sum(1 for e in demo_with_idle_partitions if e["type"] == "fetch") / 2
+
+
+def test_at_a_quarter_of_l_without_the_engine_setting_a_leader_looks_silent(demo_with_idle_partitions):
+    compactor = Compactor(default_lag_ms=IDLE_L_MS, requested_ms=IDLE_L_MS // 4)
+    found = differences(demo_with_idle_partitions, IDLE_L_MS, compactor)
+    assert any("IsrExitImminent" in d and "is down: nothing from leader" in d for d in found), found
 
 
 class EveryResolution(Compactor):
