@@ -505,6 +505,21 @@ def test_at_a_quarter_of_l_without_the_engine_setting_a_leader_looks_silent(demo
     assert any("IsrExitImminent" in d and "is down: nothing from leader" in d for d in found), found
 
 
+def test_a_resolve_just_past_group_wait_decides_the_same_compacted():
+    """paused_and_slow with 60 idle partitions at L = 30 s, default resolution: a ReplicaOutOfSync
+    resolved 0.4 s after group_wait. The cluster step once took a resolve already in hand, from
+    after the firing's release, as "over within group_wait", so the notification hung on where
+    the batches were cut, and compacted input cuts them elsewhere (state/cluster.py _release)."""
+    base = scenarios.get("paused_and_slow")
+    spec = dataclasses.replace(
+        base,
+        replica_lag_time_max_ms=IDLE_L_MS,
+        topics=(*base.topics, TopicSpec(name="idle", partitions=60, produce_rate=0.0)),
+    )
+    events = simulate(spec, seed=0)[0]
+    assert differences(events, IDLE_L_MS, Compactor(default_lag_ms=IDLE_L_MS)) == []
+
+
 class EveryResolution(Compactor):
     """The rule without its guard: at most one caught-up fetch per resolution, whatever follows."""
 
