@@ -12,6 +12,7 @@ stops it after. Configurations:
   filter  the shipped fragment as it is: only the lines replmon collect reads
   filter-async  the filter, and the file written by an Async appender (no flush per line)
   filter-wait   the filter, and replica.fetch.wait.max.ms = 2000 (Kafka's default is 500)
+  (the last two not yet run on brokers: check the brokers' server.log on their first run)
 Each run: a fresh topic (RF 3, min.insync.replicas 2), and Kafka's own ProducerPerformance
 (deploy/local/kafka-libs, --throughput -1, acks=all, 100 B records) producing as fast as it can.
 After a warm-up (the JVM starts, the producer reaches its pace), a window of --seconds:
