@@ -16,6 +16,13 @@ compaction off and on (streaming/collect/compact.py, through the reorder buffer'
 and 1.5 s hold, as `replmon collect` runs them): fetch events per follower-second (one follower
 of one partition) and events per partition-second. Prints median (min, max) over the runs; the
 last line is one JSON object.
+
+    python bench/collector.py --offline [--partitions 200] [--seconds 60] [--runs 3]
+
+measures instead, without brokers, how many events per CPU second the collector's release loop
+(the reorder buffer's 200 ms steps and 1.5 s hold) gets through with compaction off and on, on
+a simulated RF 3 cluster (streaming/simulator: one produce batch per partition every 100 ms on
+the busy half, none on the idle half; the followers fetch as a real broker's do).
 """
 
 from __future__ import annotations
@@ -157,6 +164,34 @@ def one_run(env: dict, logs: dict[int, Path], load: str, seconds: float) -> dict
     return out
 
 
+def offline(partitions: int, seconds: float, runs: int, resolution_ms: int | None) -> dict:
+    """Events per CPU second of `published` (the release loop) with compaction off and on."""
+    from replmon.streaming.simulator.cluster import ClusterSpec, TopicSpec
+    from replmon.streaming.simulator.model import simulate
+
+    half = max(1, partitions // 2)
+    spec = ClusterSpec(
+        name="bench",
+        topics=(
+            TopicSpec(name="busy", partitions=half, produce_rate=500.0),
+            TopicSpec(name="idle", partitions=partitions - half, produce_rate=0.0),
+        ),
+        duration_ms=int(seconds * 1000),
+        replica_lag_time_max_ms=30_000,
+    )
+    events, _ = simulate(spec, seed=0)
+    out: dict = {"events": len(events), "sent_on": 0, "off": [], "on": []}
+    for _ in range(runs):
+        for mode in ("off", "on"):
+            compactor = Compactor(requested_ms=resolution_ms) if mode == "on" else None
+            c0 = time.process_time()
+            sent = published(events, compactor, HOLD_MS, STEP_MS)
+            out[mode].append(len(events) / (time.process_time() - c0))
+            if compactor is not None:
+                out["sent_on"] = len(sent)
+    return out
+
+
 def spread(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
@@ -171,7 +206,29 @@ def main() -> int:
     ap.add_argument("--loads", default="idle,moderate,max")
     ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument(
+        "--offline", action="store_true", help="no brokers: the release loop on a simulated cluster"
+    )
+    ap.add_argument("--partitions", type=int, default=200, help="--offline: simulated partitions (RF 3)")
+    ap.add_argument("--resolution-ms", type=int, default=None, help="--offline: compaction resolution")
     args = ap.parse_args()
+    if args.offline:
+        r = offline(args.partitions, args.seconds, args.runs, args.resolution_ms)
+        summary = {
+            "partitions": args.partitions,
+            "events": r["events"],
+            "sent_on": r["sent_on"],
+            "events_per_cpu_s_off": spread(r["off"]),
+            "events_per_cpu_s_on": spread(r["on"]),
+        }
+        print(
+            f"{args.partitions} simulated partitions (RF 3, half busy), {args.seconds:.0f} s, "
+            f"{r['events']:,} events, {r['sent_on']:,} sent with compaction; release loop, events per "
+            f"CPU second, median (min-max) of {args.runs} runs: compaction off "
+            f"{fmt(summary['events_per_cpu_s_off'], 0)}, on {fmt(summary['events_per_cpu_s_on'], 0)}"
+        )
+        print(json.dumps(summary))
+        return 0
     run_dir = Path(args.run_dir).resolve()
     env = env_of(run_dir)
     kafka_run = Path(env.get("REPLMON_KAFKA_RUN", run_dir / "kafka"))

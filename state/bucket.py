@@ -54,7 +54,7 @@ from replmon.state.fetcher import (
     fetcher_subject,
     stalled_since,
 )
-from replmon.state.monitor import MonitorConfig, PartitionWatch
+from replmon.state.monitor import MonitorConfig, PartitionWatch, quiet_after_ms
 from replmon.state.partition import PartitionLeader
 from replmon.state.root_cause import BROKER_UNAVAILABLE, broker_root, broker_subject, cause_of
 from replmon.state.texts import fmt_clock
@@ -682,7 +682,15 @@ class Bucket:
         if key in view.fetcher_roots or follower in view.roots:
             return
         groups, _ = self._broker_involvement(cluster, follower, cfg)
-        stuck = cfg.stuck_after_ms
+        # a partition's silence counts from its own quiet time (the longest, in a group)
+        stuck = max(
+            [
+                quiet_after_ms(cfg, w.leader.config.replica_lag_time_max_ms)
+                for ms in groups.values()
+                for w, _ in ms
+            ],
+            default=cfg.stuck_after_ms,
+        )
         stuck_groups = {
             g for g, members in groups.items() if all(now - st.leo_update_ms > stuck for _, st in members)
         }

@@ -411,7 +411,9 @@ class ClusterStep:
         self._held_firing.discard(aid)
         decision = self._decide(facts, rec)
         self._group_lag(facts, rec, decision)
-        resolves = [w for w in waiting if w["alert_id"] == aid]
+        # its resolve, if it came by the time of this release (a later one may already be in
+        # hand, the batch having cut past it: it is not within group_wait for that)
+        resolves = [w for w in waiting if w["alert_id"] == aid and w["ts"] <= ts]
         if resolves:  # over before its group_wait ended: recorded, not notified
             decision["quiet"] = True
         self._apply(rec, decision)

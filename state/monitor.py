@@ -46,6 +46,20 @@ def _imminent_after_ms(p: PartitionLeader, cfg: MonitorConfig) -> int:
     return int(p.config.replica_lag_time_max_ms * cfg.imminent_fraction)
 
 
+PARKED_FETCH_MS = 500  # Kafka's replica.fetch.wait.max.ms default: a caught-up follower's longest gap
+
+
+def quiet_after_ms(cfg: MonitorConfig, replica_lag_time_max_ms: int) -> int:
+    """How long a partition's sources may send nothing before the engine calls one silent
+    (its leader silent, a replica stuck, a fetcher thread stalled): alerts.stuck_after_ms, plus,
+    when the collector compacts above 1 s, the partition's resolution (at most L/4, as
+    streaming/collect/compact.py resolution_ms caps it) and a parked fetch, the longest a
+    caught-up follower's sent fetches are apart. The last event before a real silence is always
+    sent, so compacted and uncompacted events then decide the same (docs/real-cluster.md)."""
+    resolution = min(cfg.compaction_resolution_ms, replica_lag_time_max_ms // 4)
+    return cfg.stuck_after_ms + (resolution + PARKED_FETCH_MS if resolution else 0)
+
+
 @dataclass(frozen=True, slots=True)
 class MonitorConfig:
     """The engine's frozen config: what a partition's metadata does not say, and the alert
@@ -71,6 +85,7 @@ class MonitorConfig:
     reorder_tolerance_ms: int  # out-of-order events within this are taken at partition time
     stuck_after_ms: int
     caught_up_grace_ms: int
+    compaction_resolution_ms: int  # the collector's resolution when above 1 s, else 0 (quiet_after_ms)
     status_interval_ms: int  # at most one routine status per partition per this much event time
     evict_after_ms: int  # a partition with no event for this long leaves the state
     num_replica_fetchers: int  # Kafka's num.replica.fetchers (ReplicaFetcherStalled groups)
@@ -272,7 +287,7 @@ class PartitionWatch:
             hw_holders(p, now),
             self.last_event_ms,
             cfg.telemetry_gap_ms,
-            now - self.last_event_ms > cfg.stuck_after_ms,
+            now - self.last_event_ms > quiet_after_ms(cfg, p.config.replica_lag_time_max_ms),
             p.election_ms == now,
         )
 
@@ -512,7 +527,7 @@ class PartitionWatch:
             r,
             now,
             ever_in_isr=r in self.ever_in_isr,
-            stuck_after_ms=cfg.stuck_after_ms,
+            stuck_after_ms=quiet_after_ms(cfg, p.config.replica_lag_time_max_ms),
             caught_up_grace_ms=cfg.caught_up_grace_ms,
         )
         fetch = (
@@ -579,7 +594,7 @@ class PartitionWatch:
                 r,
                 now,
                 ever_in_isr=r in self.ever_in_isr,
-                stuck_after_ms=cfg.stuck_after_ms,
+                stuck_after_ms=quiet_after_ms(cfg, p.config.replica_lag_time_max_ms),
                 caught_up_grace_ms=cfg.caught_up_grace_ms,
             )
             rows.append(

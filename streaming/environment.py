@@ -44,6 +44,7 @@ TOOLING_VARIABLES = {
     "REPLMON_SERVICES_RUN": "deploy/local/services.sh: its run folder (a second cluster)",
     "REPLMON_KAFKA_RUN": "deploy/local/.run/env, bench/collector.py: the brokers' run folder",
     "REPLMON_REQUEST_LOG": "deploy/local/services.sh: 1 turns on the brokers' request log",
+    "REPLMON_REQUEST_LOG_FRAGMENT": "deploy/local/services.sh: the request log's log4j lines (a bench)",
     "REPLMON_KAFKA_SASL_BOOTSTRAP": "deploy/local/.run/env (up --security): the SASL_PLAINTEXT listeners",
     "REPLMON_KAFKA_SSL_BOOTSTRAP": "deploy/local/.run/env (up --security): the SSL listeners",
     "REPLMON_KAFKA_SASL_SSL_BOOTSTRAP": "deploy/local/.run/env (up --security): the SASL_SSL listeners",

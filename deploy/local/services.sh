@@ -41,7 +41,10 @@
 #                             judge's 3 brokers) uses its own dir and port offset
 #   REPLMON_REQUEST_LOG       1: each broker writes kafka.request.logger at DEBUG to its own
 #                             rolling logs/kafka-request.log (deploy/kafka/log4j2-request-log.properties);
-#                             default 1 with --brokers 3, else 0
+#                             default 1 with --brokers 3, else 0; 0 turns it off (bench/broker_cost.py)
+#   REPLMON_REQUEST_LOG_FRAGMENT  the log4j2 (4.x) or log4j (3.x) lines appended when the request
+#                             log is on (default deploy/kafka/log4j2-request-log.properties or
+#                             log4j-request-log.properties); read on every start
 #   REPLMON_REPLICA_LAG_TIME_MAX_MS, REPLMON_BROKER_SESSION_TIMEOUT_MS
 #                             replica.lag.time.max.ms / broker.session.timeout.ms (Kafka's
 #                             defaults when unset); read on every start
@@ -252,7 +255,7 @@ EOF
   [ "$LOG4J1" = 1 ] && l4j=log4j
   cat "$HERE/$l4j.properties" >"$d/$l4j.properties"
   if [ "$(request_log_on "$n")" = 1 ]; then
-    cat "$HERE/../kafka/$l4j-request-log.properties" >>"$d/$l4j.properties"
+    cat "${REPLMON_REQUEST_LOG_FRAGMENT:-$HERE/../kafka/$l4j-request-log.properties}" >>"$d/$l4j.properties"
   fi
 }
 

@@ -104,7 +104,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="at most one caught-up fetch per replica (and one append per partition) per MS "
-        "during a run (default: replica.lag.time.max.ms / 8, at most 1000; never above L / 4)",
+        "during a run (default: replica.lag.time.max.ms / 8, at most 1000; never above L / 4; "
+        "above 1000, one fetch per broker per second still goes out, docs/real-cluster.md)",
     )
     p.add_argument(
         "--max-held", metavar="N", type=int, default=1_000_000, help="bound on events waiting for release"

@@ -98,7 +98,7 @@ class Collector:
         self._polls_begun = self._polls_done = 0
         self._read_to_ms: dict[int, int] = {}  # log time of the last line read, per broker
         self._counts_logged: tuple[float, dict] = (time.monotonic(), {})
-        self.buffer = ReorderBuffer(hold_ms, max_held)
+        self.buffer = ReorderBuffer(hold_ms, max_held, indexed=compactor is not None)
         self.compactor = compactor  # None: every event goes out (--no-compact)
         self._last_heartbeat = 0
         self.published = 0
@@ -199,7 +199,7 @@ class Collector:
                 break
         out = self.buffer.release(min([now, *(self._read_up_to_ms(b) for b in self.tails)]))
         if self.compactor is not None:  # decided inside the hold: no added latency (compact.py)
-            out = self.compactor.release(out, self.buffer.held())
+            out = self.compactor.release(out, self.buffer)
         if self.role == "broker":  # the cluster role publishes the Admin API's events
             out = [ev for ev in out if ev["type"] not in ("metadata", "broker")]
         if self.role != "broker" and now - self._last_heartbeat >= self.heartbeat_ms:

@@ -30,6 +30,7 @@ that are approximate. Pure: time is in the events, nothing reads a clock.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 INF = float("inf")
@@ -43,20 +44,6 @@ def resolution_ms(replica_lag_time_max_ms: int, requested_ms: int | None = None)
     return max(1, min(wanted, replica_lag_time_max_ms // 4))
 
 
-def is_caught_up_fetch(ev: dict[str, Any]) -> bool:
-    """A fetch at the leader LEO at its read (docs/events.md: then leader_leo is the fetch offset)."""
-    return (
-        ev["type"] == "fetch"
-        and "error" not in ev
-        and "diverging_epoch" not in ev
-        and ev["fetch_offset"] >= ev["leader_leo"]
-    )
-
-
-def _partition(ev: dict) -> tuple:
-    return ev["cluster"], ev["topic"], ev["partition"]
-
-
 def _marks(ev: dict) -> tuple:
     """What the fetches after this one must repeat to supersede it."""
     return ev.get("leader_epoch"), ev.get("broker_epoch"), ev.get("log_start_offset")
@@ -65,178 +52,189 @@ def _marks(ev: dict) -> tuple:
 CAUGHT, CREDITED, BEHIND = "caught", "credited", "behind"
 
 
-def judged(
-    seq: list[dict], told: dict[tuple, int], lflo: dict[tuple, tuple[int, int]], fresh_ms
-) -> tuple[list[str | None], list[int]]:
-    """For each event of `seq` (event-time order), as the engine would judge it
-    (docs/kafka-rules.md §1.2): a fetch is CAUGHT (at its read, at or above the largest leader
-    LEO any event of its partition told so far, whatever its own `leader_leo` says), CREDITED
-    (behind, but at or above the LEO known at the replica's previous fetch: lcu moves to that
-    fetch's time, if that was at most `fresh_ms(partition)` before: a credit to an old fetch
-    leaves lcu old) or BEHIND; None for anything else. And the largest LEO told after it.
-    `told` (partition -> LEO) and `lflo` (partition + replica -> (LEO, time) at its last fetch)
-    say what came before; not changed."""
-    since: dict[tuple, int] = {}
-    last: dict[tuple, tuple[int, int]] = {}
-    status: list[str | None] = []
-    told_at: list[int] = []
-    for ev in seq:
-        kind = ev["type"]
-        if kind not in ("fetch", "append"):
-            status.append(None)
-            told_at.append(0)
-            continue
-        pk = _partition(ev)
-        leo = max(since.get(pk, told.get(pk, 0)), ev["leader_leo"])
-        since[pk] = leo
-        told_at.append(leo)
-        if not is_accepted_fetch(ev):
-            status.append(None)
-            continue
-        rk = (*pk, ev["replica"])
-        offset = ev["fetch_offset"]
-        if is_caught_up_fetch(ev) and offset >= leo:
-            status.append(CAUGHT)
-        else:
-            prev_leo, prev_ms = last.get(rk) or lflo.get(rk) or (1 << 62, 0)
-            fresh = offset >= prev_leo and ev["ts"] - prev_ms <= fresh_ms(pk)
-            status.append(CREDITED if fresh else BEHIND)
-        last[rk] = (leo, ev["ts"])
-    return status, told_at
+def judge(ev: dict, leo: int, previous: tuple[int, int], fresh_ms: int) -> str:
+    """An accepted fetch as the engine judges it (docs/kafka-rules.md §1.2): CAUGHT (at its read,
+    at or above `leo`, the largest leader LEO any event of its partition told so far, whatever
+    its own `leader_leo` says), CREDITED (behind, but at or above the LEO known at the replica's
+    `previous` fetch (LEO, time): lcu moves to that fetch's time, if that was at most
+    `fresh_ms` before: a credit to an old fetch leaves lcu old) or BEHIND."""
+    offset = ev["fetch_offset"]
+    if offset >= ev["leader_leo"] and offset >= leo:
+        return CAUGHT
+    prev_leo, prev_ms = previous
+    return CREDITED if offset >= prev_leo and ev["ts"] - prev_ms <= fresh_ms else BEHIND
 
 
-def is_accepted_fetch(ev: dict) -> bool:
-    return ev["type"] == "fetch" and "error" not in ev and "diverging_epoch" not in ev
+NEVER = (1 << 62, 0)  # a replica's previous fetch before it has fetched: no credit
 
 
-def superseded(
-    seq: list[dict], upto: int, status: list[str | None], told_at: list[int], isr: dict[tuple, frozenset]
-) -> set[int]:
-    """Indices i < upto of the fetches and appends in `seq` (event-time order) whose effect the
-    events after them restore (`status`, `told_at`: judged):
+class HeldList:
+    """Held events given as a list in event-time order, indexed as ReorderBuffer indexes its own."""
 
-    - a CAUGHT or CREDITED fetch of an ISR replica, when its next fetch (same epochs and log
-      start) is CAUGHT, or is CREDITED and the one after is CAUGHT or CREDITED too, every event of
-      the partition up to there telling at least the LEO known at the dropped one, and nothing
-      in between reads the dropped state (a `metadata` or `broker` event, an error, a fetch of
-      a replica outside the ISR). Then the follower's LEO, last fetch time, leader LEO at its
-      last fetch and lastCaughtUpTimeMs are the same there whether the dropped one was seen or
-      not (in between, lcu is older by less than the time from the last one sent);
-    - an append, when a later append tells at least its LEO and every fetch in between tells
-      at least as much (the LEO only grows)."""
-    out: set[int] = set()
-    # partition -> replica -> its next fetches (nearest first): [marks, status, lowest LEO told since]
-    nxt: dict[tuple, dict[int, list]] = {}
-    appends: dict[tuple, list] = {}  # partition -> [LEO of its next append, lowest LEO told since]
-    for i in range(len(seq) - 1, -1, -1):
-        ev = seq[i]
-        kind = ev["type"]
-        if kind == "heartbeat":
-            continue
-        if kind == "broker":  # fences and shutdowns change ISR eligibility everywhere
-            nxt.clear()
-            appends.clear()
-            continue
-        pk = _partition(ev)
-        if (
-            kind == "metadata"
-            or (status[i] is None and kind == "fetch")
-            or (kind == "fetch" and ev["replica"] not in isr.get(pk, ()))
-        ):
-            nxt.pop(pk, None)
-            appends.pop(pk, None)
-            continue
-        leo = ev["leader_leo"]
-        if kind == "append":
-            later = appends.get(pk)
-            if i < upto and later is not None and min(later) >= leo:
-                out.add(i)
-            appends[pk] = [leo, leo]
-        elif pk in appends:
-            appends[pk][1] = min(appends[pk][1], leo)
-        chains = nxt.setdefault(pk, {})
-        for chain in chains.values():
-            for f in chain:
-                f[2] = min(f[2], leo)
-        if kind != "fetch":
-            continue
-        marks, chain = _marks(ev), chains.get(ev["replica"], [])
-        if (
-            i < upto
-            and status[i] in (CAUGHT, CREDITED)
-            and chain
-            and chain[0][0] == marks
-            and (
-                (chain[0][1] == CAUGHT and chain[0][2] >= told_at[i])
-                or (
-                    chain[0][1] == CREDITED
-                    and len(chain) == 2
-                    and chain[1][0] == marks
-                    and chain[1][1] in (CAUGHT, CREDITED)
-                    and chain[1][2] >= told_at[i]
-                )
-            )
-        ):
-            out.add(i)
-        chains[ev["replica"]] = [[marks, status[i], INF], *chain[:1]]
-    return out
+    def __init__(self, held: list[dict]) -> None:
+        self._partitions: dict[tuple, list] = {}
+        self._broker = None
+        for i, ev in enumerate(held):
+            if "partition" in ev:
+                pk = (ev["cluster"], ev["topic"], ev["partition"])
+                self._partitions.setdefault(pk, []).append((i, i, ev))
+            elif ev["type"] == "broker" and self._broker is None:
+                self._broker = (i, i)
+
+    def held_of(self, partition: tuple) -> list:
+        return self._partitions.get(partition, [])
+
+    def first_broker(self) -> tuple | None:
+        return self._broker
 
 
 class Compactor:
     """Decides, event by event at release, what is sent (`release`). `default_lag_ms` is L for
-    a partition whose metadata has not said it; `requested_ms` overrides the resolution."""
+    a partition whose metadata has not said it; `requested_ms` overrides the resolution.
+    `broker_every_ms`: never drop a fetch when its follower or its partition's leader has had
+    no fetch sent for that long; by default RESOLUTION_CAP_MS when the requested resolution is
+    above it, else none. The engine's broker silence (state/cluster.py) counts fetches across
+    all partitions: at a resolution above alerts.stuck_after_ms less a fetch interval, a broker
+    with few partitions would look silent between them (seen in a differential run at 3.5 s:
+    BrokerUnavailable pages). It costs at most 2 events per broker per `broker_every_ms`,
+    whatever the partition count."""
 
-    def __init__(self, default_lag_ms: int = 30_000, requested_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        default_lag_ms: int = 30_000,
+        requested_ms: int | None = None,
+        broker_every_ms: int | None = None,
+    ) -> None:
         self.default_lag_ms, self.requested_ms = default_lag_ms, requested_ms
+        above_cap = requested_ms is not None and requested_ms > RESOLUTION_CAP_MS
+        self.broker_every_ms = broker_every_ms or (RESOLUTION_CAP_MS if above_cap else None)
+        self._leader: dict[tuple, int] = {}  # partition -> its leader, as its metadata said
+        self._broker_sent: dict[int, int] = {}  # broker -> the time of the last fetch sent of it
         self._lag: dict[tuple, int] = {}  # partition -> replica.lag.time.max.ms its metadata said
         self._isr: dict[tuple, frozenset] = {}  # partition -> the ISR its metadata said
+        # What the ISR and L were when the release began, for partitions whose metadata was
+        # released since (the events after it are judged as they were before it).
+        self._isr_then: dict[tuple, frozenset] = {}
+        self._lag_then: dict[tuple, int | None] = {}
         # partition -> replica (None: its appends) -> (ts, marks) of the last one sent in the run
         self._sent: dict[tuple, dict[int | None, tuple[int, tuple]]] = {}
         self._told: dict[tuple, int] = {}  # partition -> the largest leader LEO events told
-        self._lflo: dict[
-            tuple, tuple[int, int]
-        ] = {}  # partition + replica -> (that LEO, time) at its last fetch
+        # partition + replica -> (that LEO, time) at its last fetch
+        self._lflo: dict[tuple, tuple[int, int]] = {}
+        self._resolution_of: dict[tuple, int] = {}  # partition -> its resolution, as L says now
         self.dropped: Counter = Counter()
 
-    def release(self, released: list[dict], held: list[dict]) -> list[dict]:
+    def release(self, released: list[dict], held: Any) -> list[dict]:
         """The events of `released` (event-time order) to send, knowing the `held` ones that
-        follow (event-time order)."""
-        seq = released + held
-        status, told_at = judged(seq, self._told, self._lflo, self._resolution)
-        droppable = superseded(seq, len(released), status, told_at, self._isr)
+        follow: the ReorderBuffer (its index of held events by partition), or a list in
+        event-time order. Each event is judged once, in order, against what came before it; a
+        droppable one then reads ahead only its own partition's events up to its replica's
+        second next fetch (its partition's next append), so the cost per event does not grow
+        with the hold."""
+        batch = _Batch(released, HeldList(held) if isinstance(held, list) else held)
+        self._isr_then.clear()
+        self._lag_then.clear()
         out = []
         for i, ev in enumerate(released):
+            pk = batch.partition[i]
             kind = ev["type"]
-            if kind == "heartbeat":
+            if pk is None:  # a heartbeat, or a broker event (a fence, a shutdown)
+                if kind == "broker":
+                    self._sent.clear()
                 out.append(ev)
                 continue
-            if kind == "broker":
-                self._sent.clear()
-                out.append(ev)
-                continue
-            pk = _partition(ev)
             if kind == "metadata":
-                if ev.get("replica_lag_time_max_ms"):
-                    self._lag[pk] = ev["replica_lag_time_max_ms"]
-                self._isr[pk] = frozenset(ev.get("isr") or ())
-            if kind in ("fetch", "append"):
-                self._told[pk] = told_at[i]
+                self._learn(ev, pk)
+                self._sent.pop(pk, None)
+                out.append(ev)
+                continue
+            leo = self._told[pk] = max(self._told.get(pk, 0), ev["leader_leo"])
+            status = None
             if kind == "append":
                 key = None
-            elif status[i] is not None:
+            elif "error" not in ev and "diverging_epoch" not in ev:
                 key = ev["replica"]
-                self._lflo[(*pk, key)] = (told_at[i], ev["ts"])
+                rk = (*pk, key)
+                status = judge(ev, leo, self._lflo.get(rk, NEVER), self._fresh_ms(pk))
+                self._lflo[rk] = (leo, ev["ts"])
             else:
                 self._sent.pop(pk, None)
                 out.append(ev)
                 continue
-            marks = (*_marks(ev), status[i] == BEHIND) if kind == "fetch" else ()  # in sync or not
-            if i in droppable and self._recent(key, pk, ev, marks):
+            # for a fetch: its epochs, log start, and whether it is in sync
+            marks = (*_marks(ev), status == BEHIND) if key is not None else ()
+            if (
+                status != BEHIND
+                and self._recent(key, pk, ev, marks)
+                and not self._broker_due(key, pk, ev["ts"])
+                and self._superseded(ev, pk, leo, batch.later(i))
+            ):
                 self.dropped[kind] += 1
                 continue
             self._sent.setdefault(pk, {})[key] = (ev["ts"], marks)
+            if key is not None and self.broker_every_ms is not None:
+                self._broker_sent[key] = self._broker_sent[self._leader.get(pk, -1)] = ev["ts"]
             out.append(ev)
         return out
+
+    def _broker_due(self, replica: int | None, pk: tuple, ts: int) -> bool:
+        """A fetch whose follower or leader has had no fetch sent for `broker_every_ms`."""
+        if replica is None or self.broker_every_ms is None:
+            return False
+        every, sent = self.broker_every_ms, self._broker_sent
+        return (
+            ts - sent.get(replica, -every) >= every
+            or ts - sent.get(self._leader.get(pk, -1), -every) >= every
+        )
+
+    def _learn(self, ev: dict, pk: tuple) -> None:
+        """The ISR and L a metadata event says (what they were stays for the release's reads)."""
+        self._isr_then.setdefault(pk, self._isr.get(pk, frozenset()))
+        self._isr[pk] = frozenset(ev.get("isr") or ())
+        self._leader[pk] = ev.get("leader", -1)
+        if ev.get("replica_lag_time_max_ms"):
+            self._lag_then.setdefault(pk, self._lag.get(pk))
+            self._lag[pk] = ev["replica_lag_time_max_ms"]
+            self._resolution_of.pop(pk, None)
+
+    def _superseded(self, ev: dict, pk: tuple, told: int, later: Iterator[dict]) -> bool:
+        """Whether the events after `ev` (`later`: its partition's, in event-time order; `told`:
+        the largest LEO told at it) restore its effect, and nothing in between reads its state
+        (a `metadata` event, an error, a fetch of a replica outside the ISR):
+
+        - a CAUGHT or CREDITED fetch of an ISR replica, when its next fetch (same epochs and log
+          start) is CAUGHT, or is CREDITED and the one after is CAUGHT or CREDITED too, every
+          event of the partition from it up to there telling at least `told`. Then the
+          follower's LEO, last fetch time, leader LEO at its last fetch and lastCaughtUpTimeMs
+          are the same there whether it was seen or not (in between, lcu is older by less than
+          the time from the last one sent);
+        - an append, when a later append tells at least its LEO and every fetch in between
+          tells at least as much (the LEO only grows)."""
+        isr = self._isr_then[pk] if pk in self._isr_then else self._isr.get(pk, frozenset())
+        if ev["type"] == "append":
+            return _append_restored(ev, isr, later)
+        if ev["replica"] not in isr:
+            return False
+        replica, marks, fresh_ms = ev["replica"], _marks(ev), self._fresh_ms(pk)
+        since, previous, low, first = told, (told, ev["ts"]), ev["leader_leo"], False
+        for e in later:
+            kind = e["type"]
+            if kind == "metadata" or (kind == "fetch" and _reads_state(e, isr)):
+                return False
+            leo = since = max(since, e["leader_leo"])
+            if kind == "fetch" and e["replica"] == replica:
+                if _marks(e) != marks:
+                    return False
+                status = judge(e, leo, previous, fresh_ms)
+                if first:  # the second after it
+                    return status != BEHIND and low >= told
+                if status == CAUGHT:
+                    return low >= told
+                if status == BEHIND:
+                    return False
+                first, previous = True, (leo, e["ts"])
+            low = min(low, e["leader_leo"])
+        return False
 
     def _recent(self, key: int | None, pk: tuple, ev: dict, marks: tuple) -> bool:
         """One like it went out less than the partition's resolution ago (and, for a fetch, the
@@ -244,11 +242,81 @@ class Compactor:
         if ev["type"] == "fetch" and ev["replica"] not in self._isr.get(pk, ()):
             return False
         sent = self._sent.get(pk, {}).get(key)
-        window = self._resolution(pk)
-        return sent is not None and sent[1] == marks and ev["ts"] - sent[0] < window
+        return sent is not None and sent[1] == marks and ev["ts"] - sent[0] < self._resolution(pk)
 
     def _resolution(self, pk: tuple) -> int:
-        return resolution_ms(self._lag.get(pk, self.default_lag_ms), self.requested_ms)
+        found = self._resolution_of.get(pk)
+        if found is None:
+            found = self._resolution_of[pk] = resolution_ms(
+                self._lag.get(pk, self.default_lag_ms), self.requested_ms
+            )
+        return found
+
+    def _fresh_ms(self, pk: tuple) -> int:
+        """The resolution as it was when the release began (how a fetch's credit is judged)."""
+        if pk not in self._lag_then:
+            return self._resolution(pk)
+        lag = self._lag_then[pk]
+        return resolution_ms(self.default_lag_ms if lag is None else lag, self.requested_ms)
+
+
+def _reads_state(fetch: dict, isr: frozenset) -> bool:
+    """A fetch that errs or diverges, or of a replica outside the ISR (it may join)."""
+    return "error" in fetch or "diverging_epoch" in fetch or fetch["replica"] not in isr
+
+
+def _append_restored(ev: dict, isr: frozenset, later: Iterator[dict]) -> bool:
+    """The next append tells at least its LEO, and so does every fetch before that."""
+    low = INF
+    for e in later:
+        kind = e["type"]
+        if kind == "metadata" or (kind == "fetch" and _reads_state(e, isr)):
+            return False
+        if kind == "append":
+            return min(low, e["leader_leo"]) >= ev["leader_leo"]
+        low = min(low, e["leader_leo"])
+    return False
+
+
+class _Batch:
+    """The released events of one release, laid out to read ahead in one partition."""
+
+    def __init__(self, released: list[dict], held: Any) -> None:
+        self.events, self.held, self.first_held_broker = released, held, held.first_broker()
+        self.partition: list[tuple | None] = []  # of each event
+        self.at: list[int] = []  # each event's place among its partition's
+        self.mine: dict[tuple, list[int]] = {}  # partition -> the indices of its events
+        self.broker_at: list[int] = []  # the indices of the broker events
+        for i, ev in enumerate(released):
+            if "partition" in ev:
+                pk = (ev["cluster"], ev["topic"], ev["partition"])
+                indices = self.mine.setdefault(pk, [])
+                self.partition.append(pk)
+                self.at.append(len(indices))
+                indices.append(i)
+            else:
+                self.partition.append(None)
+                self.at.append(0)
+                if ev["type"] == "broker":
+                    self.broker_at.append(i)
+
+    def later(self, i: int) -> Iterator[dict]:
+        """The events of the i-th one's partition after it, released then held, up to the first
+        broker event after it (a fence or shutdown changes ISR eligibility everywhere)."""
+        stop = next((b for b in self.broker_at if b > i), None) if self.broker_at else None
+        indices = self.mine[self.partition[i]]  # type: ignore[index]  # only asked of partitioned events
+        for q in range(self.at[i] + 1, len(indices)):
+            k = indices[q]
+            if stop is not None and k > stop:
+                return
+            yield self.events[k]
+        if stop is not None:
+            return
+        held_broker = self.first_held_broker
+        for entry in self.held.held_of(self.partition[i]):
+            if held_broker is not None and entry[:2] > held_broker:
+                return
+            yield entry[2]
 
 
 def published(events: list[dict], compactor: Compactor | None, hold_ms: int, step_ms: int) -> list[dict]:
@@ -259,7 +327,7 @@ def published(events: list[dict], compactor: Compactor | None, hold_ms: int, ste
     from replmon.streaming.collect.reorder import ReorderBuffer
 
     evs = sorted(events, key=lambda e: (e["ts"], TIE_RANK[e["type"]]))
-    buffer, out, i = ReorderBuffer(hold_ms, 10**8), [], 0
+    buffer, out, i = ReorderBuffer(hold_ms, 10**8, indexed=compactor is not None), [], 0
     now = evs[0]["ts"] if evs else 0
     while i < len(evs) or len(buffer):
         now += step_ms
@@ -267,5 +335,5 @@ def published(events: list[dict], compactor: Compactor | None, hold_ms: int, ste
             buffer.add(evs[i])
             i += 1
         released = buffer.release(now)
-        out += compactor.release(released, buffer.held()) if compactor else released
+        out += compactor.release(released, buffer) if compactor else released
     return out

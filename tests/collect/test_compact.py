@@ -6,6 +6,7 @@ clusters with faults, and on a real 3-broker capture with a paused broker."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import random
@@ -15,12 +16,15 @@ from pathlib import Path
 import pytest
 
 from replmon.state.bucket import Bucket
-from replmon.streaming.collect.compact import Compactor, judged, published, resolution_ms, superseded
+from replmon.state.cluster import ClusterStep, cluster_config
+from replmon.streaming.collect.compact import Compactor, published, resolution_ms
+from replmon.streaming.collect.reorder import ReorderBuffer
 from replmon.streaming.settings import monitor_config
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.cluster import ClusterSpec, TopicSpec
 from replmon.streaming.simulator.faults import BrokerCrash, BurstyProducer, PausedFollower, SlowFollower
 from replmon.streaming.simulator.model import simulate
+from tests.collect.reference_compact import ReferenceCompactor, judged, superseded
 from tests.state.test_monitor_vs_truth import TYPE_RANK, as_tuple
 
 DATA = Path(__file__).parent / "data"
@@ -30,6 +34,10 @@ APPROXIMATE_STATUS = ("leader_leo", "lag_messages", "holds_hw")
 # The HW's moves within a run are seen up to a resolution (plus one fetch) late or early: when a
 # HighWatermarkStalled starts and ends (and so its id), and the HW and holders its texts name.
 APPROXIMATE_TIMES = ("HighWatermarkStalled",)
+# The cluster step paces an outage's count updates (`updated` records, at most one a second) by
+# the buckets' clocks, which move with the events: their times and the counts between differ;
+# the firing and resolving records (with the final counts) do not.
+APPROXIMATE_RECORDS = ("updated",)
 MESSAGES_BEHIND = re.compile(r"\d+ messages behind|leader LEO is \d+")
 
 
@@ -41,22 +49,31 @@ def collect(events: list[dict], compactor: Compactor | None) -> list[dict]:
     return published(events, compactor, hold_ms=1500, step_ms=200)
 
 
-def fold(events: list[dict], lag_ms: int, slice_ms: int = 1000) -> tuple[list, list, list]:
+def fold(events: list[dict], lag_ms: int, slice_ms: int = 1000, **changes) -> tuple[list, list, list]:
     """Alerts, final replica statuses and quarantine of one Bucket fed in micro-batches of
-    `slice_ms` of event time (as tests/state/test_monitor_vs_truth.py run_monitor does)."""
-    cfg = monitor_config(replica_lag_time_max_ms=lag_ms)
-    bucket, alerts, quarantine = Bucket(0, 1), [], []
+    `slice_ms` of event time (as tests/state/test_monitor_vs_truth.py run_monitor does), its
+    alerts and broker activity through the cluster step after each (as the bridge runs it:
+    BrokerUnavailable, claims, grouping, notify). `changes`: engine settings (monitor_config)."""
+    cfg = monitor_config(replica_lag_time_max_ms=lag_ms, **changes)
+    bucket, step, alerts, quarantine = Bucket(0, 1), ClusterStep(cluster_config(cfg)), [], []
+
+    def batch(chunk: list) -> None:
+        got: list = []
+        bucket.process(chunk, cfg, got, quarantine)
+        bucket.advance(cfg, got)
+        alerts.extend(step.step(got, bucket.activity_reports()))
+
     chunk: list = []
     end = None
     for e in sorted(events, key=lambda e: (e["ts"], TYPE_RANK[e["type"]])):
         if end is not None and e["ts"] >= end:
-            bucket.process(chunk, cfg, alerts, quarantine)
+            batch(chunk)
             chunk = []
         if end is None or e["ts"] >= end:
             end = (e["ts"] // slice_ms + 1) * slice_ms
         chunk.append(as_tuple(e))
-    bucket.process(chunk, cfg, alerts, quarantine)
-    bucket.advance(cfg, alerts)
+    batch(chunk)
+    alerts.extend(step.step([], [], flush=True))
     for watch in bucket.partitions.values():
         watch.dirty = True
     rows: list = []
@@ -64,15 +81,16 @@ def fold(events: list[dict], lag_ms: int, slice_ms: int = 1000) -> tuple[list, l
     return alerts, rows, quarantine
 
 
-def differences(events: list[dict], lag_ms: int, compactor: Compactor) -> list[str]:
+def differences(events: list[dict], lag_ms: int, compactor: Compactor, **changes) -> list[str]:
     """What the engine decides differently on the compacted events, beyond the approximate fields."""
-    full, compacted = fold(collect(events, None), lag_ms), fold(collect(events, compactor), lag_ms)
+    full = fold(collect(events, None), lag_ms, **changes)
+    compacted = fold(collect(events, compactor), lag_ms, **changes)
 
     def alert_rows(alerts):
         rows = [
             {**a, "reason": MESSAGES_BEHIND.sub("N", a.get("reason") or "")}
             for a in alerts
-            if a["name"] not in APPROXIMATE_TIMES
+            if a["name"] not in APPROXIMATE_TIMES and a["status"] not in APPROXIMATE_RECORDS
         ]
         return sorted(json.dumps(a, sort_keys=True, default=str) for a in rows)
 
@@ -263,12 +281,121 @@ def test_the_resolution_is_at_most_a_quarter_of_l():
     assert resolution_ms(10_000, requested_ms=200) == 200
 
 
-def test_superseded_looks_past_the_released_events():
+def test_the_reference_superseded_looks_past_the_released_events():
     seq = [fetch(1000, 2, 10), fetch(1100, 2, 10), fetch(1200, 2, 10)]
     isr = {("c", "t", 0): frozenset({1, 2, 3})}
     # the last one has no successor
     status, told_at = judged(seq, {}, {}, lambda pk: 1000)
     assert superseded(seq, 3, status, told_at, isr) == {0, 1}
+
+
+# ---- the indexed Compactor decides as the reference ---------------------------------------------
+
+
+def random_trace(seed: int) -> list[tuple[int, dict]]:
+    """(arrival time, event) of a random two-partition trace: caught-up runs, credited and
+    behind fetches, errors, divergences, epoch changes, ISR and L changes, fences; events
+    arrive out of order (up to 700 ms late, some after the watermark passed them)."""
+    rng = random.Random(seed)
+    leo = {0: 100, 1: 100}
+    offset: dict = {}
+    out: list = [(0, {**METADATA, "partition": p, "replica_lag_time_max_ms": 4000}) for p in (0, 1)]
+    chaos = rng.choice((0.2, 1.0))  # mostly steady runs, or not
+    for ts in sorted(rng.randrange(1, 30_000) for _ in range(rng.randint(50, 1500))):
+        p = rng.choice((0, 1))
+        base = {"ts": ts, "cluster": "c", "topic": "t", "partition": p}
+        roll = rng.random() / chaos
+        if roll < 0.03:
+            ev = {
+                **base, "type": "metadata", "leader": 1, "leader_epoch": rng.choice((1, 2)),
+                "replicas": [1, 2, 3, 4], "isr": sorted(rng.sample((1, 2, 3, 4), rng.randint(1, 4))),
+            }  # fmt: skip
+            if rng.random() < 0.5:
+                ev["replica_lag_time_max_ms"] = rng.choice((1600, 4000, 8000))
+        elif roll < 0.04:
+            ev = {
+                "type": "broker",
+                "ts": ts,
+                "cluster": "c",
+                "broker": rng.choice((1, 2, 3)),
+                "state": "fenced",
+            }
+        elif roll < 0.3:
+            leo[p] += rng.choice((0, 1, 5, 50)) if rng.random() < 0.95 else -rng.randint(1, 20)
+            ev = {**base, "type": "append", "leader_leo": leo[p]}
+        else:
+            r = rng.choice((2, 2, 3, 3, 4))
+            at = offset.get((p, r), leo[p])
+            at = rng.choice((leo[p],) * 6 + (at, max(0, leo[p] - rng.randint(1, 30))))
+            ev = {
+                **base, "type": "fetch", "replica": r, "fetch_offset": at,
+                "leader_leo": rng.choice((leo[p], leo[p], at, max(at, leo[p] - 3))),
+                "leader_epoch": 1 if rng.random() < 0.95 else 2,
+            }  # fmt: skip
+            if rng.random() < 0.05 * chaos:
+                ev["broker_epoch"] = rng.choice((5, 6))
+            if rng.random() < 0.03 * chaos:
+                ev["error"] = "FENCED_LEADER_EPOCH"
+            elif rng.random() < 0.02 * chaos:
+                ev["diverging_epoch"] = 1
+            offset[(p, r)] = at
+        late = rng.randrange(0, 700) if rng.random() < 0.9 else rng.randrange(0, 4000)
+        out.append((ts + late, ev))
+    return sorted(out, key=lambda a: a[0])
+
+
+def release_both(trace: list[tuple[int, dict]], seed: int) -> tuple[list, list, list]:
+    """Each compactor's output, step by step, fed one reorder buffer as the collector feeds
+    it: the reference (held as a list), the indexed one on the buffer and on the list."""
+    rng = random.Random(seed)
+    hold_ms = rng.choice((300, 1500))
+    buffer = ReorderBuffer(hold_ms, 10**6, indexed=True)
+    lag_ms = rng.choice((1600, 8000, 30_000))
+    requested = rng.choice((None, None, 200, 1000))
+    ref, indexed, listed = (
+        ReferenceCompactor(lag_ms, requested),
+        Compactor(lag_ms, requested),
+        Compactor(lag_ms, requested),
+    )
+    outs: tuple[list, list, list] = ([], [], [])
+    now, i = 0, 0
+    while i < len(trace) or len(buffer):
+        now += rng.choice((50, 200, 200, 1000))
+        while i < len(trace) and trace[i][0] <= now:
+            buffer.add(trace[i][1])
+            i += 1
+        released = buffer.release(now)
+        outs[0].append(ref.release(released, buffer.held()))
+        outs[1].append(indexed.release(released, buffer))
+        outs[2].append(listed.release(released, buffer.held()))
+    assert ref.dropped == indexed.dropped == listed.dropped
+    return outs
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_indexed_compactor_decides_as_the_reference_on_random_traces(seed):
+    ref, indexed, listed = release_both(random_trace(seed), seed)
+    assert indexed == ref
+    assert listed == ref
+
+
+def test_the_random_traces_exercise_the_rule():
+    """The equivalence above means something: the traces drop many events and keep many."""
+    dropped = kept = 0
+    for seed in range(40):
+        ref, _, _ = release_both(random_trace(seed), seed)
+        sent = sum(len(step) for step in ref)
+        dropped += len(random_trace(seed)) - sent
+        kept += sent
+    assert dropped > 2000 and kept > 2000, (dropped, kept)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_indexed_compactor_decides_as_the_reference_on_simulated_clusters(seed):
+    spec = random_cluster(seed)
+    events, _ = simulate(spec, seed=seed)
+    lag_ms = spec.replica_lag_time_max_ms
+    assert collect(events, Compactor(lag_ms)) == published(events, ReferenceCompactor(lag_ms), 1500, 200)
 
 
 # ---- the differential test --------------------------------------------------------------------
@@ -307,6 +434,90 @@ def test_a_real_capture_decides_the_same_compacted():
     compactor = Compactor(default_lag_ms=lag_ms)
     assert differences(events, lag_ms, compactor) == []
     assert compactor.dropped["fetch"] > 0
+
+
+# ---- a resolution above the cap ----------------------------------------------------------------
+
+IDLE_L_MS = 30_000  # Kafka's default replica.lag.time.max.ms: L/4 is 7.5 s
+
+
+def idle_cluster() -> ClusterSpec:
+    """Three idle partitions on 3 brokers, one follower paused past L, a broker crashed for good."""
+    return ClusterSpec(
+        name="sim",
+        topics=(TopicSpec(name="idle", partitions=3, produce_rate=0.0),),
+        duration_ms=120_000,
+        replica_lag_time_max_ms=IDLE_L_MS,
+        faults=(
+            PausedFollower(topic="idle", partition=1, replica=3, start_ms=20_000, duration_ms=40_000),
+            BrokerCrash(broker=2, start_ms=80_000, restart_after_ms=None),
+        ),
+    )
+
+
+def test_above_the_cap_the_broker_guard_keeps_broker_silence_exact():
+    """At L/4 (7.5 s), a caught-up follower of an idle partition sends one fetch per 7.5 s; the
+    engine calls a broker silent after alerts.stuck_after_ms (3 s) without a fetch by or to it
+    anywhere, so with few partitions per broker the compactor keeps one fetch per broker per
+    second (Compactor.broker_every_ms, on by default above the cap)."""
+    events, _ = simulate(idle_cluster(), seed=1)
+    compactor = Compactor(default_lag_ms=IDLE_L_MS, requested_ms=IDLE_L_MS // 4)
+    assert compactor.broker_every_ms == 1000
+    assert differences(events, IDLE_L_MS, compactor) == []
+    fetches = sum(1 for e in events if e["type"] == "fetch")
+    assert compactor.dropped["fetch"] > fetches / 2
+
+
+def test_above_the_cap_without_the_broker_guard_brokers_look_silent():
+    events, _ = simulate(idle_cluster(), seed=1)
+    compactor = Compactor(default_lag_ms=IDLE_L_MS, requested_ms=IDLE_L_MS // 4, broker_every_ms=10**9)
+    found = differences(events, IDLE_L_MS, compactor)
+    assert any("BrokerUnavailable" in d and "broker_silent" in d for d in found), found
+
+
+@pytest.fixture(scope="module")
+def demo_with_idle_partitions() -> list[dict]:
+    """The demo scenario at Kafka's default L (30 s) with 60 idle partitions beside its faults."""
+    base = scenarios.get("demo")
+    spec = dataclasses.replace(
+        base,
+        replica_lag_time_max_ms=IDLE_L_MS,
+        topics=(*base.topics, TopicSpec(name="idle", partitions=60, produce_rate=0.0)),
+    )
+    return simulate(spec, seed=0)[0]
+
+
+def test_at_a_quarter_of_l_the_engine_counts_silence_past_the_resolution(demo_with_idle_partitions):
+    """At L/4 (7.5 s) a busy partition's compacted events are up to 8 s apart: with
+    alerts.compaction_resolution_ms set to the collector's resolution, the engine's partition
+    silences count from stuck_after_ms + 7.5 s + a parked fetch (state/monitor.py
+    quiet_after_ms), and it decides the same on compacted and uncompacted events."""
+    resolution = IDLE_L_MS // 4
+    compactor = Compactor(default_lag_ms=IDLE_L_MS, requested_ms=resolution)
+    found = differences(demo_with_idle_partitions, IDLE_L_MS, compactor, compaction_resolution_ms=resolution)
+    assert found == []
+    assert compactor.dropped["fetch"] > sum(1 for e in demo_with_idle_partitions if e["type"] == "fetch") / 2
+
+
+def test_at_a_quarter_of_l_without_the_engine_setting_a_leader_looks_silent(demo_with_idle_partitions):
+    compactor = Compactor(default_lag_ms=IDLE_L_MS, requested_ms=IDLE_L_MS // 4)
+    found = differences(demo_with_idle_partitions, IDLE_L_MS, compactor)
+    assert any("IsrExitImminent" in d and "is down: nothing from leader" in d for d in found), found
+
+
+def test_a_resolve_just_past_group_wait_decides_the_same_compacted():
+    """paused_and_slow with 60 idle partitions at L = 30 s, default resolution: a ReplicaOutOfSync
+    resolved 0.4 s after group_wait. The cluster step once took a resolve already in hand, from
+    after the firing's release, as "over within group_wait", so the notification hung on where
+    the batches were cut, and compacted input cuts them elsewhere (state/cluster.py _release)."""
+    base = scenarios.get("paused_and_slow")
+    spec = dataclasses.replace(
+        base,
+        replica_lag_time_max_ms=IDLE_L_MS,
+        topics=(*base.topics, TopicSpec(name="idle", partitions=60, produce_rate=0.0)),
+    )
+    events = simulate(spec, seed=0)[0]
+    assert differences(events, IDLE_L_MS, Compactor(default_lag_ms=IDLE_L_MS)) == []
 
 
 class EveryResolution(Compactor):

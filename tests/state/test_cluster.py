@@ -230,3 +230,22 @@ def test_the_state_document_is_the_same_for_the_same_facts_and_reads_the_older_n
     numbered["episodes"] = {"140547630883760": numbered["episodes"][aid]}
     numbered["open"] = [[b, 140547630883760] for b, _ in numbered["open"]]
     assert ClusterStep.from_doc(CFG, older).to_doc() == doc
+
+
+@pytest.mark.parametrize("together", [True, False])
+def test_a_resolve_after_group_wait_notifies_however_the_batches_are_cut(together):
+    """Out of sync at +12 s, back at +17.4 s: 0.4 s past its group_wait (+17 s), so on-call hears of
+    both. The resolve may reach the step in the same batch as the firing, while the step's time
+    is still before +17.4 s (activity to +18 s, slack 1 s), or in the next batch: the same
+    decision either way (it was quiet when in the same batch, whatever its time)."""
+    fired = alert("ReplicaOutOfSync", 12_000, replica=3)
+    over = alert(
+        "ReplicaOutOfSync", 17_400, replica=3, status="resolved", started=12_000, aid=fired["alert_id"]
+    )
+    step = ClusterStep(CFG)
+    if together:
+        out = step.step([fired, over], [steady([1, 2, 3], 18_000)])
+    else:
+        out = step.step([fired], [steady([1, 2, 3], 18_000)])
+    out += step.step([] if together else [over], [steady([1, 2, 3], 40_000)])
+    assert [(x["status"], x["notify"]) for x in out] == [("firing", True), ("resolved", True)]
