@@ -27,10 +27,18 @@ _FENCE = re.compile(
     r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO .*Replayed "
     r"BrokerRegistrationChangeRecord .*brokerId=(?P<broker>\d+), brokerEpoch=\d+, fenced=1,"
 )
-# A leader's committed ISR change (after the controller accepted its AlterPartition).
+# A leader's ISR change: committed (`ISR updated to`, once the controller accepted its
+# AlterPartition), or proposed (`Shrinking ISR ... to`: the committed shrink may reach the leader
+# as a new partition registration instead, which it logs elsewhere).
 _ISR_UPDATED = re.compile(
     r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO "
-    r"\[Partition (?P<topic>[\w.-]+)-(?P<partition>\d+) broker=\d+\] ISR updated to (?P<isr>[\d,]+)"
+    r"\[Partition (?P<topic>[\w.-]+)-(?P<partition>\d+) broker=\d+\] "
+    r"(?:ISR updated to|Shrinking ISR from [\d,]+ to) (?P<isr>[\d,]+)"
+)
+# A committed change that reached the leader as a new partition registration (state.change.logger).
+_REGISTERED = re.compile(
+    r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO \[Broker id=\d+\] Skipped the "
+    r"become-leader state change for (?P<topic>[\w.-]+)-(?P<partition>\d+) .*?isr=\[(?P<isr>[\d, ]+)\]"
 )
 _OUT = re.compile(r"brokerId: (\d+), endOffset: (-?\d+), lastCaughtUpTimeMs: (\d+)")
 
@@ -148,15 +156,16 @@ class JudgeCluster:
         return out
 
     def isr_updates(self, topic: str, since_ms: int) -> dict[int, list[tuple[int, frozenset[int]]]]:
-        """partition -> (log time, ISR) of every committed ISR change its leaders logged since
-        since_ms, earliest first: the ISRs the cluster really had, and from when."""
+        """partition -> (log time, ISR) of every ISR change its leaders logged since since_ms,
+        earliest first (the same ISR may repeat): the ISRs the cluster had, from when (a shrink:
+        from when the leader asked for it, a little before it was committed)."""
         out: dict[int, list[tuple[int, frozenset[int]]]] = {}
         for b in (1, 2, 3):
             f = self.node_dir(b) / "logs" / "server.log"
             if not f.is_file():
                 continue
             for line in f.read_text(errors="replace").splitlines():
-                m = _ISR_UPDATED.match(line)
+                m = _ISR_UPDATED.match(line) or _REGISTERED.match(line)
                 if m and m["topic"] == topic and log_ms(m["when"]) >= since_ms:
                     isr = frozenset(int(x) for x in m["isr"].split(","))
                     out.setdefault(int(m["partition"]), []).append((log_ms(m["when"]), isr))

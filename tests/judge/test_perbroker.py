@@ -2,9 +2,10 @@
 collector per broker"): one `replmon collect --role broker` per broker's request log, as a
 sidecar or a systemd unit beside each broker runs it, and one `--role cluster` for the Admin
 API's events and the heartbeats. Beside it, on the same cluster and the same fault, the usual
-single collector publishes to its own topic, which `replmon run --once` reads afterwards: the
-per-broker deployment's verdicts pass the pause case's checks, and its alerts are the single
-collector's."""
+single collector publishes to its own topic. The per-broker deployment's streaming verdicts
+pass the pause case's checks; then `replmon run --once` judges each deployment's topic, and
+their alerts are the same (but for the alerts that read an ISR only one deployment's Admin
+poller saw: one the brokers held for under a poll's interval)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,8 @@ pytestmark = [
     pytest.mark.services,
     pytest.mark.spark,
     pytest.mark.judge,
-    # Opt-in until the one difference seen is understood: it passed by hand, and in a fresh-clone
-    # run the single collector's alerts had an IsrExitImminent and an UnderMinIsr on one
-    # partition that the per-broker deployment's had not (docs/real-cluster.md).
+    # Opt-in for CI's time budget (it takes ~5 minutes: a cluster, a streaming query and two
+    # --once runs), not for a known fault: docs/real-cluster.md.
     pytest.mark.skipif(
         not os.environ.get("REPLMON_JUDGE_PER_BROKER"),
         reason="the per-broker judge case runs with REPLMON_JUDGE_PER_BROKER=1",
@@ -145,9 +145,11 @@ def alert_keys(p: Pipeline, since_ms: int) -> dict:
     return out
 
 
-def sampled_isrs(bootstrap: str, metrics_topic: str, since_ms: int) -> dict[int, list[frozenset[int]]]:
-    """partition -> the ISRs of the judged topic that a deployment's Admin API poller published
-    in `metadata` events since since_ms (event time), each change once, in order."""
+def sampled_isrs(
+    bootstrap: str, metrics_topic: str, since_ms: int
+) -> dict[int, list[tuple[int, frozenset[int]]]]:
+    """partition -> (event time, ISR) of the judged topic's ISRs that a deployment's Admin API
+    poller published in `metadata` events: the one in force at since_ms, then each change."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
@@ -170,13 +172,23 @@ def sampled_isrs(bootstrap: str, metrics_topic: str, since_ms: int) -> dict[int,
                 events += [json.loads(r.value) for r in records]
     finally:
         consumer.close()
-    out: dict[int, list[frozenset[int]]] = {}
+    out: dict[int, list[tuple[int, frozenset[int]]]] = {}
     for ev in sorted(events, key=lambda e: e["ts"]):
-        if ev["type"] == "metadata" and ev["topic"] == TOPIC and ev["ts"] >= since_ms:
+        if ev["type"] == "metadata" and ev["topic"] == TOPIC:
             seq = out.setdefault(ev["partition"], [])
-            if not seq or seq[-1] != frozenset(ev["isr"]):
-                seq.append(frozenset(ev["isr"]))
+            if seq and seq[-1][0] < since_ms and ev["ts"] < since_ms:
+                seq.pop()  # only the last one before since_ms stays
+            if not seq or seq[-1][1] != frozenset(ev["isr"]):
+                seq.append((ev["ts"], frozenset(ev["isr"])))
     return out
+
+
+def published_apart(a: list[tuple[int, frozenset[int]]], b: list[tuple[int, frozenset[int]]]) -> int:
+    """How far apart in event time two pollers published the ISR changes both published (the
+    first of each ISR since the one in force at the start), at most."""
+    first_a = {isr: ts for ts, isr in reversed(a[1:])}
+    first_b = {isr: ts for ts, isr in reversed(b[1:])}
+    return max((abs(first_a[i] - first_b[i]) for i in set(first_a) & set(first_b)), default=0)
 
 
 def test_paused_follower_with_per_broker_collectors(
@@ -227,17 +239,18 @@ def test_paused_follower_with_per_broker_collectors(
     held = held_for(judge_cluster.isr_updates(TOPIC, since_ms))
     for dep in (per_broker, once, single):  # for a look afterwards (pytest keeps its last tmp dirs)
         (dep.workdir / "alerts.json").write_text(json.dumps(dep.alerts(), indent=1))
-    differ = {}
+    differ, apart = {}, {}
     for p in range(PARTITIONS):
         a, b = sampled["per-broker"].get(p, []), sampled["single"].get(p, [])
-        if a != b:
-            differ[p] = set(a) ^ set(b)
+        apart[p] = published_apart(a, b)
+        if [i for _, i in a] != [i for _, i in b]:
+            differ[p] = {i for _, i in a} ^ {i for _, i in b}
     report(
         "pause with per-broker collectors vs one collector: the ISRs each poller published",
         [
             f"{TOPIC}-{p}: per-broker {fmt(sampled['per-broker'].get(p, []))}; single "
-            f"{fmt(sampled['single'].get(p, []))}; the brokers' "
-            f"{', '.join(f'{sorted(i)} for {ms} ms' for i, ms in held.get(p, []))}"
+            f"{fmt(sampled['single'].get(p, []))} (the changes both published: up to {apart[p]} ms "
+            f"apart); the brokers' {', '.join(f'{sorted(i)} for {ms} ms' for i, ms in held.get(p, []))}"
             for p in range(PARTITIONS)
         ],
     )
@@ -262,7 +275,9 @@ def test_paused_follower_with_per_broker_collectors(
     assert {k for k in got if compared(k)} == {k for k in wanted if compared(k)}, set(got) ^ set(wanted)
     for key, started in got.items():
         if compared(key):
-            assert abs(started - wanted[key]) <= STARTED_TOLERANCE_MS, (key, started, wanted[key])
+            # An alert that reads the reported ISR starts when the poller published it.
+            slack = apart.get(key[2], 0) if key[0] in READS_REPORTED_ISR else 0
+            assert abs(started - wanted[key]) <= STARTED_TOLERANCE_MS + slack, (key, started, wanted[key])
 
 
 def held_for(
@@ -278,5 +293,5 @@ def held_for(
     return out
 
 
-def fmt(seq: list[frozenset[int]]) -> str:
-    return " -> ".join(str(sorted(i)) for i in seq) or "-"
+def fmt(seq: list[tuple[int, frozenset[int]]]) -> str:
+    return " -> ".join(str(sorted(i)) for _, i in seq) or "-"
