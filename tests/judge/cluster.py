@@ -27,6 +27,19 @@ _FENCE = re.compile(
     r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO .*Replayed "
     r"BrokerRegistrationChangeRecord .*brokerId=(?P<broker>\d+), brokerEpoch=\d+, fenced=1,"
 )
+# A leader's ISR change: committed (`ISR updated to`, once the controller accepted its
+# AlterPartition), or proposed (`Shrinking ISR ... to`: the committed shrink may reach the leader
+# as a new partition registration instead, which it logs elsewhere).
+_ISR_UPDATED = re.compile(
+    r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO "
+    r"\[Partition (?P<topic>[\w.-]+)-(?P<partition>\d+) broker=\d+\] "
+    r"(?:ISR updated to|Shrinking ISR from [\d,]+ to) (?P<isr>[\d,]+)"
+)
+# A committed change that reached the leader as a new partition registration (state.change.logger).
+_REGISTERED = re.compile(
+    r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO \[Broker id=\d+\] Skipped the "
+    r"become-leader state change for (?P<topic>[\w.-]+)-(?P<partition>\d+) .*?isr=\[(?P<isr>[\d, ]+)\]"
+)
 _OUT = re.compile(r"brokerId: (\d+), endOffset: (-?\d+), lastCaughtUpTimeMs: (\d+)")
 
 
@@ -68,17 +81,29 @@ def parse_shrinks(text: str) -> list[Shrink]:
 
 
 class JudgeCluster:
-    def __init__(self, lag_ms: int, session_timeout_ms: int | None, node_props: dict[int, str] | None = None):
-        """session_timeout_ms None: Kafka's default broker.session.timeout.ms (9 s)."""
-        offset = int(os.environ.get("REPLMON_PORT_OFFSET", "0")) + PORT_SHIFT
+    def __init__(
+        self,
+        lag_ms: int,
+        session_timeout_ms: int | None,
+        node_props: dict[int, str] | None = None,
+        kafka_version: str = "",
+        run_dir: Path = RUN_DIR,
+        port_shift: int = PORT_SHIFT,
+    ):
+        """session_timeout_ms None: Kafka's default broker.session.timeout.ms (9 s).
+        kafka_version "": REPLMON_JUDGE_KAFKA_VERSION, else deploy/kafka/pom.xml's; a module
+        that runs another version has its own run_dir and port_shift, so that its cluster never
+        meets the default one."""
+        offset = int(os.environ.get("REPLMON_PORT_OFFSET", "0")) + port_shift
         self.lag_ms = lag_ms
-        self.env = services_env(RUN_DIR, offset, REPLMON_REPLICA_LAG_TIME_MAX_MS=str(lag_ms))
+        self.run_dir = run_dir
+        self.env = services_env(run_dir, offset, REPLMON_REPLICA_LAG_TIME_MAX_MS=str(lag_ms))
         self.env.pop("REPLMON_BROKER_SESSION_TIMEOUT_MS", None)
         # REPLMON_JUDGE_KAFKA_VERSION (e.g. 3.9.1): the brokers' Kafka version, KRaft mode
         # (services.sh fetches its jars); default deploy/kafka/pom.xml's.
         for k in ("REPLMON_KAFKA_VERSION", "REPLMON_KAFKA_MODE", "REPLMON_KAFKA_IBP"):
             self.env.pop(k, None)
-        self.kafka_version = os.environ.get("REPLMON_JUDGE_KAFKA_VERSION", "")
+        self.kafka_version = kafka_version or os.environ.get("REPLMON_JUDGE_KAFKA_VERSION", "")
         if self.kafka_version:
             self.env["REPLMON_KAFKA_VERSION"] = self.kafka_version
         if session_timeout_ms is not None:
@@ -93,7 +118,7 @@ class JudgeCluster:
             raise RuntimeError(f"services.sh {' '.join(args)} failed:\n{proc.stderr}{proc.stdout}")
 
     def node_dir(self, broker: int) -> Path:
-        return RUN_DIR / "kafka" / f"node-{broker}"
+        return self.run_dir / "kafka" / f"node-{broker}"
 
     def request_log(self, broker: int) -> Path:
         return self.node_dir(broker) / "logs" / "kafka-request.log"
@@ -108,7 +133,7 @@ class JudgeCluster:
                 os.kill(self.pid(b), signal.SIGCONT)
 
     def fresh(self) -> None:
-        if (RUN_DIR / "kafka").is_dir():
+        if (self.run_dir / "kafka").is_dir():
             self.resume_all()
         self.services("clean")
         self.services("up", "--brokers", "3")
@@ -129,6 +154,22 @@ class JudgeCluster:
                     if s.topic == topic and s.log_ms >= since_ms
                 ]
         return out
+
+    def isr_updates(self, topic: str, since_ms: int) -> dict[int, list[tuple[int, frozenset[int]]]]:
+        """partition -> (log time, ISR) of every ISR change its leaders logged since since_ms,
+        earliest first (the same ISR may repeat): the ISRs the cluster had, from when (a shrink:
+        from when the leader asked for it, a little before it was committed)."""
+        out: dict[int, list[tuple[int, frozenset[int]]]] = {}
+        for b in (1, 2, 3):
+            f = self.node_dir(b) / "logs" / "server.log"
+            if not f.is_file():
+                continue
+            for line in f.read_text(errors="replace").splitlines():
+                m = _ISR_UPDATED.match(line) or _REGISTERED.match(line)
+                if m and m["topic"] == topic and log_ms(m["when"]) >= since_ms:
+                    isr = frozenset(int(x) for x in m["isr"].split(","))
+                    out.setdefault(int(m["partition"]), []).append((log_ms(m["when"]), isr))
+        return {p: sorted(v, key=lambda x: x[0]) for p, v in out.items()}
 
     def fences(self, since_ms: int) -> list[tuple[int, int]]:
         """(log time, broker) of every fence the controllers replayed since since_ms (the

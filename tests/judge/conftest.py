@@ -5,7 +5,9 @@ offset) and the pipeline under judgement on top of the 1-broker services (tests/
 Each test module gets its own cluster, formatted fresh and stopped when the module ends (it is
 heavy: never two at once), with the module's `LAG_MS` (replica.lag.time.max.ms) and
 `SESSION_TIMEOUT_MS` (broker.session.timeout.ms; None: Kafka's default, 9 s): both are startup
-settings, so the cases that need other values live in their own module.
+settings, so the cases that need other values live in their own module. So does a Kafka
+version other than the default: a module's `KAFKA_VERSION` runs its cluster (and Alertmanager)
+in its own `RUN_DIR` at its own `PORT_SHIFT`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import os
 import pytest
 
 from tests.integration.conftest import local_services  # noqa: F401 - the fixture, re-exported
-from tests.judge.cluster import PORT_SHIFT, JudgeCluster, wait_for
+from tests.judge.cluster import PORT_SHIFT, RUN_DIR, JudgeCluster, wait_for
 from tests.judge.oncall import JudgeAlertmanager
 from tests.judge.pipeline import Pipeline, describe, wait_full_isr
 
@@ -33,6 +35,9 @@ def judge_cluster(request):
     cluster = JudgeCluster(
         getattr(request.module, "LAG_MS", LAG_MS),
         getattr(request.module, "SESSION_TIMEOUT_MS", LONG_SESSION_MS),
+        kafka_version=getattr(request.module, "KAFKA_VERSION", ""),
+        run_dir=getattr(request.module, "RUN_DIR", RUN_DIR),
+        port_shift=getattr(request.module, "PORT_SHIFT", PORT_SHIFT),
     )
     cluster.fresh()
     try:
@@ -59,8 +64,11 @@ def judge_admin(judge_cluster):
 
 
 @pytest.fixture(scope="module")
-def judge_alertmanager():
-    am = JudgeAlertmanager(int(os.environ.get("REPLMON_PORT_OFFSET", "0")) + PORT_SHIFT)
+def judge_alertmanager(request):
+    am = JudgeAlertmanager(
+        int(os.environ.get("REPLMON_PORT_OFFSET", "0")) + getattr(request.module, "PORT_SHIFT", PORT_SHIFT),
+        getattr(request.module, "RUN_DIR", RUN_DIR),
+    )
     try:
         yield am
     finally:

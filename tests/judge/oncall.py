@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from tests.judge.cluster import ROOT, RUN_DIR
 
@@ -62,9 +63,9 @@ class Webhook:
 class JudgeAlertmanager:
     """Its own instance (own run dir and port, next to the judge's brokers)."""
 
-    def __init__(self, port_offset: int) -> None:
+    def __init__(self, port_offset: int, run_dir: Path = RUN_DIR) -> None:
         self.hook = Webhook()
-        run = RUN_DIR / "alertmanager"
+        run = run_dir / "alertmanager"
         run.mkdir(parents=True, exist_ok=True)
         config = run / "alertmanager.yml"
         config.write_text(CONFIG.format(port=self.hook.port))
