@@ -378,10 +378,13 @@ def one_run(spark, args, n: int) -> dict:
             try:
                 made.append(results.get(timeout=5))
             except queue.Empty:
-                if not query.isActive or time.time() > end_ms / 1000 + 600:
+                failed = any(p.exitcode not in (None, 0) for p in procs)  # a producer raised
+                if failed or not query.isActive or time.time() > end_ms / 1000 + 600:
                     for proc in procs:
                         proc.terminate()
-                    raise RuntimeError(f"the query stopped during the run: {query.exception()}") from None
+                    raise RuntimeError(
+                        f"a producer failed or the query stopped: {query.exception()}"
+                    ) from None
         for proc in procs:
             proc.join()
         end_s = time.time()
