@@ -1,16 +1,23 @@
-"""A fast steady-state generator for benchmarks: many partitions, no faults, no truth engine.
+"""Fast generators for benchmarks: many partitions, no truth engine.
 
-Every partition receives one produce batch per 100 ms round; each of its two followers is parked
-at the LEO, so the append completes its fetch and its next fetch arrives 1-5 ms later with
-`fetch_offset == leader_leo` (the new LEO) and `leader_hw` = the LEO before the append (RULES
-§5.2: a follower learns of the HW it moved one fetch later). This is exactly what the event model
-produces for a healthy cluster, computed with numpy a round at a time: every follower stays caught
-up, so the expected truth is empty. Events are yielded as JSON lines, in ts order.
+`scale` is the steady state at full rate: every partition receives one produce batch per 100 ms
+round; each of its two followers is parked at the LEO, so the append completes its fetch and its
+next fetch arrives 1-5 ms later with `fetch_offset == leader_leo` (the new LEO) and `leader_hw` =
+the LEO before the append (RULES §5.2: a follower learns of the HW it moved one fetch later).
+This is exactly what the event model produces for a healthy cluster, computed with numpy a round
+at a time: every follower stays caught up, so the expected truth is empty. Events are yielded as
+JSON lines, in ts order.
+
+`Paced` is a cluster as `replmon collect` publishes it with compaction on: each follower's
+fetches and each busy partition's appends at a given rate (events per second, from
+docs/real-cluster.md section 5), generated for any window of event time so that a benchmark can
+send them as the wall clock reaches it; a follower can be stopped for a while (a fault).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,6 +28,53 @@ BROKERS = (1, 2, 3)
 REPLICATION_FACTOR = 3
 LAG_MAX_MS = 30000
 MIN_ISR = 2
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Who is where: `partitions` partitions, RF 3 over 3 brokers, leader first."""
+
+    names: list[tuple[str, int]]  # (topic, partition number) per partition
+    replicas: list[tuple[int, ...]]
+    epochs: dict[int, int]  # broker -> broker epoch
+    heads: list[str]  # the `"cluster":..,"topic":..,"partition":..` part of each partition's lines
+    cluster: str
+
+    @classmethod
+    def of(cls, partitions: int, cluster: str, topic: str, topics: int) -> Layout:
+        epochs = {b: FIRST_BROKER_EPOCH + 2 * i for i, b in enumerate(BROKERS)}
+        replicas = [
+            tuple(BROKERS[(p + i) % len(BROKERS)] for i in range(REPLICATION_FACTOR))
+            for p in range(partitions)
+        ]
+        per_topic = -(-partitions // topics)
+        names = [
+            (topic if topics == 1 else f"{topic}-{p // per_topic}", p % per_topic) for p in range(partitions)
+        ]
+        heads = [f'"cluster":"{cluster}","topic":"{name}","partition":{number}' for name, number in names]
+        return cls(names, replicas, epochs, heads, cluster)
+
+    def brokers(self, ts: int) -> Iterator[str]:
+        for b, epoch in self.epochs.items():
+            yield (
+                f'{{"type":"broker","ts":{ts},"cluster":"{self.cluster}","broker":{b},"state":"running",'
+                f'"broker_epoch":{epoch}}}'
+            )
+
+    def metadata(self, p: int, ts: int, lag_max_ms: int, leo: int = 0) -> str:
+        reps = self.replicas[p]
+        isr = ",".join(map(str, sorted(reps)))
+        return (
+            f'{{"type":"metadata","ts":{ts},{self.heads[p]},'
+            f'"leader":{reps[0]},"leader_epoch":0,"replicas":[{",".join(map(str, reps))}],"isr":[{isr}],'
+            f'"leader_leo":{leo},"hw":{leo},"min_insync_replicas":{MIN_ISR},"replica_lag_time_max_ms":{lag_max_ms}}}'
+        )
+
+    def fetch_static(self, p: int, replica: int) -> str:
+        return (
+            f'{self.heads[p]},"replica":{replica},"leader_epoch":0,"broker_epoch":{self.epochs[replica]},'
+            f'"log_start_offset":0'
+        )
 
 
 def scale(
@@ -42,35 +96,14 @@ def scale(
     if partitions < 1 or seconds < 1:
         raise ValueError("scale needs partitions >= 1 and seconds >= 1")
     rng = np.random.default_rng(seed)
-    epochs = {b: FIRST_BROKER_EPOCH + 2 * i for i, b in enumerate(BROKERS)}
-    replicas = [
-        tuple(BROKERS[(p + i) % len(BROKERS)] for i in range(REPLICATION_FACTOR)) for p in range(partitions)
-    ]
-    per_topic = -(-partitions // topics)
-    names = [
-        (topic if topics == 1 else f"{topic}-{p // per_topic}", p % per_topic) for p in range(partitions)
-    ]
-    for b, epoch in epochs.items():
-        yield (
-            f'{{"type":"broker","ts":{start_ms},"cluster":"{cluster}","broker":{b},"state":"running",'
-            f'"broker_epoch":{epoch}}}'
-        )
-    for (name, number), reps in zip(names, replicas, strict=True):
-        isr = ",".join(map(str, sorted(reps)))
-        yield (
-            f'{{"type":"metadata","ts":{start_ms},"cluster":"{cluster}","topic":"{name}","partition":{number},'
-            f'"leader":{reps[0]},"leader_epoch":0,"replicas":[{",".join(map(str, reps))}],"isr":[{isr}],'
-            f'"leader_leo":0,"hw":0,"min_insync_replicas":{MIN_ISR},"replica_lag_time_max_ms":{LAG_MAX_MS}}}'
-        )
+    layout = Layout.of(partitions, cluster, topic, topics)
+    yield from layout.brokers(start_ms)
+    for p in range(partitions):
+        yield layout.metadata(p, start_ms, LAG_MAX_MS)
 
     # Static parts of each line, per partition (append) and per partition x follower (fetch).
-    heads = [f'"cluster":"{cluster}","topic":"{name}","partition":{number}' for name, number in names]
-    append_static = heads
-    fetch_static = [
-        f'{heads[p]},"replica":{r},"leader_epoch":0,"broker_epoch":{epochs[r]},"log_start_offset":0'
-        for p in range(partitions)
-        for r in replicas[p][1:]
-    ]
+    append_static = layout.heads
+    fetch_static = [layout.fetch_static(p, r) for p in range(partitions) for r in layout.replicas[p][1:]]
     follower_row = np.repeat(np.arange(partitions), REPLICATION_FACTOR - 1)
     statics = append_static + fetch_static
     row_partition = list(range(partitions)) + follower_row.tolist()  # line index -> its partition
@@ -99,3 +132,126 @@ def scale(
                 )
             else:
                 yield f'{{"type":"append","ts":{ts_l[i]},{statics[i]},"leader_leo":{leo_l[i]}}}'
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Follower `replica` of partition `partition` sends no fetch in [start_ms, end_ms) of event
+    time; then it fetches again, caught up."""
+
+    partition: int
+    replica: int
+    start_ms: int
+    end_ms: int
+
+
+class Paced:
+    """The partitions `owned` of `layout` as a compacting collector publishes them, for any
+    window of event time (`window`, called with consecutive windows).
+
+    Each follower fetches every 1 / fetch_per_s[p] s and each partition with append_per_s[p] > 0
+    appends that often, each at a random phase: a caught-up fetch reports the leader LEO and
+    the HW as it was before it (the lowest LEO of the followers), so a stopped follower (a
+    `Fault`) holds the HW back and falls behind. Lines come with their record keys, in ts order.
+    """
+
+    def __init__(
+        self,
+        layout: Layout,
+        owned: Sequence[int],
+        fetch_per_s: np.ndarray,
+        append_per_s: np.ndarray,
+        *,
+        start_ms: int,
+        lag_max_ms: int,
+        faults: Sequence[Fault] = (),
+        heartbeats: bool = False,
+        seed: int = 0,
+    ) -> None:
+        rng = np.random.default_rng(seed)
+        self.layout, self.start_ms, self.lag_max_ms = layout, start_ms, lag_max_ms
+        self.owned = np.asarray(owned, np.int64)
+        n = self.owned.size
+        self.fetch_period = np.repeat(1000.0 / fetch_per_s[self.owned], 2)
+        self.fetch_next = start_ms + rng.random(2 * n) * self.fetch_period
+        rate = append_per_s[self.owned]
+        self.append_period = np.where(rate > 0, 1000.0 / np.where(rate > 0, rate, 1), np.inf)
+        self.append_next = np.where(rate > 0, start_ms + rng.random(n) * self.append_period, np.inf)
+        self.leo = np.zeros(n, np.int64).tolist()
+        self.follower_leo = [0] * (2 * n)
+        self.hw = [0] * n
+        self.batch = rng.integers(100, 300, n).tolist()  # records per (compacted) append
+        local = {int(p): i for i, p in enumerate(self.owned.tolist())}
+        self.faults = [
+            (2 * local[f.partition] + layout.replicas[f.partition].index(f.replica) - 1, f.start_ms, f.end_ms)
+            for f in faults
+            if f.partition in local
+        ]
+        self.keys = [f"{layout.cluster}/{layout.names[p][0]}/{layout.names[p][1]}".encode() for p in owned]
+        self.appends = [
+            f'"type":"append","ts":%d,{layout.heads[p]},"leader_leo":%d}}'.encode() for p in owned
+        ]
+        self.fetches = [
+            f'"type":"fetch","ts":%d,{layout.fetch_static(p, r)},"fetch_offset":%d,"leader_leo":%d,'
+            f'"leader_hw":%d}}'.encode()
+            for p in owned
+            for r in layout.replicas[p][1:]
+        ]
+        self.next_beat = -(-start_ms // 1000) * 1000 if heartbeats else None  # on whole seconds
+        self.heartbeat = f'"type":"heartbeat","ts":%d,"cluster":"{layout.cluster}"}}'.encode()
+
+    def header(self) -> list[tuple[bytes, bytes]]:
+        """The brokers (with the heartbeats) and the owned partitions' metadata at start_ms."""
+        ts, cluster = self.start_ms, self.layout.cluster.encode()
+        lines = [(cluster, line.encode()) for line in self.layout.brokers(ts)] if self.next_beat else []
+        return lines + [
+            (key, self.layout.metadata(int(p), ts, self.lag_max_ms).encode())
+            for key, p in zip(self.keys, self.owned.tolist(), strict=True)
+        ]
+
+    def _due(self, nxt: np.ndarray, period: np.ndarray, end_ms: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ts, index) of every event of these streams before end_ms; moves them on."""
+        ts_all, idx_all = [], []
+        while True:
+            idx = np.flatnonzero(nxt < end_ms)
+            if idx.size == 0:
+                break
+            ts_all.append(nxt[idx].astype(np.int64))
+            idx_all.append(idx)
+            nxt[idx] += period[idx]
+        if not ts_all:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        return np.concatenate(ts_all), np.concatenate(idx_all)
+
+    def window(self, end_ms: int) -> list[tuple[bytes, bytes]]:
+        """Every event before end_ms not given yet, as (key, JSON line), in ts order."""
+        a_ts, a_idx = self._due(self.append_next, self.append_period, end_ms)
+        f_ts, f_idx = self._due(self.fetch_next, self.fetch_period, end_ms)
+        ts = np.r_[a_ts, f_ts]
+        kind = np.r_[a_idx, -1 - f_idx]  # >= 0: an append of partition i; < 0: a fetch of follower -1-k
+        order = np.lexsort((kind, ts))
+        out: list[tuple[bytes, bytes]] = []
+        leo, fleo, hw = self.leo, self.follower_leo, self.hw
+        beats = [] if self.next_beat is None else list(range(self.next_beat, end_ms, 1000))
+        if beats:
+            self.next_beat = beats[-1] + 1000
+        beats.append(end_ms)  # a stop
+        b, cluster = 0, self.layout.cluster.encode()
+        stopped = {f: (start, end) for f, start, end in self.faults}
+        for t, k in zip(ts[order].tolist(), kind[order].tolist(), strict=True):
+            while beats[b] <= t:
+                out.append((cluster, b"{" + self.heartbeat % beats[b]))
+                b += 1
+            if k >= 0:
+                leo[k] += self.batch[k]
+                out.append((self.keys[k], b"{" + self.appends[k] % (t, leo[k])))
+                continue
+            f = -1 - k
+            if f in stopped and stopped[f][0] <= t < stopped[f][1]:
+                continue
+            p = f // 2
+            out.append((self.keys[p], b"{" + self.fetches[f] % (t, leo[p], leo[p], hw[p])))
+            fleo[f] = leo[p]
+            hw[p] = min(fleo[2 * p], fleo[2 * p + 1])
+        out.extend((cluster, b"{" + self.heartbeat % t) for t in beats[b:-1])
+        return out
