@@ -158,6 +158,41 @@ def test_isr_flapping_reported_once():
     assert len(transitions(alerts, "ReplicaOutOfSync")) == 6
 
 
+def test_caught_up_replica_taken_out_by_reports_is_not_flapping():
+    # The cluster's reports take replica 3 out of the ISR three times (+5 s, +25 s, +45 s)
+    # while it fetches at the leader's LEO all along: each report predates the rejoin replmon
+    # derives from its next fetch (the metadata poll lags the leader). Replica 3 never lagged:
+    # it left the ISR on no lag rule, so no IsrFlapping, although replmon's ISR changed 3 times.
+    events = [meta(T0)]
+    for cycle in range(3):
+        start = T0 + 100 + cycle * 20_000
+        events += steady(start, start + 20_000, leo0=cycle * 2000)
+        events.append(meta(start + 4_950, isr=(1, 2)))
+    events.sort(key=lambda e: e[EVENT_FIELDS.index("ts")])
+    bucket, alerts, _ = run(events)
+    watch = bucket.partitions[("c1", "t", 0)]
+    assert watch.leader.isr == (1, 2, 3)  # rejoined each time
+    assert transitions(alerts, "IsrFlapping") == []
+
+
+def test_lagging_exits_still_count_when_reports_also_take_the_replica_out():
+    # Replica 3 really lags three times (silent 15 s > L each cycle) and the cluster's reports
+    # say so too: three lag exits within the window, one IsrFlapping.
+    events = [meta(T0)]
+    t, leo = T0 + 100, 0
+    for _cycle in range(3):
+        events += steady(t, t + 5000, leo0=leo)
+        leo += 500
+        events += steady(t + 5000, t + 20_000, stop=t + 5000, leo0=leo)
+        leo += 1500
+        events.append(meta(t + 16_000, isr=(1, 2)))
+        t += 20_000
+    events += steady(t, t + 5000, leo0=leo)
+    events.sort(key=lambda e: e[EVENT_FIELDS.index("ts")])
+    _, alerts, _ = run(events)
+    assert [s for s, _, _ in transitions(alerts, "IsrFlapping")] == ["firing"]
+
+
 def test_silent_partition_found_out_of_sync_from_the_cluster_clock():
     # Replica 3 stops fetching at +3 s while appends go on to +5 s; then the partition gets no
     # events at all, but cluster heartbeats continue. Replica 3's last caught-up time is +2902
