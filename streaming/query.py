@@ -48,6 +48,63 @@ def monitor_outputs(
     )
 
 
+# Spark tells a stop from a failure of a Python foreachBatch by matching the error's text with
+# "py4j.protocol.Py4JJavaError: An error occurred while calling((.|\r\n|\r|\n)*)(<names>)"
+# (StreamExecution.PROXY_ERROR). java.util.regex runs that group recursively, a few frames per
+# character: on a long text (a Spark job's stack trace, tens of kB) the stream thread dies of
+# StackOverflowError, neither stopped nor failed, and nothing restarts it. So what reaches Spark
+# from foreachBatch is short; the whole error goes to the log.
+PROXY_PREFIX = "Py4JJavaError: An error occurred while calling"
+INTERRUPTIONS = (
+    "java.lang.InterruptedException",
+    "java.io.InterruptedIOException",
+    "java.nio.channels.ClosedByInterruptException",
+)
+MAX_ERROR_CHARS = 1000
+
+
+class BatchFailed(RuntimeError):
+    """A micro-batch's outputs failed: the short text Spark gets (the whole error is logged)."""
+
+
+def short_error(exc: BaseException, batch_id: int) -> BatchFailed:
+    """What foreachBatch raises to Spark for `exc`: a stop (an interruption anywhere in its text)
+    keeps the form Spark recognises as one; any other failure keeps its last error line and a
+    state-format refusal's marker (the supervisor's `fatal` looks for it), without the form."""
+    from replmon.state.codec import StateFormatError
+
+    text = str(exc)
+    interrupted = next((name for name in INTERRUPTIONS if name in text), None)
+    if interrupted is not None:
+        return BatchFailed(f"batch {batch_id} interrupted: py4j.protocol.{PROXY_PREFIX} foreachBatch.\n: {interrupted}")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    said = next(
+        (line for line in reversed(lines) if "Error:" in line or "Exception:" in line or "Unavailable:" in line),
+        lines[0] if lines else "",
+    )
+    parts = [f"batch {batch_id} failed: {type(exc).__name__}: {said[:MAX_ERROR_CHARS // 2]}"]
+    at = text.find(StateFormatError.MARKER)
+    if at >= 0 and StateFormatError.MARKER not in parts[0]:
+        parts.append(text[at:].split("\n", 1)[0][: MAX_ERROR_CHARS // 2])
+    return BatchFailed("\n".join(parts).replace(PROXY_PREFIX, "Py4JJavaError calling")[:MAX_ERROR_CHARS])
+
+
+def guarded(on_batch):
+    """`on_batch` as foreachBatch gets it: an error reaches Spark as `short_error`, in full in
+    the log."""
+
+    def run(batch_df, batch_id: int) -> None:
+        try:
+            on_batch(batch_df, batch_id)
+        except Exception as exc:
+            short = short_error(exc, batch_id)
+            if "interrupted:" not in str(short):
+                log.error("batch %d failed", batch_id, exc_info=exc)
+            raise short from None
+
+    return run
+
+
 def start_query(
     spark: SparkSession, source: DataFrame, settings: Settings, on_batch, *, once: bool, name: str = "replmon"
 ) -> StreamingQuery:
@@ -61,7 +118,7 @@ def start_query(
         .writeStream.queryName(name)
         .outputMode("append")
         .option("checkpointLocation", settings.checkpoint_dir)
-        .foreachBatch(on_batch)
+        .foreachBatch(guarded(on_batch))
     )
     if once:
         writer = writer.trigger(availableNow=True)
