@@ -76,13 +76,14 @@ def short_error(exc: BaseException, batch_id: int) -> BatchFailed:
     text = str(exc)
     interrupted = next((name for name in INTERRUPTIONS if name in text), None)
     if interrupted is not None:
-        return BatchFailed(f"batch {batch_id} interrupted: py4j.protocol.{PROXY_PREFIX} foreachBatch.\n: {interrupted}")
+        said = f"py4j.protocol.{PROXY_PREFIX} foreachBatch.\n: {interrupted}"
+        return BatchFailed(f"batch {batch_id} interrupted: {said}")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    marks = ("Error:", "Exception:", "Unavailable:")
     said = next(
-        (line for line in reversed(lines) if "Error:" in line or "Exception:" in line or "Unavailable:" in line),
-        lines[0] if lines else "",
+        (line for line in reversed(lines) if any(m in line for m in marks)), lines[0] if lines else ""
     )
-    parts = [f"batch {batch_id} failed: {type(exc).__name__}: {said[:MAX_ERROR_CHARS // 2]}"]
+    parts = [f"batch {batch_id} failed: {type(exc).__name__}: {said[: MAX_ERROR_CHARS // 2]}"]
     at = text.find(StateFormatError.MARKER)
     if at >= 0 and StateFormatError.MARKER not in parts[0]:
         parts.append(text[at:].split("\n", 1)[0][: MAX_ERROR_CHARS // 2])

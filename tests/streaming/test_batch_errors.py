@@ -18,7 +18,8 @@ PROXY_ERROR = re.compile(
     + "|".join(re.escape(n) for n in INTERRUPTIONS)
     + ")"
 )
-SPARK_TRACE = "\n".join(f"\tat org.apache.spark.scheduler.DAGScheduler.runJob(DAGScheduler.scala:{i})" for i in range(800))
+FRAME = "\tat org.apache.spark.scheduler.DAGScheduler.runJob(DAGScheduler.scala:{})"
+SPARK_TRACE = "\n".join(FRAME.format(i) for i in range(800))
 
 
 def py4j_error(cause: str) -> Exception:
@@ -55,7 +56,9 @@ def test_a_failure_keeps_its_error_line_but_not_the_form_spark_scans():
 
 def test_a_state_refusal_keeps_its_marker_for_the_supervisor():
     refused = StateFormatError("the checkpoint was written by format 9")
-    exc = py4j_error(f"org.apache.spark.api.python.PythonException: {refused}\n  File x.py\nValueError: other")
+    exc = py4j_error(
+        f"org.apache.spark.api.python.PythonException: {refused}\n  File x.py\nValueError: other"
+    )
     short = str(short_error(exc, 1))
     assert refusal_in(short) == "the checkpoint was written by format 9"
     assert len(short) <= MAX_ERROR_CHARS
@@ -67,9 +70,11 @@ def test_guarded_raises_the_short_error_and_logs_the_whole_one(caplog):
     def on_batch(df, batch_id):
         raise exc
 
-    with caplog.at_level(logging.ERROR, logger="replmon.streaming.query"):
-        with pytest.raises(BatchFailed) as raised:
-            guarded(on_batch)(None, 5)
+    with (
+        caplog.at_level(logging.ERROR, logger="replmon.streaming.query"),
+        pytest.raises(BatchFailed) as raised,
+    ):
+        guarded(on_batch)(None, 5)
     assert raised.value.__suppress_context__  # the long error does not ride along to Spark
     assert "SinkUnavailable: down" in str(raised.value)
     assert any(r.exc_info and r.exc_info[1] is exc for r in caplog.records)  # whole, in the log
