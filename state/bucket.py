@@ -45,6 +45,7 @@ from replmon.state.events import (
     TS,
     TYPE,
 )
+from replmon.state.explain import CAUGHT_UP
 from replmon.state.fetcher import (
     FETCHER_STALLED,
     Member,
@@ -841,11 +842,58 @@ class Bucket:
                 continue
             if is_cold(watch):
                 watch = self.warm(key)
-            partitions.append(watch.partition_status())
-            replicas.extend(watch.replica_statuses(cfg))
+            status = watch.partition_status()
+            rows = watch.replica_statuses(cfg)
             self.touched.add((watch.cluster, watch.topic, watch.partition))
+            digest = _steady_digest(watch, status, rows) if cfg.status_refresh_ms else None
+            sent = watch.status_sent
+            repeat = (
+                not (force or watch.significant)
+                and digest is not None
+                and sent is not None
+                and sent[0] == digest
+                and watch.time_ms - sent[1] < cfg.status_refresh_ms
+            )
             watch.dirty = watch.significant = False
             watch.last_status_ms = watch.time_ms
+            if repeat:  # healthy, and it would say what it said last: no news
+                continue
+            partitions.append(status)
+            replicas.extend(rows)
+            watch.status_sent = None if digest is None else (digest, watch.time_ms)
+
+
+def _steady_digest(watch: PartitionWatch, status: dict, rows: list[dict]) -> int | None:
+    """What a healthy partition's status says but for its times, as a number (equal numbers:
+    the same news); None when the partition is not healthy (its statuses all go out): an ISR
+    short of its replicas, a follower not caught up at the leader's LEO or not fetching, the HW
+    short of the LEO, an open alert."""
+    if (
+        watch.book.open
+        or status["under_replicated"]
+        or len(status["isr"]) != len(status["replicas"])
+        or status["hw"] != status["leader_leo"]
+        or status["hw_stalled_ms"]
+        or status["reported_isr"] not in (None, status["isr"])
+    ):
+        return None
+    said: list = [
+        status["leader"],
+        status["leader_epoch"],
+        status["replicas"],
+        status["isr"],
+        status["hw"],
+        status["min_insync_replicas"],
+        status["replica_lag_time_max_ms"],
+    ]
+    for r in rows:
+        if (
+            not (r["in_isr"] and r["caught_up"] and r["state"] == CAUGHT_UP)
+            or r["leo"] != status["leader_leo"]
+        ):
+            return None  # (a follower silent at the LEO is caught up by Kafka's rule, but stuck)
+        said.append((r["replica"], r["in_reported_isr"]))
+    return zlib.crc32(repr(said).encode())
 
 
 def _older_than_last_fetch(watch: PartitionWatch, ev) -> bool:

@@ -101,6 +101,7 @@ WATCH_FIELDS = (
     "lag_override",
     "min_isr_override",
     "leo_seen",
+    "status_sent",
 )
 LEADER_FIELDS = (
     "leader",
@@ -154,7 +155,7 @@ INDEX_FIELDS = (
     "replicas",
 )
 # Defaults for fields a blob of this format may lack (added after the format was written).
-DEFAULTS: dict[str, object] = {}
+DEFAULTS: dict[str, object] = {"status_sent": None}
 
 _WHAT_TO_DO = (
     "To start over, point spark.checkpoint_dir (default <output_dir>/_checkpoint) at a "

@@ -87,6 +87,7 @@ class MonitorConfig:
     caught_up_grace_ms: int
     compaction_resolution_ms: int  # the collector's resolution when above 1 s, else 0 (quiet_after_ms)
     status_interval_ms: int  # at most one routine status per partition per this much event time
+    status_refresh_ms: int  # a healthy partition's unchanged status is sent again after this long
     evict_after_ms: int  # a partition with no event for this long leaves the state
     num_replica_fetchers: int  # Kafka's num.replica.fetchers (ReplicaFetcherStalled groups)
     group_wait_ms: int  # every alert waits this long (event time) for a root to claim it (state/cluster.py)
@@ -127,6 +128,7 @@ class PartitionWatch:
         "partition",
         "reported_isr",
         "significant",
+        "status_sent",
         "time_ms",
         "topic",
     )
@@ -158,6 +160,7 @@ class PartitionWatch:
         self.dirty = True
         self.significant = True
         self.last_status_ms = -NEVER
+        self.status_sent: tuple[int, int] | None = None  # (digest, event time) of the last status sent
         self.auto_assign = auto_assign
         self.lag_override: int | None = None
         self.min_isr_override: int | None = None

@@ -309,3 +309,51 @@ def test_reason_of_a_follower_that_never_caught_up_has_no_epoch_sized_lag():
     assert [a["name"] for a in fired] == ["ReplicaOutOfSync"]
     assert "never caught up since the election" in fired[0]["reason"]
     assert "1767" not in fired[0]["reason"]
+
+
+def _statuses_per_second(events, cfg, seconds):
+    """Feed `events` a second at a time, as micro-batches do; the partition statuses each gives."""
+    bucket, alerts, quarantine, out = Bucket(0, 1), [], [], []
+    for s in range(seconds):
+        lo, hi = T0 + s * 1000, T0 + (s + 1) * 1000
+        bucket.process([e for e in events if lo <= e[1] < hi], cfg, alerts, quarantine)
+        bucket.advance(cfg, alerts)
+        partitions: list = []
+        bucket.statuses(cfg, partitions, [])
+        out.append(partitions)
+    return out
+
+
+def test_a_healthy_unchanged_partition_repeats_its_status_only_every_refresh():
+    # No appends, both followers fetching at the LEO: every status would say the same but for
+    # its times. With status_refresh_ms 10 s: the first one, then one each 10 s of event time.
+    events = [meta(T0), *steady(T0 + 100, T0 + 40_000, per_step=0)]
+    cfg = monitor_config(replica_lag_time_max_ms=L, status_refresh_ms=10_000)
+    sent = [s for s, batch in enumerate(_statuses_per_second(events, cfg, 40)) if batch]
+    assert sent == [0, 10, 20, 30], sent
+    every = monitor_config(replica_lag_time_max_ms=L, status_refresh_ms=0)
+    assert all(_statuses_per_second(events, every, 40)[1:])  # off: one each status_interval (1 s)
+
+
+def test_news_and_any_unhealthy_partition_still_go_out_each_interval():
+    # Appends (the LEO and HW move) are news each second; after replica 3 stops fetching at
+    # +20 s the partition is not healthy: a status each second, until the end.
+    events = [meta(T0), *steady(T0 + 100, T0 + 40_000, stop=T0 + 20_000)]
+    cfg = monitor_config(replica_lag_time_max_ms=L, status_refresh_ms=10_000)
+    off = monitor_config(replica_lag_time_max_ms=L, status_refresh_ms=0)
+
+    def sent(evs, c):
+        return [s for s, batch in enumerate(_statuses_per_second(evs, c, 40)) if batch]
+
+    assert sent(events, cfg) == sent(events, off)
+    assert len(sent(events, cfg)) >= 35  # one each status_interval (1 s), as ever
+    idle = [meta(T0), *steady(T0 + 100, T0 + 20_000, per_step=0, stop=T0 + 12_000)]
+    idle += [
+        ev("fetch", t + 1, replica=2, fetch_offset=0, leader_leo=0)
+        for t in range(T0 + 20_000, T0 + 40_000, 100)
+    ]
+    # idle, replica 3 silent from +12 s: caught up at the LEO still (KAFKA-7152), but stuck:
+    # not healthy, so a status each interval again once it is (as with the refresh off)
+    late = sent(idle, cfg)
+    assert [s for s in late if s < 10] == [0]
+    assert [s for s in late if s >= 25] == [s for s in sent(idle, off) if s >= 25]
