@@ -48,8 +48,10 @@ class TimedSink:
         self.sink = sink
         self.reports: list = []
         self.seconds = 0.0
+        self.statuses = 0  # partition and replica status records handed to the sink
 
     def write_batch(self, batch_id, alerts, partition_status, replica_status, quarantine):
+        self.statuses += len(partition_status) + len(replica_status)
         start = time.perf_counter()
         report = self.sink.write_batch(batch_id, alerts, partition_status, replica_status, quarantine)
         self.seconds += time.perf_counter() - start

@@ -320,6 +320,7 @@ def batch_phases(batches, start_s: float, profile: Path, sink: TimedSink) -> dic
         "python_ms_per_batch": {k: round(python[k]) for k in PHASES},
         "python_cpu_ms_per_batch": {k: round(python[k + "_cpu"]) for k in PHASES},
         "sink_ms_per_batch": round(sink.seconds * 1000 / max(1, len(sink.reports))),
+        "statuses_per_batch": round(sink.statuses / max(1, len(sink.reports))),
     }
 
 
@@ -343,7 +344,11 @@ def one_run(spark, args, n: int) -> dict:
         kafka={"bootstrap_servers": args.bootstrap, "subscribe": args.topic, "starting_offsets": "earliest"},
         redis={"url": args.redis_url, "prefix": prefix},
         spark={"checkpoint_dir": str(work / "checkpoint")},
-        stream={"buckets": args.buckets, "profile_dir": str(profile)},
+        stream={
+            "buckets": args.buckets,
+            "profile_dir": str(profile),
+            **({} if args.status_refresh_ms is None else {"status_refresh_ms": args.status_refresh_ms}),
+        },
         alerts={"stuck_after_ms": 3 * max(1000, args.resolution_ms)},
         write_files=False,
     )
@@ -429,7 +434,8 @@ def one_run(spark, args, n: int) -> dict:
             f"  where a batch goes ({r['batches']} batches, {r['batch_events_p50']:,} events, "
             f"{r['batch_ms_p50']} ms p50): Spark ms {r['spark_ms_per_batch']}; stateful step in "
             f"Python, ms summed over the tasks, wall {r['python_ms_per_batch']}, CPU "
-            f"{r['python_cpu_ms_per_batch']}; Redis sink {r['sink_ms_per_batch']} ms",
+            f"{r['python_cpu_ms_per_batch']}; Redis sink {r['sink_ms_per_batch']} ms "
+            f"for {r['statuses_per_batch']} status records",
             flush=True,
         )
     return r
@@ -490,6 +496,12 @@ def main() -> int:
     ap.add_argument("--kafka-partitions", type=int, default=6, help="partitions of the events topic")
     ap.add_argument("--buckets", type=int, default=16, help="stream.buckets (its default)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--status-refresh-ms",
+        type=int,
+        default=None,
+        help="stream.status_refresh_ms (default: the setting's); 0 sends every routine status",
+    )
     ap.add_argument("--driver-memory", default="3g")
     ap.add_argument("--bootstrap", default=env.get("REPLMON_KAFKA_BOOTSTRAP", "127.0.0.1:19092"))
     ap.add_argument("--redis-url", default=env.get("REPLMON_REDIS_URL", "redis://127.0.0.1:16379/0"))
