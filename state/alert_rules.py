@@ -77,8 +77,9 @@ def is_replica_out_of_sync(f: ReplicaFacts) -> bool:
 
 
 # At least `flap_count` ISR exits of this replica within the window ending now. An exit is a
-# removal while not caught up (the lag rule's): a caught-up replica taken out by a cluster report
-# (one that predates its rejoin) or by the controller has not left on its own (monitor._track_isr).
+# removal while the rule set's out-of-sync test holds (today's: not caught up): a replica in sync
+# taken out by a cluster report (one that predates its rejoin) or by the controller has not left
+# on its own (monitor._track_isr).
 def is_isr_flapping(f: ReplicaFacts) -> bool:
     return f.exits_in_window >= f.flap_count
 

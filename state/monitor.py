@@ -381,8 +381,8 @@ class PartitionWatch:
     def _track_isr(self, now: int) -> None:
         """Record the followers that left the ISR since the last evaluation (IsrFlapping).
 
-        Only a follower that is not caught up (Kafka's isCaughtUp, the lag rule) has left: one
-        taken out while caught up left on a report, not on its lag. That is a cluster report
+        Only a follower that the rule set's out-of-sync test holds for (today's: not isCaughtUp)
+        has left: one taken out while in sync left on a report, not on its lag. That is a cluster report
         that predates the rejoin replmon derived (the metadata poll lags the leader), or a
         controller decision about a broker that is unavailable (its BrokerUnavailable tells
         it). Counted, such removals made one incident look like a flapping replica: a paused
@@ -392,7 +392,7 @@ class PartitionWatch:
         isr = p.isr
         if isr != self.last_isr:
             for r in self.last_isr:
-                if r not in isr and r != p.leader and not p.is_caught_up(r, now):
+                if r not in isr and r != p.leader and p.lags_out(r, now):
                     self.exits.setdefault(r, []).append(now)
             self.ever_in_isr.update(isr)
             self.last_isr = isr

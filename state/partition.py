@@ -249,6 +249,19 @@ class PartitionLeader:
             self.is_caught_up(replica, now_ms) and self.is_isr_eligible(replica)
         )
 
+    def lags_out(self, replica: int, now_ms: int) -> bool:
+        """Whether the rule set's out-of-sync test holds for the follower now (as the
+        isr-expiration task would judge it, in the ISR or not); True for an unknown follower."""
+        state = self.followers.get(replica)
+        return state is None or is_out_of_sync(
+            self.config.rule_set,
+            state,
+            self.leader_leo,
+            now_ms,
+            self.config.replica_lag_time_max_ms,
+            self.config.replica_lag_max_messages,
+        )
+
     def out_of_sync_replicas(
         self, now_ms: int, *, ignore_inflight: bool = False, rule_set: str | None = None
     ) -> tuple[int, ...]:
