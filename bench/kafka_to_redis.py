@@ -50,10 +50,10 @@ class TimedSink:
         self.seconds = 0.0
         self.statuses = 0  # partition and replica status records handed to the sink
 
-    def write_batch(self, batch_id, alerts, partition_status, replica_status, quarantine):
+    def write_batch(self, batch_id, alerts, partition_status, replica_status, quarantine, clocks=None):
         self.statuses += len(partition_status) + len(replica_status)
         start = time.perf_counter()
-        report = self.sink.write_batch(batch_id, alerts, partition_status, replica_status, quarantine)
+        report = self.sink.write_batch(batch_id, alerts, partition_status, replica_status, quarantine, clocks)
         self.seconds += time.perf_counter() - start
         self.reports.append(report)
         return report

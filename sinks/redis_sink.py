@@ -137,11 +137,14 @@ class RedisSink:
         partition_status: list[dict],
         replica_status: list[dict],
         quarantine: list[dict],
+        clocks: dict[str, int] | None = None,
     ) -> WriteReport:
-        """Write one micro-batch; safe to call again with the same batch."""
+        """Write one micro-batch; safe to call again with the same batch. `clocks`: each
+        cluster's newest event time in the batch beyond its records' (a healthy cluster whose
+        statuses did not change still gets its cluster series point)."""
         counts: Counter[str] = Counter()
         for chunk in _round_trips(
-            self._calls(batch_id, alerts, partition_status, replica_status, quarantine),
+            self._calls(batch_id, alerts, partition_status, replica_status, quarantine, clocks or {}),
             self._settings.chunk_size,
         ):
             results = self._execute(batch_id, chunk)
@@ -159,7 +162,7 @@ class RedisSink:
         return report
 
     def _calls(
-        self, batch_id, alerts, partition_status, replica_status, quarantine
+        self, batch_id, alerts, partition_status, replica_status, quarantine, clocks
     ) -> Iterator[rec.ScriptCall]:
         s, keys = self._settings, self._keys
         for kind, records, spec in (
@@ -176,7 +179,10 @@ class RedisSink:
         for record, record_id in zip(quarantine, ids, strict=True):
             yield rec.quarantine_call(keys, record, record_id, s.seen_ttl_s, s.quarantine_maxlen)
         if s.cluster_series:
-            for cluster, ts in sorted(_newest_per_cluster(partition_status, replica_status, alerts).items()):
+            newest = _newest_per_cluster(partition_status, replica_status, alerts)
+            for cluster, ts in clocks.items():
+                newest[cluster] = max(ts, newest.get(cluster, ts))
+            for cluster, ts in sorted(newest.items()):
                 yield rec.cluster_point_call(keys, cluster, ts, s.cluster_series_maxlen)
 
     def _execute(self, batch_id: int, chunk: list[rec.ScriptCall]) -> list[Any]:

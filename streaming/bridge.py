@@ -36,12 +36,27 @@ def split_batch(rows) -> dict[str, list[tuple[str, dict]]]:
 
 def decide_alerts(
     records: dict[str, list[tuple[str, dict]]], cluster_step, batch_id: int, flush: bool = False
-) -> None:
+) -> dict[str, int]:
     """The buckets' alert records through the cluster step (state/cluster.py): roots, claims,
-    what pages, held alerts released in event-time order. Replaces records["alerts"]."""
+    what pages, held alerts released in event-time order. Replaces records["alerts"]. Returns
+    each cluster's newest activity in the batch (event time): where the cluster's clock stands
+    even when no status changed (a healthy cluster's repeats wait for stream.status_refresh_ms)."""
     activity = [r for _, r in records.pop(ACTIVITY, [])]
     decided = cluster_step.run(batch_id, [r for _, r in records["alerts"]], activity, flush=flush)
     records["alerts"] = [(json.dumps(r, separators=(",", ":")), r) for r in decided]
+    return newest_activity(activity)
+
+
+def newest_activity(activity: list[dict]) -> dict[str, int]:
+    """The newest end of any broker's activity run, per cluster, in the buckets' reports."""
+    newest: dict[str, int] = {}
+    for report in activity:
+        cluster = report.get("cluster")
+        for info in (report.get("brokers") or {}).values():
+            for _, end in info.get("segments", ()):
+                if cluster is not None and end > newest.get(cluster, end - 1):
+                    newest[cluster] = int(end)
+    return newest
 
 
 def write_files(output_dir: str, batch_id: int, records: dict[str, list[tuple[str, dict]]]) -> None:
@@ -98,8 +113,8 @@ class OutputRouter:
         table = batch_df.toArrow()
         rows = zip(table.column("kind").to_pylist(), table.column("payload").to_pylist(), strict=True)
         records = split_batch(rows)
-        decide_alerts(records, self.cluster_step, batch_id)
-        self._output(batch_id, records)
+        clocks = decide_alerts(records, self.cluster_step, batch_id)
+        self._output(batch_id, records, clocks)
 
     def flush(self) -> None:
         """The input has ended (a bounded run): release the alerts the cluster step still holds,
@@ -110,7 +125,9 @@ class OutputRouter:
         if records["alerts"]:
             self._output(batch_id, records)
 
-    def _output(self, batch_id: int, records: dict[str, list[tuple[str, dict]]]) -> None:
+    def _output(
+        self, batch_id: int, records: dict[str, list[tuple[str, dict]]], clocks: dict[str, int] | None = None
+    ) -> None:
         if self.silences is not None:
             held = silence(records, self.silences, int(self.clock() * 1000))
             if held:
@@ -119,7 +136,7 @@ class OutputRouter:
         self.totals.update(counts)
         if self.output_dir:
             write_files(self.output_dir, batch_id, records)
-        if self.redis_sink is not None and any(counts.values()):
+        if self.redis_sink is not None and (any(counts.values()) or clocks):
             decoded = {k: [record for _, record in v] for k, v in records.items()}
             self.redis_sink.write_batch(
                 batch_id,
@@ -127,6 +144,7 @@ class OutputRouter:
                 decoded["partition_status"],
                 decoded["replica_status"],
                 decoded["quarantine"],
+                clocks=clocks,
             )
         if self.alertmanager is not None:
             self.alertmanager.send([record for _, record in records["alerts"]])

@@ -393,3 +393,15 @@ def test_sink_settings_are_strict():
         RedisSinkSettings(retries=-1)
     with pytest.raises(ValidationError):
         RedisSinkSettings(series_max_len=10)
+
+
+def test_a_batch_of_no_records_still_moves_its_clusters_clock(sink, db):
+    # A healthy cluster whose statuses did not change (stream.status_refresh_ms): the batch's
+    # newest activity still gives the cluster series its point, and a replay writes it once.
+    report = sink.write_batch(7, [], [], [], [], clocks={"c1": 5_000})
+    assert report.cluster_points_written == 1
+    assert [entry_id for entry_id, _ in db.xrange(K.cluster_series("c1"))] == ["5000-0"]
+    assert sink.write_batch(7, [], [], [], [], clocks={"c1": 5_000}).cluster_points_written == 0
+    sink.write_batch(8, [], [], [], [], clocks={"c1": 6_000, "c2": 6_500})
+    assert [entry_id for entry_id, _ in db.xrange(K.cluster_series("c1"))] == ["5000-0", "6000-0"]
+    assert db.xlen(K.cluster_series("c2")) == 1
