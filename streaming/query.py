@@ -60,6 +60,8 @@ INTERRUPTIONS = (
     "java.io.InterruptedIOException",
     "java.nio.channels.ClosedByInterruptException",
 )
+# a Spark job the stop cancelled says so instead (its batch's toArrow fails with it)
+CANCELLATIONS = ("[SPARK_JOB_CANCELLED]", "cancelled because SparkContext was shut down")
 MAX_ERROR_CHARS = 1000
 
 
@@ -75,6 +77,8 @@ def short_error(exc: BaseException, batch_id: int) -> BatchFailed:
 
     text = str(exc)
     interrupted = next((name for name in INTERRUPTIONS if name in text), None)
+    if interrupted is None and any(mark in text for mark in CANCELLATIONS):
+        interrupted = INTERRUPTIONS[0]  # Spark counts it a stop only if a stop was asked for
     if interrupted is not None:
         said = f"py4j.protocol.{PROXY_PREFIX} foreachBatch.\n: {interrupted}"
         return BatchFailed(f"batch {batch_id} interrupted: {said}")

@@ -84,3 +84,11 @@ def test_guarded_passes_a_batch_through():
     seen = []
     guarded(lambda df, batch_id: seen.append(batch_id))(None, 9)
     assert seen == [9]
+
+
+def test_a_job_the_stop_cancelled_is_a_stop():
+    exc = py4j_error(
+        "org.apache.spark.SparkException: [SPARK_JOB_CANCELLED] Job 9 cancelled Query q [id = x] was stopped"
+    )
+    short = str(short_error(exc, 9))
+    assert PROXY_ERROR.search(f"BatchFailed: {short}") and len(short) <= MAX_ERROR_CHARS
