@@ -249,12 +249,12 @@ class PartitionLeader:
             self.is_caught_up(replica, now_ms) and self.is_isr_eligible(replica)
         )
 
-    def lags_out(self, replica: int, now_ms: int) -> bool:
-        """Whether the rule set's out-of-sync test holds for the follower now (as the
-        isr-expiration task would judge it, in the ISR or not); True for an unknown follower."""
+    def lags_out(self, replica: int, now_ms: int, rule_set: str | None = None) -> bool:
+        """Whether the rule set's out-of-sync test (the partition's, unless given) holds for the
+        follower now, in the ISR or not; True for an unknown follower."""
         state = self.followers.get(replica)
         return state is None or is_out_of_sync(
-            self.config.rule_set,
+            self.config.rule_set if rule_set is None else rule_set,
             state,
             self.leader_leo,
             now_ms,
@@ -268,19 +268,7 @@ class PartitionLeader:
         # Kafka: Partition.getOutOfSyncReplicas: committed ISR minus the leader; none while a change pends.
         if self.pending is not None and not ignore_inflight:
             return ()
-        rule_set = self.config.rule_set if rule_set is None else rule_set
-        lag_max_ms = self.config.replica_lag_time_max_ms
-        lag_max_messages = self.config.replica_lag_max_messages
-        out = []
-        for r in self.isr:
-            if r == self.leader:
-                continue
-            state = self.followers.get(r)
-            if state is None or is_out_of_sync(
-                rule_set, state, self.leader_leo, now_ms, lag_max_ms, lag_max_messages
-            ):
-                out.append(r)
-        return tuple(out)
+        return tuple(r for r in self.isr if r != self.leader and self.lags_out(r, now_ms, rule_set))
 
     # ---- events ---------------------------------------------------------------------------------------
 

@@ -52,10 +52,9 @@ def newest_activity(activity: list[dict]) -> dict[str, int]:
     newest: dict[str, int] = {}
     for report in activity:
         cluster = report.get("cluster")
-        for info in (report.get("brokers") or {}).values():
-            for _, end in info.get("segments", ()):
-                if cluster is not None and end > newest.get(cluster, end - 1):
-                    newest[cluster] = int(end)
+        ends = [end for info in (report.get("brokers") or {}).values() for _, end in info.get("segments", ())]
+        if cluster is not None and ends:
+            newest[cluster] = max(int(max(ends)), newest.get(cluster, int(max(ends))))
     return newest
 
 
