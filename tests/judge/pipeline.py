@@ -117,6 +117,13 @@ class Pipeline:
     def partition(self, topic: str, partition: int) -> dict:
         return self.redis.hgetall(f"{self.prefix}:partition:{CLUSTER}:{topic}:{partition}")
 
+    def clock(self) -> int:
+        """replmon's event time for the cluster: the newest point of its cluster series, which
+        every micro-batch writes (a healthy partition's own status is refreshed only every
+        stream.status_refresh_ms, so its `ts` is no clock)."""
+        last = self.redis.xrevrange(f"{self.prefix}:series:cluster:{CLUSTER}", count=1)
+        return int(last[0][0].split("-")[0]) if last else 0
+
     def isr(self, topic: str, partition: int) -> list[int] | None:
         h = self.partition(topic, partition)
         return sorted(json.loads(h["isr"])) if h.get("isr") else None

@@ -155,7 +155,7 @@ def test_bursty_acks_all_producer_no_shrink_no_out_of_sync(
     # replmon has seen the whole window: its event time (heartbeats) is past the end.
     wait_for(
         "replmon's clock past the bursts",
-        lambda: int(pipeline.partition(TOPIC, 0).get("ts") or 0) > end_ms,
+        lambda: pipeline.clock() > end_ms,
         60,
         1.0,
     )
