@@ -410,12 +410,12 @@ class ClusterStep:
             return
         self._held_firing.discard(aid)
         decision = self._decide(facts, rec)
-        self._group_lag(facts, rec, decision)
         # its resolve, if it came by the time of this release (a later one may already be in
         # hand, the batch having cut past it: it is not within group_wait for that)
         resolves = [w for w in waiting if w["alert_id"] == aid and w["ts"] <= ts]
         if resolves:  # over before its group_wait ended: recorded, not notified
             decision["quiet"] = True
+        self._group_lag(facts, rec, decision)
         self._apply(rec, decision)
         facts.decided[aid] = decision
         out.append(rec)
@@ -491,9 +491,9 @@ class ClusterStep:
 
     def _group_lag(self, facts: ClusterFacts, rec: dict, decision: dict) -> None:
         """A follower broker out of sync on several partitions for its own reason (no outage
-        explains it) is one notification: the first ReplicaOutOfSync of the broker stands for
-        the others while any is open, or it resolved less than REGROUP_MS ago (Alertmanager's
-        group_interval)."""
+        explains it) is one notification: the first notified ReplicaOutOfSync of the broker
+        stands for the others while any is open, or it resolved less than REGROUP_MS ago
+        (Alertmanager's group_interval)."""
         if (
             rec["name"] not in ("ReplicaOutOfSync", "IsrFlapping")
             or decision["caused_by"] is not None
@@ -509,6 +509,10 @@ class ClusterStep:
         if group is not None and (group[1] or at <= group[2] + REGROUP_MS):
             decision["caused_by"] = group[0]
             group[1].append(rec["alert_id"])
+            return
+        if decision.get("quiet"):
+            # recorded, not notified (over within group_wait): it cannot stand for a later lag of
+            # the broker, which on-call would then never hear of
             return
         facts.lagging[str(rec["replica"])] = [rec["alert_id"], [rec["alert_id"]], -NEVER]
 
