@@ -107,7 +107,7 @@ class ClusterFacts:
     pending_states: list = field(default_factory=list)  # (ts, broker, state) not yet applied
     aliases: dict = field(default_factory=dict)  # a bucket's BrokerUnavailable id -> broker
     episodes: dict = field(default_factory=dict)  # broker -> open Episode
-    ended: list = field(default_factory=list)  # episodes ended less than group_wait ago
+    ended: list = field(default_factory=list)  # episodes ended less than 2 x group_wait ago
     held: list = field(default_factory=list)  # alert records waiting for their release
     # follower broker -> [first ReplicaOutOfSync id, its open ones, when the last one resolved]:
     # a broker that lags on several partitions for its own reason is one notification
@@ -271,7 +271,9 @@ class ClusterStep:
             counts_due()
         facts.held = waiting + facts.held
         facts.horizon_ms = max(horizon, start)
-        facts.ended = [ep for ep in facts.ended if ep.ended_ms + gw >= facts.horizon_ms]
+        # an alert it claims started by its end + group_wait and is released group_wait later:
+        # until then it is needed, whatever time a batch ended at
+        facts.ended = [ep for ep in facts.ended if ep.ended_ms + 2 * gw >= facts.horizon_ms]
         for key, at in list(facts.controller_exits.items()):
             if at + CONTROLLED_WITHIN_MS < facts.horizon_ms:
                 del facts.controller_exits[key]
