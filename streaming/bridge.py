@@ -54,7 +54,8 @@ def newest_activity(activity: list[dict]) -> dict[str, int]:
         cluster = report.get("cluster")
         ends = [end for info in (report.get("brokers") or {}).values() for _, end in info.get("segments", ())]
         if cluster is not None and ends:
-            newest[cluster] = max(int(max(ends)), newest.get(cluster, int(max(ends))))
+            top = int(max(ends))
+            newest[cluster] = max(top, newest.get(cluster, top))
     return newest
 
 

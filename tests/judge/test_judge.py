@@ -152,7 +152,7 @@ def test_bursty_acks_all_producer_no_shrink_no_out_of_sync(
     finally:
         producer.stop()
     end_ms = int(time.time() * 1000)
-    # replmon has seen the whole window: its event time (heartbeats) is past the end.
+    # replmon has seen the whole window: its event time (the cluster series) is past the end.
     wait_for(
         "replmon's clock past the bursts",
         lambda: pipeline.clock() > end_ms,
