@@ -295,7 +295,7 @@ class Chunks:
 # A write of a bucket more than this share of whose partitions changed is whole, and so is a
 # decode for a batch with events for at least this share of them: at busy 1.0 (every partition
 # active) an incremental save took twice a whole one, moving every partition between chunks
-# (bench/bucket_step.py, README Performance); a lazy decode loading most partitions one by one
+# (bench/bucket_step.py, docs/performance.md); a lazy decode loading most partitions one by one
 # costs more than decoding them all at once.
 WHOLE_ABOVE = 0.5
 # A blob with more chunks than this is written again as one chunk (a chunk costs a compression

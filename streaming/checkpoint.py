@@ -52,8 +52,8 @@ def _has_state(folder: Path) -> bool:
 
 # Spark's Murmur3 again, so that the driver can key the buckets evenly before the query starts.
 # What it buys: 16 buckets keyed 0..15 land 7 and 9 on 2 shuffle partitions, so the slower task
-# does 9/16 of the stateful step, not 8/16; at 100k partitions, 300k-event batches (README,
-# Performance: 2.6 s of the Python step's CPU per batch over 2 tasks) that is about 160 ms of a
+# does 9/16 of the stateful step, not 8/16; at 100k partitions, 300k-event batches
+# (docs/performance.md: 2.6 s of the Python step's CPU per batch over 2 tasks) that is about 160 ms of a
 # 3.9 s batch, an estimate from those figures, not a bench run of its own. Its assumption (this
 # is the hash Spark shuffles an int key by) is checked against Spark's own hash values without
 # Spark and against Spark's shuffle placement with it (tests/streaming/test_checkpoint_buckets.py).

@@ -26,7 +26,7 @@ SPARK_SCHEMA = ", ".join(f"`{n}` {_SQL_TYPE[f.kind]}" for n, f in FIELDS.items()
 # packed into one JSON object, `extra`, null for a row that has none of them. Every column
 # costs the shuffle and the Arrow transfer of every row, also where it is null: with all the
 # fields as columns, a Python step that only read its input reached about 50% of the stateless
-# ceiling at 100k partitions, with these 58% (bench/throughput.py --floor; README).
+# ceiling at 100k partitions, with these 58% (bench/throughput.py --floor; docs/performance.md).
 # A fetch's `error` and `diverging_epoch` are rare (a failed fetch) and travel packed.
 _RARE = ("error", "diverging_epoch")
 _FETCH_OR_APPEND = {*COMMON, *(n for t in ("fetch", "append") for n in TYPES[t].required + TYPES[t].optional)}

@@ -188,7 +188,7 @@ class Phases:
 # --batches 5 (a worker serving 8 buckets of 6,250 partitions), without and with --miss, CPU per
 # whole call, median of 3 runs (min-max), 2026-11-25 on the 2-core machine, shared (load ~8).
 # Spark does not promise a hit: the two tasks' Python workers swap whenever the tasks finish in
-# the other order, and then every load decodes (README, Performance: 424 ms of state load per
+# the other order, and then every load decodes (docs/performance.md: 424 ms of state load per
 # 300k-event batch at 100k partitions, where 16 decodes would take about 560 ms).
 # Bounded: at most `kept` entries (the most buckets one task has: make_state_func), the oldest
 # write dropped first. When the tasks swap, this worker's copies of the other task's buckets are
@@ -202,7 +202,7 @@ class Phases:
 # buy (bench/bucket_step.py --busy 0.1 [--miss] --batches 36, a fifth of 6,250 partitions
 # changing per call, CPU per whole call, median of 3 runs with min-max, main and this code run
 # alternately, 2026-11-25, machine shared): 81 ms (80-85) instead of 121 (79-123) when the
-# bucket was kept, 168 (168-202) instead of 214 (212-227) on a miss (README, Performance).
+# bucket was kept, 168 (168-202) instead of 214 (212-227) on a miss (docs/performance.md).
 # tests/streaming/test_incremental_state.py: same outputs and state.
 _WRITTEN: dict[tuple, tuple[bytes, Bucket, Chunks | None]] = {}
 # The bucket each call loaded, with its Chunks, until the call saves it (by bucket key).

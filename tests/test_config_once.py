@@ -1,6 +1,7 @@
-"""Config is stated once (STYLE.md): the engine's frozen config is built from the settings by
-field name, sinks are built from their settings sections by field name, and no default is
-stated in two places (streaming/settings.py's docstring says where each one lives)."""
+"""Config is stated once (docs/contributing.md, Stated once): the engine's frozen config is
+built from the settings by field name, sinks are built from their settings sections by field
+name, and no default is stated in two places (streaming/settings.py's docstring says where each
+one lives)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The import graph of replmon's packages has no cycles, and the layers point one way (STYLE.md).
+"""The import graph of replmon's packages has no cycles, and the layers point one way
+(docs/contributing.md, Layers).
 
 Every module under state/, streaming/, sinks/ and dashboards/ is parsed with `ast`; every import
 counts, also one inside a function (a lazy import kept for start-up speed is still a dependency)
@@ -146,7 +147,7 @@ def test_no_cycle_between_packages():
 
 def test_layers_point_one_way():
     bad = layer_violations(GRAPH)
-    assert not bad, "imports against the layering (STYLE.md):\n" + "\n".join(bad)
+    assert not bad, "imports against the layering (docs/contributing.md, Layers):\n" + "\n".join(bad)
 
 
 # The checker itself, on small made-up trees: it must find what it is meant to find.

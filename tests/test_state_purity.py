@@ -1,4 +1,5 @@
-"""state/ is the pure rules engine: no Spark, no client libraries, no I/O, no clock reads (STYLE.md)."""
+"""state/ is the pure rules engine: no Spark, no client libraries, no I/O, no clock reads
+(docs/contributing.md, Layers)."""
 
 import ast
 import re
