@@ -459,7 +459,7 @@ class Bucket:
         # is out of sync is kept out: the report predates the shrink the leader is about to make.
         keep = tuple(
             sorted(
-                r for r in isr if r in p.isr or r == p.leader or r not in p.followers or p.is_caught_up(r, ts)
+                r for r in isr if r in p.isr or r == p.leader or r not in p.followers or not p.lags_out(r, ts)
             )
         )
         if keep != p.isr or replicas != p.replicas or adding != p.adding_replicas:
