@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from replmon.state.alert_rules import RULES
+from replmon.state.alert_rules import BROKER_ALERTS, RULES
 
 # The severity policy (docs/alerts.md): `critical` pages, `warning` goes to the team's channel,
 # `info` only shows on dashboards and in the alert stream. One column of the rules table.
@@ -19,7 +19,6 @@ NOTIFIED_SEVERITIES = ("critical", "warning")
 # Consequences that still page on their own, root cause or not: data can no longer be written
 # (acks=all) or read.
 ALWAYS_NOTIFIED = ("UnderMinIsr", "OfflinePartition")
-BROKER_ALERTS = ("BrokerUnavailable", "ReplicaFetcherStalled")
 
 
 def is_notified(name: str, caused_by: str | None) -> bool:

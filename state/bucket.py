@@ -60,7 +60,8 @@ from replmon.state.partition import PartitionLeader
 from replmon.state.root_cause import BROKER_UNAVAILABLE, broker_root, broker_subject, cause_of
 from replmon.state.texts import fmt_clock
 
-REPLICA_ROOTED = ("IsrExitImminent", "ReplicaOutOfSync")
+# the replica alerts a root decided after they fired adopts (not IsrFlapping: a count of exits)
+REPLICA_ROOTED = tuple(name for name in alert_rules.REPLICA_ALERTS if name != "IsrFlapping")
 
 
 # Fetch rejections that mean the input disagrees with what replmon knows: quarantined.

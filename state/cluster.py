@@ -39,20 +39,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.state import texts
+from replmon.state.alert_rules import REPLICA_ALERTS
 from replmon.state.alerts import ALWAYS_NOTIFIED, SEVERITY, alert_id, is_notified
 from replmon.state.root_cause import (
     BROKER_UNAVAILABLE,
+    COUNTED,
     FETCHER_STALLED,
     broker_subject,
     merge_root_alerts,
 )
 
-REPLICA_ALERTS = ("IsrExitImminent", "ReplicaOutOfSync", "IsrFlapping")
-COUNTED = {
-    "UnderReplicated": "under_replicated",
-    "UnderMinIsr": "under_min_isr",
-    "OfflinePartition": "offline",
-}
 # a broker that stops (silent or fenced) within this of the controller taking it out of an ISR
 # while it ran was shut down in a controlled way
 CONTROLLED_WITHIN_MS = 10_000

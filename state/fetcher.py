@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from replmon.state.alert_rules import FETCHER_STALLED
 from replmon.state.alerts import alert_id
 
-FETCHER_STALLED = "ReplicaFetcherStalled"
 _INT_MIN = -(1 << 31)
 
 

@@ -19,11 +19,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from replmon.state import texts
+from replmon.state.alert_rules import BROKER_ALERTS, BROKER_UNAVAILABLE, FETCHER_STALLED
 from replmon.state.alerts import alert_id
 
-BROKER_UNAVAILABLE = "BrokerUnavailable"
-FETCHER_STALLED = "ReplicaFetcherStalled"
-ROOT_ALERTS = (BROKER_UNAVAILABLE, FETCHER_STALLED)
+ROOT_ALERTS = BROKER_ALERTS  # every broker-scope alert is a root cause, merged across buckets
 # which partition alert, naming a root in caused_by, counts as what
 COUNTED = {
     "UnderReplicated": "under_replicated",
