@@ -66,9 +66,6 @@ class AlertBook:
             book.open[(name, subject)] = OpenAlert(aid, started_ms, labels, *extra)
         return book
 
-    def is_firing(self, name: str, subject: str) -> bool:
-        return (name, subject) in self.open
-
     def update(
         self,
         out: list,
