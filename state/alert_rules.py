@@ -188,10 +188,10 @@ class AlertRule:
     scope: str
     opens: tuple[str, ...]
     closes: tuple[str, ...] = ()
-    condition: Callable | None = None
-    cause: str | Callable | None = None
-    open_text: Callable | None = None
-    close_text: Callable | None = None
+    condition: Callable[[Any], bool] | None = None  # of ReplicaFacts or PartitionFacts, by scope
+    cause: str | Callable[[Any], str] | None = None
+    open_text: Callable[[Any], str] | None = None
+    close_text: Callable[[Any], str] | None = None
     root: str | None = None
 
 

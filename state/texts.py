@@ -175,7 +175,7 @@ def fmt_against_limit(elapsed_ms: int, limit_ms: int) -> str:
     return f"{elapsed_ms / 1000:.1f} s of the {limit} limit"
 
 
-def fmt_counts(counts: dict) -> str:
+def fmt_counts(counts: dict[str, int]) -> str:
     """`3 partitions under-replicated, 0 under min ISR, ...` in a fixed order."""
     parts = [
         f"{counts.get('under_replicated', 0)} partitions under-replicated",
