@@ -371,10 +371,18 @@ class ClusterStep:
                 ep.cause,
                 broker=ep.broker,
                 cluster=cluster,
-                since=texts.fmt_clock(ep.started_ms),
+                since=texts.fmt_clock(self._cause_since(ep)),
                 counts=texts.fmt_counts(counts),
             )
         return rec
+
+    def _cause_since(self, ep: Episode) -> int:
+        """The time of the fact the open text names: for a silence, the broker's last activity
+        (the episode starts silent_after_ms + 1 later, _broker_changed); else when the current
+        cause was seen (a fence after a silence comes later than the episode's start)."""
+        if ep.cause == SILENT:
+            return ep.started_ms - self.cfg.silent_after_ms - 1
+        return max(ep.cause_ms, ep.started_ms)  # (a state saved before cause_ms existed: the start)
 
     def _episode_for(self, facts: ClusterFacts, broker: int | None, at_ms: int) -> Episode | None:
         """The outage of `broker` that explains something that started at `at_ms`: open then,

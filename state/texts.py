@@ -97,9 +97,9 @@ OPEN = {
     (
         "ReplicaFetcherStalled",
         "fetcher_stalled",
-    ): "broker {broker}'s fetcher {fetcher_id} for leader {leader} stopped at {since}: {n} partitions "
-    "have had no fetch from broker {broker} since ({partitions}) while it fetches from other "
-    "leaders; {counts}",
+    ): "broker {broker}'s fetcher {fetcher_id} for leader {leader} is stalled: by {since}, {n} "
+    "partitions ({partitions}) had had no fetch from broker {broker} for longer than the stuck "
+    "limit, while it fetches from other leaders; {counts}",
 }
 
 # (name, cause) -> close text; cause here is why the episode ended.
