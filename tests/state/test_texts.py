@@ -7,10 +7,12 @@ import pytest
 
 from replmon.state import texts
 from replmon.state.cluster import ClusterStep
+from replmon.state.events import EVENT_FIELDS
 from replmon.state.fetcher import Member, stalled_since
 from replmon.state.root_cause import root_text
 from tests.state.test_cluster import CFG, T, act
 from tests.state.test_cluster import alert as cluster_alert
+from tests.state.test_monitor import T0, ev, meta, run, steady
 
 
 @pytest.mark.parametrize(
@@ -185,3 +187,84 @@ def test_a_fetcher_stall_says_when_its_partitions_had_gone_unfetched_for_the_stu
     text = root_text(record, {})
     assert _clock(text, "is stalled: by ") == texts.fmt_clock(T + 7001) == "00:16:47"
     assert "for longer than the stuck limit" in text
+
+
+def _fired(alerts: list, name: str) -> dict:
+    return next(a for a in alerts if a["name"] == name and a["status"] == "firing")
+
+
+def _last(events: list, ts_before: int, **match) -> int:
+    """The time of the last event before `ts_before` whose fields have the values of `match`."""
+    fields = {f: i for i, f in enumerate(EVENT_FIELDS)}
+    return max(
+        e[fields["ts"]]
+        for e in events
+        if e[fields["ts"]] < ts_before and all(e[fields[k]] == v for k, v in match.items())
+    )
+
+
+@pytest.mark.parametrize("name", ["IsrExitImminent", "ReplicaOutOfSync"])
+def test_a_lagging_replica_says_when_it_last_fetched(name):
+    # Replica 3 fetches 50 messages behind, never at the LEO nor at the previous fetch's LEO, so
+    # it has not been caught up since the election (T0, 00:00:00); it stops at +7 s. Imminent at
+    # L/2 + 1 (+5.001 s, last fetch +4.902 s), out of sync at L + 1 (+10.001 s, last fetch
+    # +6.902 s): the text names its last fetch, not the election nor the alert's time.
+    events = [meta(T0), *steady(T0 + 100, T0 + 12_000, stop=T0 + 7000, slow=50)]
+    _, alerts, _ = run(events)
+    fired = _fired(alerts, name)
+    last_fetch = _last(events, fired["ts"], type="fetch", replica=3)
+    assert (fired["cause"], fired["ts"] - T0) == (
+        "lag",
+        {"IsrExitImminent": 5001, "ReplicaOutOfSync": 10_001}[name],
+    )
+    assert texts.fmt_clock(last_fetch) not in (texts.fmt_clock(T0), texts.fmt_clock(fired["ts"]))
+    assert _clock(fired["reason"], "no fetch since ") == texts.fmt_clock(last_fetch)
+
+
+def test_a_replica_the_controller_took_out_says_when_it_last_fetched():
+    # Replica 3 fetches at the LEO until +3 s (00:00:02, its last fetch +2.902 s); the cluster's
+    # report at +6 s takes it out while it is still caught up (within L): the controller's doing.
+    events = [meta(T0), *steady(T0 + 100, T0 + 8000, stop=T0 + 3000), meta(T0 + 6000, isr=(1, 2))]
+    events.sort(key=lambda e: e[EVENT_FIELDS.index("ts")])
+    _, alerts, _ = run(events)
+    fired = _fired(alerts, "ReplicaOutOfSync")
+    assert (fired["cause"], fired["ts"] - T0) == ("controller", 6000)
+    assert _clock(fired["reason"], "no fetch since ") == texts.fmt_clock(T0 + 2902) == "00:00:02"
+
+
+@pytest.mark.parametrize(
+    "state, cause", [("fenced", "broker_fenced"), ("shutting_down", "broker_shutting_down")]
+)
+def test_a_replica_out_with_its_broker_says_since_when_the_broker_is_unavailable(state, cause):
+    # The controller marks broker 3 at +3 s (00:00:03) and reports the shrunk ISR at +6 s.
+    events = [meta(T0), *steady(T0 + 100, T0 + 8000, stop=T0 + 3000)]
+    events += [ev("broker", T0 + 3000, broker=3, state=state, broker_epoch=7), meta(T0 + 6000, isr=(1, 2))]
+    events.sort(key=lambda e: e[EVENT_FIELDS.index("ts")])
+    _, alerts, _ = run(events)
+    fired = _fired(alerts, "ReplicaOutOfSync")
+    assert (fired["cause"], fired["ts"] - T0) == (cause, 6000)
+    assert _clock(fired["reason"], "since ") == "00:00:03"
+
+
+def test_a_silent_partition_says_when_its_leader_last_reported():
+    # Replica 3 stops at +3 s, the partition's events at +5 s (last: +4.901 s, 00:00:04), the
+    # cluster's heartbeats go on. Imminent at +7.903 s (lcu +2.902 s + L/2 + 1), with nothing from
+    # the leader for more than stuck_after_ms (3 s); TelemetryMissing 30 s after the last event.
+    events = [meta(T0), *steady(T0 + 100, T0 + 5000, stop=T0 + 3000)]
+    events += [ev("heartbeat", T0 + s * 1000) for s in range(5, 60)]
+    _, alerts, _ = run(events)
+    imminent = _fired(alerts, "IsrExitImminent")
+    missing = _fired(alerts, "TelemetryMissing")
+    assert (imminent["cause"], imminent["ts"] - T0, missing["ts"] - T0) == ("lag", 7903, 34_902)
+    assert _clock(imminent["reason"], "nothing from leader 1 since ") == "00:00:04"
+    assert _clock(missing["reason"], "no events for t-0 since ") == "00:00:04"
+
+
+def test_a_silent_cluster_says_when_it_last_reported():
+    # Cluster c1's last event is at +1 s (00:00:01); c2 moves the clock on; fires at +31.001 s.
+    events = [ev("heartbeat", T0), ev("heartbeat", T0 + 1000)]
+    events += [(*ev("heartbeat", T0 + s * 1000)[:2], "c2", *ev("heartbeat", 0)[3:]) for s in range(2, 45)]
+    _, alerts, _ = run(events)
+    fired = next(a for a in alerts if a["name"] == "TelemetryMissing" and a["subject"] == "c1")
+    assert fired["ts"] - T0 == 31_001
+    assert _clock(fired["reason"], "no events from cluster c1 since ") == "00:00:01"
