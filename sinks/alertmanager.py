@@ -29,6 +29,8 @@ from replmon.sinks.errors import SinkUnavailable, SinkWriteError
 
 log = logging.getLogger(__name__)
 
+# The labels of an alert record: what Alertmanager receives and what a silence matches
+# (sinks/silences.py), one list.
 LABELS = (
     "alertname",
     "cluster",
@@ -61,27 +63,24 @@ class AlertmanagerSettings(BaseModel):
         return url.rstrip("/")
 
 
+def alert_labels(alert: Mapping) -> dict[str, str]:
+    """The labels of an alert record, in LABELS' order. Values are strings; a null one is left
+    out (Alertmanager treats an empty label as absent)."""
+    values = {label: alert.get(label) for label in LABELS}
+    values["alertname"] = alert.get("name")
+    # the alert's root: grouping by it puts a root cause and its consequences together
+    values["root_cause_id"] = alert.get("caused_by") or alert.get("alert_id")
+    return {k: str(v) for k, v in values.items() if v is not None and v != ""}
+
+
 def rfc3339(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
 
 
 def to_postable(alert: Mapping, generator_url: str = "") -> dict:
-    """One replmon alert record as Alertmanager's postableAlert (pure). Labels are strings;
-    null ones are left out (Alertmanager treats an empty label as absent)."""
-    values = {
-        "alertname": alert["name"],
-        "cluster": alert["cluster"],
-        "topic": alert.get("topic"),
-        "partition": alert.get("partition"),
-        "replica": alert.get("replica"),
-        "broker": alert.get("broker"),
-        "severity": alert["severity"],
-        "caused_by": alert.get("caused_by"),
-        # the alert's root: grouping by it puts a root cause and its consequences together
-        "root_cause_id": alert.get("caused_by") or alert["alert_id"],
-        "alert_id": alert["alert_id"],
-    }
-    labels = {k: str(v) for k, v in values.items() if v is not None and v != ""}
+    """One replmon alert record as Alertmanager's postableAlert (pure): alert_labels, and the
+    cause as an annotation (it may change during an episode; an alert's labels may not)."""
+    labels = alert_labels(alert)
     annotations = {"summary": alert["reason"], "subject": alert["subject"]}
     if alert.get("cause"):
         annotations["cause"] = alert["cause"]

@@ -18,23 +18,15 @@ from dataclasses import asdict, dataclass
 
 import redis
 
+from replmon.sinks.alertmanager import LABELS
+from replmon.sinks.alertmanager import alert_labels as _labels
 from replmon.sinks.keys import Keys
 
 log = logging.getLogger(__name__)
 
-# labels a matcher may name, as in the Alertmanager sink (sinks/alertmanager.py)
-MATCHABLE = (
-    "alertname",
-    "cluster",
-    "topic",
-    "partition",
-    "replica",
-    "broker",
-    "severity",
-    "caused_by",
-    "alert_id",
-    "cause",
-)
+# what a matcher may name: the Alertmanager sink's labels, and the cause, which Alertmanager
+# carries as an annotation (it may change during an episode, and its labels may not)
+MATCHABLE = (*LABELS, "cause")
 
 
 class SilenceError(ValueError):
@@ -56,8 +48,10 @@ class Silence:
 
 def alert_labels(alert: Mapping) -> dict[str, str]:
     """The labels of an alert record a matcher is compared with (values as strings)."""
-    values = {"alertname": alert.get("name"), **{k: alert.get(k) for k in MATCHABLE if k != "alertname"}}
-    return {k: str(v) for k, v in values.items() if v is not None and v != ""}
+    labels = _labels(alert)
+    if alert.get("cause") not in (None, ""):
+        labels["cause"] = str(alert["cause"])
+    return labels
 
 
 def matches(silence: Silence, alert: Mapping) -> bool:

@@ -170,6 +170,11 @@ ROOT_OF_HOLDERS = "holders"  # the latest outage, when every HW holder is unavai
 ROOT_OF_LEADER = "leader"  # the leader's broker outage
 
 
+# The root causes' names, which other modules name in code (state/root_cause.py, state/fetcher.py).
+BROKER_UNAVAILABLE = "BrokerUnavailable"
+FETCHER_STALLED = "ReplicaFetcherStalled"
+
+
 @dataclass(frozen=True, slots=True)
 class AlertRule:
     """One alert. `cause` is the record's cause: a fixed string, or a function of the facts when
@@ -183,10 +188,10 @@ class AlertRule:
     scope: str
     opens: tuple[str, ...]
     closes: tuple[str, ...] = ()
-    condition: Callable | None = None
-    cause: str | Callable | None = None
-    open_text: Callable | None = None
-    close_text: Callable | None = None
+    condition: Callable[[Any], bool] | None = None  # of ReplicaFacts or PartitionFacts, by scope
+    cause: str | Callable[[Any], str] | None = None
+    open_text: Callable[[Any], str] | None = None
+    close_text: Callable[[Any], str] | None = None
     root: str | None = None
 
 
@@ -289,13 +294,13 @@ RULES = (
     ),
     # decided elsewhere
     AlertRule(
-        "BrokerUnavailable",
+        BROKER_UNAVAILABLE,
         "critical",
         BROKER,
         opens=("broker_fenced", "broker_silent", "broker_shutting_down"),
         closes=("running", "heard_again"),
     ),
-    AlertRule("ReplicaFetcherStalled", "warning", BROKER, opens=("fetcher_stalled",), closes=("fetching",)),
+    AlertRule(FETCHER_STALLED, "warning", BROKER, opens=("fetcher_stalled",), closes=("fetching",)),
     AlertRule(
         "MonitorLagging",
         "critical",
@@ -305,6 +310,15 @@ RULES = (
         cause="monitor",
     ),
 )
+
+
+def names(scope: str) -> tuple[str, ...]:
+    """The names of the alerts of `scope`, in the table's order."""
+    return tuple(rule.name for rule in RULES if rule.scope == scope)
+
+
+REPLICA_ALERTS = names(REPLICA)
+BROKER_ALERTS = names(BROKER)  # the root causes; their labels carry the broker in the replica slot
 
 
 def _applied(scope: str) -> tuple[tuple[AlertRule, Callable[[Any], bool]], ...]:

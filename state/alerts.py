@@ -8,9 +8,11 @@ condition holds is the monitor's job.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from replmon.state.alert_rules import RULES
+from replmon.state.alert_rules import BROKER_ALERTS, RULES
 
 # The severity policy (docs/alerts.md): `critical` pages, `warning` goes to the team's channel,
 # `info` only shows on dashboards and in the alert stream. One column of the rules table.
@@ -19,7 +21,10 @@ NOTIFIED_SEVERITIES = ("critical", "warning")
 # Consequences that still page on their own, root cause or not: data can no longer be written
 # (acks=all) or read.
 ALWAYS_NOTIFIED = ("UnderMinIsr", "OfflinePartition")
-BROKER_ALERTS = ("BrokerUnavailable", "ReplicaFetcherStalled")
+
+
+# An alert's labels: (cluster, topic, partition, replica); a broker alert has its broker as the replica.
+Labels = tuple[str, str | None, int | None, int | None]
 
 
 def is_notified(name: str, caused_by: str | None) -> bool:
@@ -36,7 +41,7 @@ def alert_id(name: str, subject: str, started_ms: int) -> str:
 class OpenAlert:
     alert_id: str
     started_ms: int
-    labels: tuple  # (cluster, topic, partition, replica)
+    labels: Labels
     caused_by: str | None = None
     cause: str | None = None
 
@@ -49,7 +54,7 @@ class AlertBook:
     def __init__(self) -> None:
         self.open: dict[tuple[str, str], OpenAlert] = {}
 
-    def to_rows(self) -> list[tuple]:
+    def to_rows(self) -> list[tuple[Any, ...]]:
         """The open episodes as plain tuples, for the state format (state/codec.py):
         (name, subject, alert_id, started_ms, cluster, topic, partition, replica, caused_by,
         cause); rows written before caused_by existed end after replica."""
@@ -59,25 +64,22 @@ class AlertBook:
         ]
 
     @classmethod
-    def from_rows(cls, rows) -> AlertBook:
+    def from_rows(cls, rows: Iterable[Any]) -> AlertBook:
         """The book `to_rows` describes."""
         book = cls()
         for name, subject, aid, started_ms, *rest in rows:
-            labels, extra = tuple(rest[:4]), rest[4:]
-            book.open[(name, subject)] = OpenAlert(aid, started_ms, labels, *extra)
+            labels: Labels = (rest[0], rest[1], rest[2], rest[3])
+            book.open[(name, subject)] = OpenAlert(aid, started_ms, labels, *rest[4:])
         return book
-
-    def is_firing(self, name: str, subject: str) -> bool:
-        return (name, subject) in self.open
 
     def update(
         self,
-        out: list,
+        out: list[dict[str, Any]],
         name: str,
         subject: str,
         active: bool,
         now_ms: int,
-        labels: tuple,
+        labels: Labels,
         reason,
         resolved=None,
         caused_by=None,
@@ -110,11 +112,11 @@ class AlertBook:
 
     def fire(
         self,
-        out: list,
+        out: list[dict[str, Any]],
         name: str,
         subject: str,
         now_ms: int,
-        labels: tuple,
+        labels: Labels,
         reason: str,
         caused_by: str | None,
         cause: str | None,
@@ -126,7 +128,9 @@ class AlertBook:
             alert_record(aid, name, "firing", subject, labels, now_ms, now_ms, reason, caused_by, cause)
         )
 
-    def resolve(self, out: list, name: str, subject: str, now_ms: int, labels: tuple, reason: str) -> None:
+    def resolve(
+        self, out: list[dict[str, Any]], name: str, subject: str, now_ms: int, labels: Labels, reason: str
+    ) -> None:
         """Close the open episode of `name` for `subject` at `now_ms`."""
         a = self.open.pop((name, subject))
         out.append(
@@ -148,7 +152,7 @@ class AlertBook:
         current = self.open.get((name, subject))
         return current.alert_id if current is not None else None
 
-    def resolve_all(self, out: list, now_ms: int, reason: str, prefix: str = "") -> None:
+    def resolve_all(self, out: list[dict[str, Any]], now_ms: int, reason: str, prefix: str = "") -> None:
         """Resolve every open episode whose subject starts with `prefix`."""
         for (name, subject), alert in list(self.open.items()):
             if subject.startswith(prefix):
@@ -156,8 +160,17 @@ class AlertBook:
 
 
 def alert_record(
-    aid, name, status, subject, labels, started_ms, ts, reason, caused_by=None, cause=None
-) -> dict:
+    aid: str,
+    name: str,
+    status: str,
+    subject: str,
+    labels: Labels,
+    started_ms: int,
+    ts: int,
+    reason: str,
+    caused_by: str | None = None,
+    cause: str | None = None,
+) -> dict[str, Any]:
     """The one alert record format (docs/outputs.md), for every alert: the engine's, the
     cluster's and the query's own (streaming/heartbeat.py)."""
     cluster, topic, partition, replica = labels

@@ -60,7 +60,8 @@ from replmon.state.partition import PartitionLeader
 from replmon.state.root_cause import BROKER_UNAVAILABLE, broker_root, broker_subject, cause_of
 from replmon.state.texts import fmt_clock
 
-REPLICA_ROOTED = ("IsrExitImminent", "ReplicaOutOfSync")
+# the replica alerts a root decided after they fired adopts (not IsrFlapping: a count of exits)
+REPLICA_ROOTED = tuple(name for name in alert_rules.REPLICA_ALERTS if name != "IsrFlapping")
 
 
 # Fetch rejections that mean the input disagrees with what replmon knows: quarantined.
@@ -459,7 +460,7 @@ class Bucket:
         # is out of sync is kept out: the report predates the shrink the leader is about to make.
         keep = tuple(
             sorted(
-                r for r in isr if r in p.isr or r == p.leader or r not in p.followers or p.is_caught_up(r, ts)
+                r for r in isr if r in p.isr or r == p.leader or r not in p.followers or not p.lags_out(r, ts)
             )
         )
         if keep != p.isr or replicas != p.replicas or adding != p.adding_replicas:

@@ -39,20 +39,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.state import texts
+from replmon.state.alert_rules import REPLICA_ALERTS
 from replmon.state.alerts import ALWAYS_NOTIFIED, SEVERITY, alert_id, is_notified
 from replmon.state.root_cause import (
     BROKER_UNAVAILABLE,
+    COUNTED,
     FETCHER_STALLED,
     broker_subject,
     merge_root_alerts,
 )
 
-REPLICA_ALERTS = ("IsrExitImminent", "ReplicaOutOfSync", "IsrFlapping")
-COUNTED = {
-    "UnderReplicated": "under_replicated",
-    "UnderMinIsr": "under_min_isr",
-    "OfflinePartition": "offline",
-}
 # a broker that stops (silent or fenced) within this of the controller taking it out of an ISR
 # while it ran was shut down in a controlled way
 CONTROLLED_WITHIN_MS = 10_000
@@ -375,10 +371,18 @@ class ClusterStep:
                 ep.cause,
                 broker=ep.broker,
                 cluster=cluster,
-                since=texts.fmt_clock(ep.started_ms),
+                since=texts.fmt_clock(self._cause_since(ep)),
                 counts=texts.fmt_counts(counts),
             )
         return rec
+
+    def _cause_since(self, ep: Episode) -> int:
+        """The time of the fact the open text names: for a silence, the broker's last activity
+        (the episode starts silent_after_ms + 1 later, _broker_changed); else when the current
+        cause was seen (a fence after a silence comes later than the episode's start)."""
+        if ep.cause == SILENT:
+            return ep.started_ms - self.cfg.silent_after_ms - 1
+        return max(ep.cause_ms, ep.started_ms)  # (a state saved before cause_ms existed: the start)
 
     def _episode_for(self, facts: ClusterFacts, broker: int | None, at_ms: int) -> Episode | None:
         """The outage of `broker` that explains something that started at `at_ms`: open then,

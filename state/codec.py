@@ -56,13 +56,13 @@ import io
 import operator
 import pickle
 import zlib
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, cast
 
 from replmon.state.alerts import AlertBook
 from replmon.state.bucket import Bucket, ClusterView, ColdWatch
 from replmon.state.monitor import MonitorConfig, PartitionWatch
-from replmon.state.partition import PartitionLeader
+from replmon.state.partition import PartitionConfig, PartitionLeader
 from replmon.state.replica import ReplicaState
 from replmon.state.root_cause import (
     BrokerRoot,
@@ -187,9 +187,11 @@ def refusal_in(text: str) -> str | None:
 
 
 TAG_BYTES = 8
+Key = tuple[str, str, int]  # a partition: (cluster, topic, partition)
+Doc = dict[str, Any]  # a document of plain values, as pickled (or unpickled: what a blob holds)
 
 
-def _fields() -> dict:
+def _fields() -> dict[str, tuple[str, ...]]:
     """The field lists a blob stores (looked up when called: tests change them)."""
     return {"watch": WATCH_FIELDS, "leader": LEADER_FIELDS, "replica": REPLICA_FIELDS, "index": INDEX_FIELDS}
 
@@ -197,7 +199,7 @@ def _fields() -> dict:
 _HEADER = len(MAGIC) + 2 + TAG_BYTES
 
 
-def _bucket_doc(bucket: Bucket) -> dict:
+def _bucket_doc(bucket: Bucket) -> Doc:
     """What a blob stores of a bucket besides its partitions."""
     return {
         "format": FORMAT_VERSION,
@@ -251,38 +253,38 @@ class Chunks:
     (chunk id, row) of its current copy."""
 
     data: dict[int, bytes] = dataclasses.field(default_factory=dict)
-    keys: dict[int, list] = dataclasses.field(default_factory=dict)
+    keys: dict[int, list[Key | None]] = dataclasses.field(default_factory=dict)
     live: dict[int, int] = dataclasses.field(default_factory=dict)
-    where: dict[tuple, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    where: dict[Key, tuple[int, int]] = dataclasses.field(default_factory=dict)
     next_id: int = 0
-    recent: tuple = ()  # the chunks the last incremental write added
+    recent: tuple[int, ...] = ()  # the chunks the last incremental write added
 
-    def add(self, watches: list) -> int:
+    def add(self, watches: list[PartitionWatch]) -> int:
         """A new chunk of these partitions (their current copies from now on); its id."""
         if not watches:
             return -1
         cid = self.next_id
         self.next_id += 1
-        keys = [(w.cluster, w.topic, w.partition) for w in watches]
+        keys: list[Key] = [(w.cluster, w.topic, w.partition) for w in watches]
         self.data[cid] = _compressed(_partition_columns(watches))
-        self.keys[cid] = keys
+        self.keys[cid] = cast(list[Key | None], keys)  # (a row's key becomes None only when read lazily)
         self.live[cid] = len(keys)
         where = self.where
         for row, key in enumerate(keys):
             where[key] = (cid, row)
         return cid
 
-    def forget(self, key: tuple) -> None:
+    def forget(self, key: Key) -> None:
         """The partition's copy in its chunk is no longer current."""
         cid, _ = self.where.pop(key)
         self.live[cid] -= 1
 
-    def current(self, cid: int) -> list:
+    def current(self, cid: int) -> list[Key]:
         """The keys of the chunk's rows that are current (a dead row's key may be None)."""
         where = self.where
         return [k for row, k in enumerate(self.keys[cid]) if k is not None and where.get(k) == (cid, row)]
 
-    def drop(self, cid: int) -> list:
+    def drop(self, cid: int) -> list[Key]:
         """Remove a chunk; the keys of the rows in it that were still current."""
         current = self.current(cid)
         where = self.where
@@ -352,7 +354,7 @@ def _write(bucket: Bucket, tag: bytes, kept: Chunks | None) -> tuple[bytes, Chun
     return MAGIC + FORMAT_VERSION.to_bytes(2, "big") + tag + body, chunks
 
 
-def _changed_chunks(bucket: Bucket, chunks: Chunks, touched: set) -> Chunks | None:
+def _changed_chunks(bucket: Bucket, chunks: Chunks, touched: set[Key]) -> Chunks | None:
     """`chunks` updated in place to hold the bucket as it is now: the changed partitions in new
     chunks. None when the bucket is better written whole (too many chunks)."""
     partitions = bucket.partitions
@@ -373,7 +375,7 @@ def _changed_chunks(bucket: Bucket, chunks: Chunks, touched: set) -> Chunks | No
             chunks.forget(k)
         known = set(changed)
         changed += [k for k in partitions if k not in where and k not in known]
-    moved: list = []
+    moved: list[Key] = []
     for cid in [c for c, n in chunks.live.items() if 2 * n < len(chunks.keys[c])]:
         for k in chunks.current(cid):  # a partition left encoded is loaded while its chunk is there
             bucket.warm(k)
@@ -392,7 +394,7 @@ def _changed_chunks(bucket: Bucket, chunks: Chunks, touched: set) -> Chunks | No
 _index_values = operator.attrgetter(*INDEX_FIELDS[2:-2])  # (the key's first two: from the key)
 
 
-def _index_columns(partitions: dict) -> list:
+def _index_columns(partitions: dict[Key, Any]) -> list[tuple[Any, ...]]:
     """Format 3's index (INDEX_FIELDS), by column in the bucket's order."""
     keys = _transpose(partitions, 3)
     values = _transpose(map(_index_values, partitions.values()), len(INDEX_FIELDS) - 4)
@@ -411,7 +413,7 @@ def _warm_all(bucket: Bucket) -> None:
         bucket.warm_all()
 
 
-def plain_values(bucket: Bucket) -> dict:
+def plain_values(bucket: Bucket) -> Doc:
     """The bucket's stored values as one document of plain values, the partitions by column in
     the bucket's order (format 2's layout): equal documents, equal states. For tests and tools."""
     _warm_all(bucket)
@@ -510,7 +512,7 @@ def _load(compressed: bytes):
     return _BuiltinsOnly(io.BytesIO(zlib.decompress(compressed))).load()
 
 
-def _chunks_of(stored: list, where: dict, rows: list | None) -> Chunks:
+def _chunks_of(stored: list[bytes], where: Doc, rows: list[list[Any]] | None) -> Chunks:
     """The Chunks of a format 3 blob as read: its chunks as they are (still compressed), for
     the next write and for loading the partitions a lazy decode left encoded. `rows`: the chunks'
     decoded rows, or None (a lazy decode: the keys come from the index, a dead row's is None)."""
@@ -519,7 +521,7 @@ def _chunks_of(stored: list, where: dict, rows: list | None) -> Chunks:
         chunks.data[cid] = data
         chunks.keys[cid] = [None] * n if rows is None else [tuple(w[:3]) for w, _, _, _ in rows[cid]]
         chunks.live[cid] = 0
-    keys: Iterator[tuple]
+    keys: Iterator[Key]
     if rows is None:
         keys = zip(where["cluster"], where["topic"], where["partition"], strict=True)
     else:
@@ -534,7 +536,7 @@ def _chunks_of(stored: list, where: dict, rows: list | None) -> Chunks:
     return chunks
 
 
-def _bucket_from_doc(doc: dict, bucket_id: int, buckets: int) -> Bucket:
+def _bucket_from_doc(doc: Doc, bucket_id: int, buckets: int) -> Bucket:
     """A bucket with what the blob stores besides the partitions."""
     bucket = Bucket(bucket_id, buckets)
     bucket.global_ms = doc["global_ms"]
@@ -563,7 +565,9 @@ def _bucket_from_doc(doc: dict, bucket_id: int, buckets: int) -> Bucket:
     return bucket
 
 
-def _add_partitions(bucket: Bucket, rows, cfg: MonitorConfig, times: list | None = None) -> None:
+def _add_partitions(
+    bucket: Bucket, rows: Iterable[Any], cfg: MonitorConfig, times: list[int] | None = None
+) -> None:
     """The partitions of `rows` (see _rows_from_columns), in order, into the bucket; `times`:
     their time_ms, when stored apart (format 3)."""
     build = _watch_builder(cfg)
@@ -582,7 +586,7 @@ def _watch_builder(cfg: MonitorConfig):
     new_leader = _builder(PartitionLeader, LEADER_FIELDS)
     new_replica = _builder(ReplicaState, REPLICA_FIELDS)
     from_rows = AlertBook.from_rows
-    configs: dict = {}
+    configs: dict[tuple[int | None, int | None], PartitionConfig] = {}
 
     def build(row) -> PartitionWatch:
         watch_values, leader_values, followers, book = row
@@ -602,7 +606,7 @@ def _watch_builder(cfg: MonitorConfig):
     return build
 
 
-def _add_cold(bucket: Bucket, where: dict) -> None:
+def _add_cold(bucket: Bucket, where: Doc) -> None:
     """Every partition of a format 3 index into the bucket as a ColdWatch, in order."""
     new_cold = _builder(ColdWatch, INDEX_FIELDS)
     columns = [where[f] for f in INDEX_FIELDS]
@@ -621,9 +625,9 @@ class _ColdRows:
     def __init__(self, chunks: Chunks, cfg: MonitorConfig) -> None:
         self.chunks = chunks
         self.build = _watch_builder(cfg)
-        self.parts: dict[int, list] = {}  # chunk id -> its rows (see _rows_from_columns)
+        self.parts: dict[int, list[Any]] = {}  # chunk id -> its rows (see _rows_from_columns)
 
-    def __call__(self, key: tuple) -> PartitionWatch:
+    def __call__(self, key: Key) -> PartitionWatch:
         cid, row = self.chunks.where[key]
         part = self.parts.get(cid)
         if part is None:
@@ -645,7 +649,7 @@ _leader_values = operator.attrgetter(*LEADER_FIELDS)
 _replica_values = operator.attrgetter(*REPLICA_FIELDS)
 
 
-def _partition_columns(watches: list) -> dict:
+def _partition_columns(watches: list[PartitionWatch]) -> Doc:
     """Format 2: the partitions' fields by column, their followers' likewise (with how many
     each partition has and their ids), and the open alerts of the partitions that have any."""
     leaders = [w.leader for w in watches]
@@ -669,11 +673,11 @@ def _partition_columns(watches: list) -> dict:
 _WIDTH = {"watch": len(WATCH_FIELDS), "leader": len(LEADER_FIELDS), "replica": len(REPLICA_FIELDS)}
 
 
-def _transpose(rows, width: int) -> list[tuple]:
+def _transpose(rows: Iterable[Any], width: int) -> list[tuple[Any, ...]]:
     return list(zip(*rows, strict=True)) or [()] * width
 
 
-def _rows_from_columns(part: dict, fields: dict):
+def _rows_from_columns(part: Doc, fields: dict[str, tuple[str, ...]]) -> Iterator[tuple[Any, ...]]:
     """Format 2 -> (watch values, leader values, ((replica, values), ...), open alerts) per
     partition, each in the order of this code's field lists."""
     n = part["count"]
@@ -694,7 +698,7 @@ def _rows_from_columns(part: dict, fields: dict):
         start += k
 
 
-def _columns(stored: list, stored_names: tuple, wanted: tuple, n: int) -> list:
+def _columns(stored: list[Any], stored_names: tuple[str, ...], wanted: tuple[str, ...], n: int) -> list[Any]:
     """The stored columns in the order of `wanted`; a field the blob lacks takes its default."""
     if tuple(stored_names) == wanted:
         return stored
@@ -703,7 +707,7 @@ def _columns(stored: list, stored_names: tuple, wanted: tuple, n: int) -> list:
     return [stored[position[f]] if f in position else (DEFAULTS[f],) * n for f in wanted]
 
 
-def _rows_from_format1(rows: list, fields: dict):
+def _rows_from_format1(rows: list[Any], fields: dict[str, tuple[str, ...]]) -> Iterator[tuple[Any, ...]]:
     """Format 1 (a tuple per partition) -> the rows `_rows_from_columns` gives."""
     read_watch = _reader(fields["watch"], WATCH_FIELDS)
     read_leader = _reader(fields["leader"], LEADER_FIELDS)
@@ -712,7 +716,7 @@ def _rows_from_format1(rows: list, fields: dict):
         yield (read_watch(w), read_leader(p), [(r, read_replica(values)) for r, values in followers], book)
 
 
-def _reader(stored: tuple, wanted: tuple):
+def _reader(stored: tuple[str, ...], wanted: tuple[str, ...]) -> Callable[[Any], Any]:
     """A function from a stored row to the values of the fields this code wants, in order."""
     if tuple(stored) == wanted:
         return lambda row: row
@@ -722,14 +726,14 @@ def _reader(stored: tuple, wanted: tuple):
     return lambda row: [row[i] if i is not None else default for i, default in plan]
 
 
-def _check_fields(wanted: tuple, position: dict) -> None:
+def _check_fields(wanted: tuple[str, ...], position: dict[str, int]) -> None:
     missing = [n for n in wanted if n not in position and n not in DEFAULTS]
     if missing:
         raise StateFormatError(f"the checkpoint's state lacks the field(s) {missing}. {_WHAT_TO_DO}.")
 
 
 @functools.cache
-def _builder(cls, names: tuple):
+def _builder(cls: type, names: tuple[str, ...]) -> Callable[[Any], Any]:
     """A function from a row of values (in the order of `names`) to a new `cls` object with
     those fields, without calling __init__. Decoding builds one per partition and replica, so
     it is the state load's inner loop: the attributes are set by one generated tuple assignment.
@@ -741,7 +745,7 @@ def _builder(cls, names: tuple):
     if not all(n.isidentifier() for n in names):
         raise ValueError(f"not field names: {names}")
     targets = "".join(f"o.{n}, " for n in names)
-    local: dict = {}  # apart from the globals, so the function is not in a reference cycle
+    local: dict[str, Any] = {}  # apart from the globals, so the function is not in a reference cycle
     exec(
         f"def build(row):\n    o = new(cls)\n    {targets}= row\n    return o\n",
         {"new": object.__new__, "cls": cls},

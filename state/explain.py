@@ -74,7 +74,7 @@ def holds_hw(p: PartitionLeader, replica: int, now_ms: int) -> bool:
         state is not None
         and state.leo == p.hw < p.leader_leo
         and not p.under_min_isr
-        and p.counts_for_hw(replica, now_ms)
+        and p.does_hw_wait_for(replica, now_ms)
     )
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from replmon.state.alert_rules import FETCHER_STALLED
 from replmon.state.alerts import alert_id
 
-FETCHER_STALLED = "ReplicaFetcherStalled"
 _INT_MIN = -(1 << 31)
 
 
@@ -52,7 +52,10 @@ class FetcherRoot(NamedTuple):
     since_ms: int
 
 
-def fetcher_key(follower: int, leader: int, fetcher: int) -> tuple:
+FetcherKey = tuple[str, int, int, int]  # ("fetcher", follower, leader, fetcher id)
+
+
+def fetcher_key(follower: int, leader: int, fetcher: int) -> FetcherKey:
     return ("fetcher", follower, leader, fetcher)
 
 
@@ -60,7 +63,7 @@ def fetcher_subject(cluster: str, follower: int, leader: int, fetcher: int) -> s
     return f"{cluster}/fetcher/{follower}/{leader}/{fetcher}"
 
 
-def parse_fetcher_subject(subject: str) -> tuple:
+def parse_fetcher_subject(subject: str) -> FetcherKey:
     follower, leader, fetcher = subject.rsplit("/", 3)[1:]
     return fetcher_key(int(follower), int(leader), int(fetcher))
 

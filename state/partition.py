@@ -243,7 +243,7 @@ class PartitionLeader:
             and self.is_follower_in_sync(replica)
         )
 
-    def counts_for_hw(self, replica: int, now_ms: int) -> bool:
+    def does_hw_wait_for(self, replica: int, now_ms: int) -> bool:
         # Kafka: Partition.maybeIncrementLeaderHW: maximal ISR, or caught up and eligible (KAFKA-4485/15021).
         return replica in self.maximal_isr or (
             self.is_caught_up(replica, now_ms) and self.is_isr_eligible(replica)
@@ -446,17 +446,10 @@ class PartitionLeader:
             self.replicas
         ):  # 3.7+ effective min-ISR gate
             return False
-        leader_leo = candidate = self.leader_leo
-        maximal_isr = self.maximal_isr
+        candidate = self.leader_leo
         for r, state in self.followers.items():
             leo = state.leo
-            if leo < candidate and (
-                r in maximal_isr
-                or (
-                    is_caught_up(state, leader_leo, now_ms, config.replica_lag_time_max_ms)
-                    and self.is_isr_eligible(r)
-                )
-            ):
+            if leo < candidate and self.does_hw_wait_for(r, now_ms):
                 candidate = leo
         if candidate > self.hw:
             self.hw = candidate

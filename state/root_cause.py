@@ -16,14 +16,17 @@ How (docs/alerts.md, "Root causes across buckets"):
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from replmon.state import texts
-from replmon.state.alerts import alert_id
+from replmon.state.alert_rules import BROKER_ALERTS, BROKER_UNAVAILABLE, FETCHER_STALLED
+from replmon.state.alerts import AlertBook, alert_id
 
-BROKER_UNAVAILABLE = "BrokerUnavailable"
-FETCHER_STALLED = "ReplicaFetcherStalled"
-ROOT_ALERTS = (BROKER_UNAVAILABLE, FETCHER_STALLED)
+if TYPE_CHECKING:
+    from replmon.state.fetcher import FetcherKey, FetcherRoot
+
+ROOT_ALERTS = BROKER_ALERTS  # every broker-scope alert is a root cause, merged across buckets
 # which partition alert, naming a root in caused_by, counts as what
 COUNTED = {
     "UnderReplicated": "under_replicated",
@@ -51,18 +54,20 @@ def broker_root(cluster: str, broker: int, state: str, since_ms: int) -> BrokerR
     )
 
 
-def roots_from_book(book) -> dict:
+def roots_from_book(book: AlertBook) -> dict[int, BrokerRoot]:
     """The ongoing broker outages that a bucket's open root alerts describe (broker -> root)."""
     return {
-        a.labels[3]: BrokerRoot(
+        broker: BrokerRoot(
             a.alert_id, "fenced" if a.cause == "broker_fenced" else "shutting_down", a.started_ms
         )
         for (name, _), a in book.open.items()
-        if name == BROKER_UNAVAILABLE and a.cause != "broker_silent"
+        if name == BROKER_UNAVAILABLE
+        and a.cause != "broker_silent"
+        and (broker := a.labels[3]) is not None  # a broker alert's labels carry its broker
     }
 
 
-def fetcher_roots_from_book(book) -> dict:
+def fetcher_roots_from_book(book: AlertBook) -> dict[FetcherKey, FetcherRoot]:
     """The ongoing fetcher stalls that a bucket's open root alerts describe (key -> root)."""
     from replmon.state.fetcher import FetcherRoot, parse_fetcher_subject
 
@@ -73,7 +78,7 @@ def fetcher_roots_from_book(book) -> dict:
     }
 
 
-def root_id(roots: dict, broker: int) -> str | None:
+def root_id(roots: Mapping[Any, BrokerRoot | FetcherRoot], broker: int) -> str | None:
     """The id of the alert for `broker`'s outage, if it is unavailable."""
     root = roots.get(broker)
     return root.alert_id if root is not None else None
@@ -83,7 +88,7 @@ def cause_of(state: str) -> str:
     return "broker_fenced" if state == "fenced" else "broker_shutting_down"
 
 
-def root_text(record: dict, counts: dict) -> str:
+def root_text(record: dict[str, Any], counts: dict[str, int]) -> str:
     if record["name"] == FETCHER_STALLED:
         facts = dict(
             broker=record["broker"], leader=record.get("leader"), fetcher_id=record.get("fetcher_id")
@@ -117,16 +122,16 @@ def root_text(record: dict, counts: dict) -> str:
     )
 
 
-def merge_root_alerts(alerts: list[dict]) -> list[dict]:
+def merge_root_alerts(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per root alert transition (the buckets' shares folded, counts filled in),
     every other record unchanged and in place. Pure; the input records are not modified."""
-    caused: dict[str, dict[str, set]] = {}
+    caused: dict[str, dict[str, set[str]]] = {}
     for a in alerts:
         kind = COUNTED.get(a["name"])
         if kind and a["status"] == "firing" and a.get("caused_by"):
             caused.setdefault(a["caused_by"], {}).setdefault(kind, set()).add(a["subject"])
-    merged: dict[tuple, dict] = {}
-    out: list[dict] = []
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
     for a in alerts:
         if a["name"] not in ROOT_ALERTS:
             out.append(a)

@@ -97,9 +97,9 @@ OPEN = {
     (
         "ReplicaFetcherStalled",
         "fetcher_stalled",
-    ): "broker {broker}'s fetcher {fetcher_id} for leader {leader} stopped at {since}: {n} partitions "
-    "have had no fetch from broker {broker} since ({partitions}) while it fetches from other "
-    "leaders; {counts}",
+    ): "broker {broker}'s fetcher {fetcher_id} for leader {leader} is stalled: by {since}, {n} "
+    "partitions ({partitions}) had had no fetch from broker {broker} for longer than the stuck "
+    "limit, while it fetches from other leaders; {counts}",
 }
 
 # (name, cause) -> close text; cause here is why the episode ended.
@@ -175,7 +175,7 @@ def fmt_against_limit(elapsed_ms: int, limit_ms: int) -> str:
     return f"{elapsed_ms / 1000:.1f} s of the {limit} limit"
 
 
-def fmt_counts(counts: dict) -> str:
+def fmt_counts(counts: dict[str, int]) -> str:
     """`3 partitions under-replicated, 0 under min ISR, ...` in a fixed order."""
     parts = [
         f"{counts.get('under_replicated', 0)} partitions under-replicated",

@@ -77,10 +77,6 @@ def setup_logging(verbose: bool = False, stream: TextIO | None = None, prog: str
     root.addHandler(handler)
 
 
-def is_verbose() -> bool:
-    return _state["verbose"]
-
-
 def spark_log_level() -> str:
     """For SparkContext.setLogLevel once the session exists."""
     return "WARN" if _state["verbose"] else "ERROR"

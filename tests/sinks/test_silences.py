@@ -3,7 +3,16 @@ and the store in a real Redis."""
 
 import pytest
 
-from replmon.sinks.silences import Silence, SilenceError, SilenceStore, apply_silences, matches, new_silence
+from replmon.sinks.alertmanager import to_postable
+from replmon.sinks.silences import (
+    Silence,
+    SilenceError,
+    SilenceStore,
+    alert_labels,
+    apply_silences,
+    matches,
+    new_silence,
+)
 
 BROKER_DOWN = {
     "alert_id": "a1",
@@ -27,6 +36,7 @@ REPLICA_OUT = {
     "broker": 3,
     "severity": "warning",
     "caused_by": "a1",
+    "cause": "broker_fenced",
     "notify": False,
 }
 UNDER_MIN = {
@@ -58,10 +68,32 @@ def silence(**matchers):
         ({"alertname": "UnderMinIsr", "topic": "orders"}, UNDER_MIN, True),  # a label matcher
         ({"alertname": "UnderMinIsr", "topic": "payments"}, UNDER_MIN, False),
         ({"caused_by": "a1"}, UNDER_MIN, True),  # everything a root cause explains
+        ({"root_cause_id": "a1"}, BROKER_DOWN, True),  # ... and the root itself (its own id)
+        ({"root_cause_id": "a1"}, UNDER_MIN, True),
+        ({"cause": "broker_fenced"}, REPLICA_OUT, True),  # why it is out of the ISR
+        ({"cause": "lag"}, REPLICA_OUT, False),
     ],
 )
 def test_matches(matchers, alert, expected):
     assert matches(silence(**matchers), alert) is expected
+
+
+def test_a_silence_matches_the_labels_alertmanager_gets_and_the_cause():
+    labels = {
+        "alertname": "ReplicaOutOfSync",
+        "cluster": "c1",
+        "topic": "orders",
+        "partition": "0",
+        "replica": "3",
+        "broker": "3",
+        "severity": "warning",
+        "caused_by": "a1",
+        "root_cause_id": "a1",
+        "alert_id": "a2",
+    }
+    posted = to_postable(dict(REPLICA_OUT, status="firing", reason="", subject="", started_ms=0))
+    assert posted["labels"] == labels
+    assert alert_labels(REPLICA_OUT) == {**labels, "cause": "broker_fenced"}
 
 
 def test_silenced_alerts_are_marked_and_not_notified():

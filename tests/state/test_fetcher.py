@@ -133,7 +133,7 @@ def test_one_alert_for_the_thread_and_its_partitions_point_at_it():
     firing = roots[0]
     assert firing["partitions"] == ["t-0", "t-1"] and firing["notify"]
     assert firing["started_ms"] == T0 + 4902 + 3000 + 1, "last fetch of the group + stuck time + 1"
-    assert "broker 2's fetcher 0 for leader 1 stopped" in firing["reason"]
+    assert "broker 2's fetcher 0 for leader 1 is stalled: by 00:00:07," in firing["reason"]
     consequences = [
         a
         for a in alerts

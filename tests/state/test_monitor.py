@@ -140,6 +140,32 @@ def test_each_episode_fires_once_and_resolves_once_with_stable_ids():
             assert states == ["firing", "resolved"], (name, states)
 
 
+@pytest.mark.parametrize(
+    "rule_set, isr_after_report, under_replicated",
+    [
+        # Today's rule is time only: replica 3 was caught up at the election (T0) and L = 10 s
+        # has not passed by +8 s, so it is caught up and never leaves the ISR.
+        ("current", (1, 2, 3), []),
+        # 0.8's rule also counts messages: 600 > 500 behind, so the first isr-expiration run
+        # (+5 s, every L/2 from the epoch) shrinks the ISR. Replica 3 has stopped fetching by
+        # then (no fetch can bring it back). The same-epoch report at +6 s predates the shrink,
+        # and replica 3 still lags by 0.8's rule: it stays out, one UnderReplicated episode
+        # (re-admitted by today's caught-up test instead, it resolved at +6 s).
+        ("v0_8", (1, 2), [("firing", 5000, "c1/t-0")]),
+    ],
+)
+def test_a_cluster_report_keeps_out_whom_the_rule_set_says_is_out_of_sync(
+    rule_set, isr_after_report, under_replicated
+):
+    cfg = monitor_config(replica_lag_time_max_ms=L, rule_set=rule_set, replica_lag_max_messages=500)
+    events = [meta(T0), *steady(T0 + 100, T0 + 8000, leo0=1000, slow=600, stop=T0 + 5000)]
+    events.append(meta(T0 + 6000, isr=(1, 2, 3)))
+    events.sort(key=lambda e: e[EVENT_FIELDS.index("ts")])
+    bucket, alerts, _ = run(events, cfg)
+    assert bucket.partitions[("c1", "t", 0)].leader.isr == isr_after_report
+    assert transitions(alerts, "UnderReplicated") == under_replicated
+
+
 def test_isr_flapping_reported_once():
     # Replica 3 goes silent for 12 s (> L) three times: it leaves the ISR three times within
     # the 10-minute window, which is reported once, not per flap.

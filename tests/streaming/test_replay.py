@@ -1,7 +1,8 @@
 """`replmon replay` on the shared Spark session: a window gives the live run's transitions with
 the live run's ids; an episode that began before the window is already firing, not new; what-if
 variants in one pass (KIP-16: Kafka 0.8's message-count rule shrinks the ISR on bursts, the
-time-only rule does not); the report renders in headless Chromium; `--input FILE`."""
+time-only rule does not; a cluster report that predates a 0.8 shrink does not undo it); the
+report renders in headless Chromium; `--input FILE`."""
 
 from __future__ import annotations
 
@@ -153,3 +154,50 @@ def test_what_if_v0_8_on_bursts_and_the_report_in_a_browser(spark, tmp_path, con
     # An empty or broken page is white with a little text; the plots put colour on it.
     assert shares["ink"] > 0.05, shares
     assert shares["colour"] > 0.005, shares
+
+
+def test_what_if_v0_8_keeps_out_of_the_isr_whom_0_8_shrank(spark, tmp_path, config, capsys):
+    """The engine case of tests/state/test_monitor.py (a report that predates a 0.8 shrink
+    keeps the replica out) through `replmon replay --what-if`: the variant's rule set, not
+    today's, decides who a same-epoch report may put back."""
+    from replmon.state.events import EVENT_FIELDS
+    from replmon.streaming import cli
+    from tests.state.test_monitor import T0, meta, steady
+
+    events = [meta(T0), *steady(T0 + 100, T0 + 8000, leo0=1000, slow=600, stop=T0 + 5000)]
+    events.append(meta(T0 + 6000, isr=(1, 2, 3)))
+    events.sort(key=lambda e: e[EVENT_FIELDS.index("ts")])
+    path = tmp_path / "events.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({f: v for f, v in zip(EVENT_FIELDS, e, strict=True) if v is not None and f != "raw"})
+            + "\n"
+            for e in events
+        )
+    )
+    rc = cli.main(
+        [
+            "replay",
+            "--config",
+            str(config),
+            "--input",
+            str(path),
+            "--from",
+            str(T0),
+            "--what-if",
+            "rules.rule_set=v0_8,rules.replica_lag_max_messages=500",
+            "--output",
+            str(tmp_path / "replay"),
+        ]
+    )
+    capsys.readouterr()
+    assert rc == 0
+
+    def under_replicated(alerts):
+        return [(r["status"], r["ts"] - T0) for r in alerts if r["name"] == "UnderReplicated"]
+
+    actual = _jsonl(tmp_path / "replay" / "alerts.jsonl")
+    v08 = _jsonl(tmp_path / "replay" / "what-if-1" / "alerts.jsonl")
+    assert under_replicated(actual) == []  # today's rule: caught up within L, never out
+    # 0.8 shrinks at +5 s (600 > 500 messages behind); the report at +6 s does not put it back
+    assert under_replicated(v08) == [("firing", 5000)]
