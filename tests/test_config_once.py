@@ -178,7 +178,7 @@ SETTINGS_BASES = {"BaseModel", "BaseSettings", "_Section"}
 
 def stated_defaults() -> tuple[dict[str, list[tuple[str, object]]], dict[str, list[tuple[str, object]]]]:
     """Defaults stated in the package's code, by name: (declared, others). Declared are settings
-    model fields and command-line flags (--hold-ms is hold_ms); others are class attributes and
+    model fields and command-line flags (--state-dir is state_dir); others are class attributes and
     function parameters. Only real values count: None, 0, False and empty ones mean 'unset'."""
     declared: dict[str, list[tuple[str, object]]] = {}
     others: dict[str, list[tuple[str, object]]] = {}
