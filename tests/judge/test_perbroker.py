@@ -69,7 +69,9 @@ class PerBrokerPipeline(Pipeline):
             str(self.workdir / "collect-state"),
         ]
         self._spawn(
-            "collect-cluster", [*common, "--role", "cluster", "--create-topic", "--partitions", "3"], dict(os.environ)
+            "collect-cluster",
+            [*common, "--role", "cluster", "--create-topic", "--partitions", "3"],
+            dict(os.environ),
         )
         for b in (1, 2, 3):
             args = [*common, "--role", "broker", "--request-log", f"{b}={self.judge.request_log(b)}"]
