@@ -121,3 +121,12 @@ def silence_jvm_for_stop() -> None:
         jvm.java.lang.System.setErr(jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream()))
     except Exception as exc:  # noqa: BLE001 - py4j raises several types while shutting down
         logging.getLogger(__name__).debug("could not silence the JVM's logs: %s", exc)
+
+
+def mute_py4j_for_stop() -> None:
+    """Once a stop is under way (a signal): py4j logs each connection the stopping JVM drops at
+    ERROR with a traceback, which says nothing about replmon's health; the quiet console drops
+    them (--verbose keeps them)."""
+    if not _state["verbose"]:
+        for name in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
