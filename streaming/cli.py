@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from replmon.streaming.cli_flags import SwitchFormatter, UsageError, add_common, old_spelling
-from replmon.streaming.console import setup_logging
-from replmon.streaming.signals import stop_on_signals
+from replmon.streaming.console import mute_py4j_for_stop, quiet_accumulator_server, setup_logging
+from replmon.streaming.signals import stop_on_signals, stopped_meanwhile
 from replmon.streaming.timeline import print_timeline
 
 log = logging.getLogger(__name__)
@@ -332,7 +332,8 @@ def run_monitor(
     if alertmanager is not None:
         alertmanager.start()
     try:
-        with stop_on_signals() as stop:
+        with stop_on_signals(on_signal=mute_py4j_for_stop) as stop:
+            quiet_accumulator_server(lambda: stopped_meanwhile(stop))
             supervisor = Supervisor(
                 lambda: start_query(spark, source, settings, router, once=once, name=QUERY_NAME),
                 settings.supervise,

@@ -137,6 +137,8 @@ def run(args) -> int:
     start_ms = DEFAULT_START_MS if args.start is None else args.start
     if args.to == "file" and args.output is None:
         raise UsageError("--output DIR is required with --to file")
+    if args.scale_duration < 1000 or args.scale_duration % 1000:
+        raise UsageError(f"--scale-duration takes whole seconds (e.g. 60s), not {args.scale_duration} ms")
     if args.scenario != "scale" and args.scenario not in scenarios.SCENARIOS:
         raise UsageError(
             f"--scenario: unknown {args.scenario!r}; known: {', '.join([*scenarios.SCENARIOS, 'scale'])}"

@@ -122,6 +122,8 @@ def test_a_usage_error_exits_2_naming_the_command(capsys):
     )
     assert main(["simulate", "--scenario", "nope", "--output", "x"]) == 2
     assert capsys.readouterr().err.startswith("replmon simulate: --scenario: unknown 'nope'")
+    assert main(["simulate", "--scenario", "scale", "--scale-duration", "1500ms", "--output", "x"]) == 2
+    assert capsys.readouterr().err.startswith("replmon simulate: --scale-duration takes whole seconds")
 
 
 @pytest.mark.parametrize(
