@@ -44,8 +44,8 @@ def main(argv=None) -> int:
                     "scale",
                     "--scale-partitions",
                     str(args.partitions),
-                    "--scale-seconds",
-                    str(args.seconds),
+                    "--scale-duration",
+                    f"{args.seconds}s",
                     "--output",
                     str(tmp / "sim"),
                 ]

@@ -3,7 +3,7 @@
     replmon dashboards publish [--input dashboards/json]
 
 takes its settings from the settings loader (streaming/settings.load_grafana_settings reads
-REPLMON_GRAFANA_* into GrafanaSettings; docs/grafana.md) and is safe to run again: the folder
+REPLMON_GRAFANA__* into GrafanaSettings; docs/grafana.md) and is safe to run again: the folder
 and data source are looked up by uid and updated, dashboards are saved with overwrite=true.
 Deploys that prefer file provisioning use deploy/grafana instead; both give the same uids.
 """
@@ -41,7 +41,7 @@ class GrafanaAuthError(GrafanaPublishError):
 
 class GrafanaSettings(BaseModel):
     """Where Grafana is, how to authenticate, and how Grafana reaches Redis. The one statement of
-    these settings and their defaults; the settings loader fills it from REPLMON_GRAFANA_*
+    these settings and their defaults; the settings loader fills it from REPLMON_GRAFANA__*
     (streaming/settings.load_grafana_settings): a sink reads no environment."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -66,11 +66,11 @@ class GrafanaSettings(BaseModel):
     def _one_way_to_authenticate(self) -> GrafanaSettings:
         basic = self.username is not None or self.password is not None
         if self.token is not None and basic:
-            raise ValueError("set REPLMON_GRAFANA_TOKEN or USERNAME/PASSWORD, not both")
+            raise ValueError("set REPLMON_GRAFANA__TOKEN or USERNAME/PASSWORD, not both")
         if basic and (self.username is None or self.password is None):
-            raise ValueError("REPLMON_GRAFANA_USERNAME and REPLMON_GRAFANA_PASSWORD go together")
+            raise ValueError("REPLMON_GRAFANA__USERNAME and REPLMON_GRAFANA__PASSWORD go together")
         if self.token is None and not basic:
-            raise ValueError("set REPLMON_GRAFANA_TOKEN, or REPLMON_GRAFANA_USERNAME and _PASSWORD")
+            raise ValueError("set REPLMON_GRAFANA__TOKEN, or REPLMON_GRAFANA__USERNAME and _PASSWORD")
         if urlsplit(self.url).scheme not in ("http", "https") or urlsplit(self.url).password:
             raise ValueError("url must be http(s)://host[:port][/sub-path], without credentials")
         return self
@@ -181,7 +181,7 @@ class GrafanaPublisher:
                 return False  # created meanwhile by someone else
             raise GrafanaPublishError(
                 f"Grafana refused to create folder {s.folder_title!r} (409): a folder with that title "
-                f"exists under another uid; set REPLMON_GRAFANA_FOLDER_UID to its uid"
+                f"exists under another uid; set REPLMON_GRAFANA__FOLDER_UID to its uid"
             ) from None
         log.info("created Grafana folder %s", s.folder_uid)
         return True
@@ -214,7 +214,7 @@ class GrafanaPublisher:
         except _Conflict:
             raise GrafanaPublishError(
                 f"Grafana refused to create data source {s.datasource_name!r} (409): that name is taken "
-                f"by a data source with another uid; rename it or set REPLMON_GRAFANA_DATASOURCE_NAME"
+                f"by a data source with another uid; rename it or set REPLMON_GRAFANA__DATASOURCE_NAME"
             ) from None
         log.info("created Grafana data source %s -> %s", s.datasource_uid, s.redis_url)
         return True

@@ -1,6 +1,6 @@
 """Consume the Redis alert stream and keep one Grafana region annotation per alert episode.
 
-    replmon grafana-annotations            (settings: REPLMON_ANNOTATIONS_* and REPLMON_GRAFANA_*,
+    replmon grafana-annotations            (settings: REPLMON_ANNOTATIONS__* and REPLMON_GRAFANA__*,
                                             read by streaming/settings.py's loaders)
 
 A separate process from the streaming query: Grafana being slow or down never holds up the
@@ -66,7 +66,7 @@ return 0
 class AnnotationConsumerSettings(BaseModel):
     """The consumer's side: its Redis, its group, its pace. Grafana's side is GrafanaSettings.
     The one statement of these settings and their defaults; the settings loader fills it from
-    REPLMON_ANNOTATIONS_* (streaming/settings.load_annotation_settings): a sink reads no
+    REPLMON_ANNOTATIONS__* (streaming/settings.load_annotation_settings): a sink reads no
     environment."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

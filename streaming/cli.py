@@ -12,9 +12,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from replmon.streaming.cli_flags import UsageError, add_common, old_spelling
-from replmon.streaming.console import setup_logging
-from replmon.streaming.signals import stop_on_signals
+from replmon.streaming.cli_flags import SwitchFormatter, UsageError, add_common, old_spelling
+from replmon.streaming.console import mute_py4j_for_stop, quiet_accumulator_server, setup_logging
+from replmon.streaming.signals import stop_on_signals, stopped_meanwhile
 from replmon.streaming.timeline import print_timeline
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,9 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         help="the Kafka cluster that holds the metrics topic, which run reads (kafka.bootstrap_servers)",
     )
     old_spelling(p, "--kafka-bootstrap", "--metrics-bootstrap")
+    p.add_argument(
+        "--metrics-topic", metavar="NAME", help="the metrics topic, which run reads (kafka.subscribe)"
+    )
     p.add_argument("--redis-url", metavar="URL", help="also write alerts and metrics to this Redis")
     p.add_argument(
         "--demo",
@@ -40,7 +43,8 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--scenario", metavar="NAME", help="simulated scenario for --demo (default: demo)")
     p.add_argument("--master", metavar="URL", help="Spark master, e.g. spark://host:7077 (default local[2])")
-    p.add_argument("--quiet", action="store_true", help="do not print the alert timeline")
+    p.add_argument("--no-timeline", action="store_true", help="do not print the alert timeline at the end")
+    old_spelling(p, "--quiet", "--no-timeline")
     p.add_argument("--all", action="store_true", help=ALL_HELP)
 
 
@@ -62,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name, help, declare, handler, sub=sub, nested=False):
-        p = sub.add_parser(name, help=help, description=help)
+        p = sub.add_parser(name, help=help, description=help, formatter_class=SwitchFormatter)
         add_common(p, inherited=nested)
         declare(p)
         p.set_defaults(handler=handler, prog=p.prog)
@@ -125,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     command(
         "publish",
-        "publish the dashboards' JSON to Grafana (REPLMON_GRAFANA_*)",
+        "publish the dashboards' JSON to Grafana (REPLMON_GRAFANA__*)",
         side_cmds.publish_arguments,
         side_cmds.publish_dashboards,
         sub=boards,
@@ -149,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, SettingsError) as exc:
         print(f"{args.prog}: {str(exc).removeprefix('replmon: ')}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C before a command's own stop handling (streaming/signals.py)
+        print(f"{args.prog}: interrupted", file=sys.stderr)
+        return 130
 
 
 def _both(*declares):
@@ -186,6 +193,7 @@ def _collect(args) -> int:
 
 
 def run_command(args) -> int:
+    from replmon.streaming.replay_cmd import with_metrics_topic
     from replmon.streaming.settings import load_settings
 
     overrides = {}
@@ -193,11 +201,9 @@ def run_command(args) -> int:
         overrides["output_dir"] = args.output
     if args.input:
         overrides["input_path"] = args.input
-    settings = load_settings(args.config, **overrides)
-    if args.metrics_bootstrap:
-        settings = settings.model_copy(
-            update={"kafka": settings.kafka.model_copy(update={"bootstrap_servers": args.metrics_bootstrap})}
-        )
+    settings = with_metrics_topic(
+        load_settings(args.config, **overrides), args.metrics_bootstrap, args.metrics_topic
+    )
     if args.redis_url:
         settings = settings.model_copy(
             update={"redis": settings.redis.model_copy(update={"url": args.redis_url})}
@@ -226,7 +232,7 @@ def run_command(args) -> int:
     from replmon.streaming.preflight import PreflightError
 
     try:
-        return run_monitor(settings, once=args.once, quiet=args.quiet, every_transition=args.all)
+        return run_monitor(settings, once=args.once, timeline=not args.no_timeline, every_transition=args.all)
     except PreflightError as exc:
         raise UsageError(str(exc)) from None
 
@@ -255,12 +261,21 @@ def run_embedded(settings, args) -> int:
         return rc
     settings = settings.model_copy(update={"input_path": str(sim_dir / "events")})
     return run_monitor(
-        settings, once=True, quiet=args.quiet, truth=sim_dir / "truth.jsonl", every_transition=args.all
+        settings,
+        once=True,
+        timeline=not args.no_timeline,
+        truth=sim_dir / "truth.jsonl",
+        every_transition=args.all,
     )
 
 
 def run_monitor(
-    settings, *, once: bool, quiet: bool = False, truth: Path | None = None, every_transition: bool = False
+    settings,
+    *,
+    once: bool,
+    timeline: bool = True,
+    truth: Path | None = None,
+    every_transition: bool = False,
 ) -> int:
     from replmon.state.codec import StateFormatError
     from replmon.streaming import preflight
@@ -317,7 +332,8 @@ def run_monitor(
     if alertmanager is not None:
         alertmanager.start()
     try:
-        with stop_on_signals() as stop:
+        with stop_on_signals(on_signal=mute_py4j_for_stop) as stop:
+            quiet_accumulator_server(lambda: stopped_meanwhile(stop))
             supervisor = Supervisor(
                 lambda: start_query(spark, source, settings, router, once=once, name=QUERY_NAME),
                 settings.supervise,
@@ -344,7 +360,7 @@ def run_monitor(
             else ""
         )
     )
-    if not quiet and settings.write_files:
+    if timeline and settings.write_files:
         print_timeline(Path(settings.output_dir) / "alerts", every_transition=every_transition)
     return rc
 

@@ -19,6 +19,7 @@ import hashlib
 import logging
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -117,3 +118,30 @@ def silence_jvm_for_stop() -> None:
         jvm.java.lang.System.setErr(jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream()))
     except Exception as exc:  # noqa: BLE001 - py4j raises several types while shutting down
         logging.getLogger(__name__).debug("could not silence the JVM's logs: %s", exc)
+
+
+def mute_py4j_for_stop() -> None:
+    """Once a stop is under way (a signal): py4j logs each connection the stopping JVM drops at
+    ERROR with a traceback, which says nothing about replmon's health; the quiet console drops
+    them (--verbose keeps them)."""
+    if not _state["verbose"]:
+        for name in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def quiet_accumulator_server(stopped: Callable[[], bool]) -> None:
+    """pyspark's accumulator server (a thread of the driver) prints a traceback to stderr when
+    the JVM closes its connection. When `stopped()` says a stop signal explains it (the JVM
+    went down with the signal), nothing is printed; otherwise it prints as before."""
+    pyspark = sys.modules.get("pyspark")  # loaded by the session; nothing to do without one
+    context = None if pyspark is None else pyspark.SparkContext._active_spark_context
+    server = None if context is None else getattr(context, "_accumulatorServer", None)
+    if server is None:
+        return
+    original = server.handle_error
+
+    def handle_error(request, client_address) -> None:
+        if not stopped():
+            original(request, client_address)
+
+    server.handle_error = handle_error

@@ -67,13 +67,18 @@ TOOLING_PREFIXES = {
 
 
 def _component_fields() -> dict[str, set[str]]:
-    """Other replmon components with their own settings prefix: prefix -> field names."""
+    """Other replmon components with their own settings prefix: prefix -> field names. The
+    nested prefix (`REPLMON_GRAFANA__`) comes before the flat one of an earlier release
+    (`REPLMON_GRAFANA_`, still read with a warning), which is a prefix of it."""
     from replmon.sinks.grafana import GrafanaSettings
     from replmon.sinks.grafana_annotation_consumer import AnnotationConsumerSettings
 
+    grafana, annotations = set(GrafanaSettings.model_fields), set(AnnotationConsumerSettings.model_fields)
     return {
-        "REPLMON_GRAFANA_": set(GrafanaSettings.model_fields),
-        "REPLMON_ANNOTATIONS_": set(AnnotationConsumerSettings.model_fields),
+        "REPLMON_GRAFANA__": grafana,
+        "REPLMON_ANNOTATIONS__": annotations,
+        "REPLMON_GRAFANA_": grafana,
+        "REPLMON_ANNOTATIONS_": annotations,
     }
 
 
@@ -98,8 +103,7 @@ def unknown_variables(environ: Mapping[str, str], settings_cls) -> list[str]:
         upper = var.upper()
         if not upper.startswith(PREFIX) or upper in known or upper.startswith(tuple(TOOLING_PREFIXES)):
             continue
-        component = next((p for p in components if upper.startswith(p)), None)
-        if component and upper[len(component) :].lower() in components[component]:
+        if any(upper.startswith(p) and upper[len(p) :].lower() in f for p, f in components.items()):
             continue
         problems.append(_explain(var, upper, known))
     return problems

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from replmon.streaming.cli_flags import UsageError, old_spelling
+from replmon.streaming.cli_flags import UsageError, duration_text, old_spelling
 from replmon.streaming.replay_window import WindowError, check_window_options, fmt_time, resolve_window
 
 ALL_HELP = (
@@ -33,20 +33,29 @@ def add_arguments(p) -> None:
     )
     old_spelling(p, "--kafka-bootstrap", "--metrics-bootstrap")
     src.add_argument(
+        "--metrics-topic",
+        metavar="NAME",
+        help="the metrics topic, which replay reads (kafka.subscribe)",
+    )
+    src.add_argument(
         "--kafka-time-slack",
         default="5m",
         metavar="DURATION",
+        type=duration_text,
         help="read Kafka records produced this much around the window (default 5m)",
     )
     win = p.add_argument_group("window")
     win.add_argument(
-        "--from", dest="from_", metavar="T1", help="ISO-8601 (UTC unless an offset is given) or ms"
+        "--from", dest="from_", metavar="TIME", help="ISO-8601 (UTC unless an offset is given) or ms"
     )
-    win.add_argument("--to", metavar="T2", help="default: the newest event of the input")
-    win.add_argument("--last", metavar="DURATION", help="e.g. 30m: the window ending at --to")
+    win.add_argument("--to", metavar="TIME", help="default: the newest event of the input")
+    win.add_argument(
+        "--last", metavar="DURATION", type=duration_text, help="e.g. 30m: the window ending at --to"
+    )
     win.add_argument(
         "--warmup",
         metavar="DURATION",
+        type=duration_text,
         help="history before T1 that builds state, unreported (default: 2 x the "
         "largest replica.lag.time.max.ms + stream.lateness_ms)",
     )
@@ -54,10 +63,15 @@ def add_arguments(p) -> None:
         "--metadata-lookback",
         default="1h",
         metavar="DURATION",
+        type=duration_text,
         help="how far before the warm-up the last metadata of each partition is searched (default 1h)",
     )
     p.add_argument(
-        "--cluster", action="append", default=[], metavar="NAME", help="only this cluster (repeatable)"
+        "--cluster",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="the cluster this command is about: only its events (repeatable)",
     )
     p.add_argument(
         "--topic", action="append", default=[], metavar="NAME", help="only this topic (repeatable)"
@@ -85,15 +99,24 @@ def add_arguments(p) -> None:
     p.add_argument("--all", action="store_true", help=ALL_HELP)
 
 
+def with_metrics_topic(settings, bootstrap: str | None, topic: str | None):
+    """The settings with --metrics-bootstrap and --metrics-topic on top (`run` and `replay`): the
+    topic replaces the settings' kafka.subscribe and kafka.subscribe_pattern."""
+    update: dict[str, Any] = {}
+    if bootstrap:
+        update["bootstrap_servers"] = bootstrap
+    if topic:
+        update.update(subscribe=topic, subscribe_pattern=None)
+    if not update:
+        return settings
+    return settings.model_copy(update={"kafka": settings.kafka.model_copy(update=update)})
+
+
 def run(args) -> int:
     from replmon.streaming.settings import load_settings
     from replmon.streaming.whatif import build_variants
 
-    settings = load_settings(args.config)
-    if args.metrics_bootstrap:
-        settings = settings.model_copy(
-            update={"kafka": settings.kafka.model_copy(update={"bootstrap_servers": args.metrics_bootstrap})}
-        )
+    settings = with_metrics_topic(load_settings(args.config), args.metrics_bootstrap, args.metrics_topic)
     input_path = args.input or settings.input_path
     if not input_path and not settings.kafka.bootstrap_servers:
         raise UsageError(

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+from replmon.streaming import cli_flags
 
 
 class WindowError(ValueError):
@@ -23,11 +22,12 @@ class WindowError(ValueError):
 
 
 def parse_duration_ms(text: str, option: str) -> int:
-    """'30m', '90s', '1.5h', '250ms', '2d' -> milliseconds."""
-    m = _DURATION.match(text or "")
-    if not m:
-        raise WindowError(f"{option}: {text!r} is not a duration like 30m, 90s, 1h, 500ms")
-    return int(float(m.group(1)) * _UNIT_MS[m.group(2)])
+    """'30m', '90s', '1.5h', '250ms', '2d' -> milliseconds (cli_flags.parse_duration_ms, the one
+    syntax of every duration flag); a WindowError names `option`."""
+    try:
+        return cli_flags.parse_duration_ms(text)
+    except ValueError as exc:
+        raise WindowError(f"{option}: {exc}") from None
 
 
 def parse_time_ms(text: str, option: str) -> int:

@@ -15,7 +15,7 @@ Every default is stated once (tests/test_config_once.py fails otherwise):
   module); a section here that exposes one takes its default from there (`stated_by`), and the
   sink is built from the section by field name (`sink_settings`), not by a hand copy.
 - The side processes' settings (the Grafana publisher, the annotation consumer) are their sink
-  models too, read from their own environment prefixes (REPLMON_GRAFANA_*, REPLMON_ANNOTATIONS_*)
+  models too, read from their own environment prefixes (REPLMON_GRAFANA__*, REPLMON_ANNOTATIONS__*)
   by this module's loaders, `load_grafana_settings` and `load_annotation_settings`: nothing else
   reads the environment, and the loaders state no field of their own.
 """
@@ -23,6 +23,7 @@ Every default is stated once (tests/test_config_once.py fails otherwise):
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -50,6 +51,7 @@ from replmon.sinks.alertmanager import AlertmanagerSettings
 from replmon.sinks.redis_sink import RedisSinkSettings
 from replmon.state.monitor import MonitorConfig
 from replmon.state.partition import KAFKA_DEFAULTS
+from replmon.streaming.collect.tail import MAX_LINE_BYTES
 from replmon.streaming.contract import METRICS_TOPIC
 from replmon.streaming.kafka_security import MANAGED as KAFKA_SOURCE_MANAGED
 from replmon.streaming.kafka_security import option_problems
@@ -57,6 +59,8 @@ from replmon.streaming.kafka_security import option_problems
 if TYPE_CHECKING:
     from replmon.sinks.grafana import GrafanaSettings
     from replmon.sinks.grafana_annotation_consumer import AnnotationConsumerSettings
+
+log = logging.getLogger(__name__)
 
 _toml_file: ContextVar[str | None] = ContextVar("replmon_toml_file", default=None)
 
@@ -259,6 +263,29 @@ class Stream(_Section):
     profile_dir: str | None = None
 
 
+class Collect(_Section):
+    """`replmon collect`'s own settings: each flag of the same name overrides one (a duration
+    flag, `--hold 2s`, its `_ms` setting, `hold_ms`); docs/cli.md lists them."""
+
+    state_dir: str = "replmon-collect-state"  # the checkpoint folder
+    # How long events wait to be released in event-time order.
+    hold_ms: int = Field(default=1500, ge=0)
+    heartbeat_interval_ms: int = Field(default=1000, ge=1)
+    metadata_interval_ms: int = Field(default=1000, ge=1)  # the Admin API poll
+    # Give up (exit 3) when the metrics topic takes nothing for this long.
+    publish_timeout_ms: int = Field(default=60_000, ge=1)
+    max_line_bytes: int = Field(default=MAX_LINE_BYTES, ge=1)
+    compact: bool = True  # lossless compaction of caught-up fetches and appends
+    # None: replica.lag.time.max.ms / 8, at most 1 s (streaming/collect/compact.py).
+    compact_resolution_ms: int | None = Field(default=None, ge=1)
+    max_held: int = Field(default=1_000_000, ge=1)  # events waiting for release
+    log_timezone: str = "UTC"  # of the request log's dates when they are not epoch ms
+    exclude_topics: list[str] = Field(default_factory=list)
+    include_internal: bool = False  # also __* topics
+    create_topic: bool = False  # create the metrics topic when it is missing...
+    partitions: int = Field(default=3, ge=1)  # ...with this many partitions
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="REPLMON_", env_nested_delimiter="__", env_file=".env", extra="forbid", frozen=True
@@ -276,6 +303,7 @@ class Settings(BaseSettings):
     rules: Rules = Rules()
     alerts: Alerts = Alerts()
     stream: Stream = Stream()
+    collect: Collect = Collect()
 
     @classmethod
     def settings_customise_sources(
@@ -382,31 +410,51 @@ def load_settings(config_file: str | None = None, **overrides) -> Settings:
 
 
 # --- the side processes' settings --------------------------------------------------------------
-def from_environment(model: type[M], prefix: str, **given: Any) -> M:
+def from_environment(model: type[M], prefix: str, old_prefix: str | None = None, **given: Any) -> M:
     """`model` (a sink's settings model, which states every field and default) filled from the
-    environment variables `prefix` + field name (upper case), then `given`. pydantic's
-    ValidationError (a ValueError) names a bad setting."""
+    environment variables `prefix` + field name (upper case), then `given`. A variable under
+    `old_prefix` (the flat names of an earlier release) still counts, with a warning naming the
+    new one, unless the new one is set too. pydantic's ValidationError (a ValueError) names a bad
+    setting."""
     reader = type(
         f"{model.__name__}FromEnvironment",
         (BaseSettings, model),
         {"model_config": SettingsConfigDict(env_prefix=prefix, frozen=True, extra="forbid")},
     )
+    if old_prefix is not None:
+        given = {**old_names(model, prefix, old_prefix), **given}
     return model.model_validate(dict(reader(**given)))
 
 
-GRAFANA_PREFIX = "REPLMON_GRAFANA_"
-ANNOTATIONS_PREFIX = "REPLMON_ANNOTATIONS_"
+def old_names(model: type[BaseModel], prefix: str, old_prefix: str) -> dict[str, str]:
+    """The settings given only under their old flat names (`REPLMON_GRAFANA_URL`), each with a
+    warning on stderr naming its new one (`REPLMON_GRAFANA__URL`); never a value."""
+    environ = {name.upper(): value for name, value in os.environ.items()}
+    found = {}
+    for field in model.model_fields:
+        old, new = f"{old_prefix}{field}".upper(), f"{prefix}{field}".upper()
+        if old in environ and new not in environ:
+            log.warning("%s is deprecated, use %s (the old name goes in the next release)", old, new)
+            found[field] = environ[old]
+    return found
+
+
+# The side processes' environment prefixes: nested with __ as every setting's; the flat ones
+# of an earlier release still work, with a warning (streaming/environment.py knows both).
+GRAFANA_PREFIX = "REPLMON_GRAFANA__"
+ANNOTATIONS_PREFIX = "REPLMON_ANNOTATIONS__"
+OLD_PREFIXES = {GRAFANA_PREFIX: "REPLMON_GRAFANA_", ANNOTATIONS_PREFIX: "REPLMON_ANNOTATIONS_"}
 
 
 def load_grafana_settings() -> GrafanaSettings:
-    """Where Grafana is and how to reach it: REPLMON_GRAFANA_* (docs/grafana.md)."""
+    """Where Grafana is and how to reach it: REPLMON_GRAFANA__* (docs/grafana.md)."""
     from replmon.sinks.grafana import GrafanaSettings
 
-    return from_environment(GrafanaSettings, GRAFANA_PREFIX)
+    return from_environment(GrafanaSettings, GRAFANA_PREFIX, OLD_PREFIXES[GRAFANA_PREFIX])
 
 
 def load_annotation_settings(redis: RedisOut | None = None) -> AnnotationConsumerSettings:
-    """The annotation consumer's settings: REPLMON_ANNOTATIONS_* (docs/grafana.md). `redis`: a
+    """The annotation consumer's settings: REPLMON_ANNOTATIONS__* (docs/grafana.md). `redis`: a
     settings file's redis section; when it names a url, its url, username, password and prefix
     replace the consumer's own (`replmon grafana-annotations --config`)."""
     from replmon.sinks.grafana_annotation_consumer import AnnotationConsumerSettings
@@ -419,4 +467,6 @@ def load_annotation_settings(redis: RedisOut | None = None) -> AnnotationConsume
             redis_password=redis.password,
             key_prefix=redis.prefix,
         )
-    return from_environment(AnnotationConsumerSettings, ANNOTATIONS_PREFIX, **given)
+    return from_environment(
+        AnnotationConsumerSettings, ANNOTATIONS_PREFIX, OLD_PREFIXES[ANNOTATIONS_PREFIX], **given
+    )

@@ -68,7 +68,7 @@ def grafana_annotations_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def grafana_annotations(args) -> int:
-    """Run until SIGTERM/SIGINT. Its settings are REPLMON_ANNOTATIONS_* and REPLMON_GRAFANA_*; a
+    """Run until SIGTERM/SIGINT. Its settings are REPLMON_ANNOTATIONS__* and REPLMON_GRAFANA__*; a
     --config file's [redis] section (url, username, password, prefix) replaces the consumer's Redis."""
     import redis
 
@@ -131,7 +131,7 @@ def publish_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def publish_dashboards(args) -> int:
-    """Publish to Grafana (REPLMON_GRAFANA_*; nothing of --config applies)."""
+    """Publish to Grafana (REPLMON_GRAFANA__*; nothing of --config applies)."""
     from replmon.sinks.grafana import DASHBOARDS_DIR, GrafanaPublishError, publish
     from replmon.streaming.settings import load_grafana_settings
 

@@ -14,23 +14,20 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import re
 import sys
 import time
 from datetime import UTC, datetime
 from typing import Any
 
-from replmon.streaming.cli_flags import UsageError
-
-UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+from replmon.streaming.cli_flags import UsageError, duration_text, parse_duration_ms
 
 
 def parse_duration(text: str) -> int:
-    """'30m', '2h', '90s', '1d', or '1h30m' -> ms."""
-    parts = re.fullmatch(r"(?:\d+[smhd])+", text.strip())
-    if not parts:
-        raise ValueError(f"duration {text!r}: use a number and a unit s, m, h or d, e.g. 30m or 1h30m")
-    return sum(int(n) * UNITS[u] for n, u in re.findall(r"(\d+)([smhd])", text))
+    """'30m', '2h', '90s', '1d', or '1h30m' -> ms (cli_flags.parse_duration_ms)."""
+    try:
+        return parse_duration_ms(text)
+    except ValueError as exc:
+        raise ValueError(f"--for: {exc}") from None
 
 
 def group_arguments(p, inherited: bool = False) -> None:
@@ -45,7 +42,9 @@ def group_arguments(p, inherited: bool = False) -> None:
 
 def _add_arguments(add) -> None:
     add.add_argument("--broker", type=int, metavar="ID", help="every alert about this broker (maintenance)")
-    add.add_argument("--cluster", metavar="NAME", help="restrict to this cluster")
+    add.add_argument(
+        "--cluster", metavar="NAME", help="the cluster this command is about: only its alerts are silenced"
+    )
     add.add_argument("--alert-id", metavar="ID", help="one alert episode")
     add.add_argument(
         "--match",
@@ -55,7 +54,12 @@ def _add_arguments(add) -> None:
         help="any label of docs/alerts.md (repeatable; all must match)",
     )
     add.add_argument(
-        "--for", dest="duration", required=True, metavar="DURATION", help="how long, e.g. 30m, 2h, 1h30m"
+        "--for",
+        dest="duration",
+        required=True,
+        metavar="DURATION",
+        type=duration_text,
+        help="how long, e.g. 30m, 2h, 1h30m",
     )
     add.add_argument("--comment", default="", help="why, for whoever lists the silences")
     add.add_argument("--created-by", default=None, metavar="NAME", help="who (default: your user name)")

@@ -22,6 +22,7 @@ from pyspark.sql.streaming import StreamingQuery
 from replmon.streaming.console import silence_jvm_for_stop
 from replmon.streaming.heartbeat import Heartbeat, LaggingAlert, lagging_reason, next_heartbeat
 from replmon.streaming.settings import Supervise
+from replmon.streaming.signals import STOP_GRACE_S, spark_shut_down, stopped_meanwhile
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,17 @@ class Supervisor:
 
     def run(self) -> int:
         """0 when the query ended or was stopped; 1 when it gave up restarting; 2 when `fatal`
-        named a failure that no restart can mend."""
+        named a failure that no restart can mend. A failure that a stop signal explains (the
+        signal went to the whole process group, and Spark's JVM went down with it) is the stop."""
+        try:
+            return self._run()
+        except Exception as exc:
+            if not stopped_meanwhile(self._stop):
+                raise
+            log.info("query %s stopped with Spark's JVM (%s)", self._name, _first_line(exc))
+            return 0
+
+    def _run(self) -> int:
         query = self._start()
         self._heartbeat = Heartbeat(
             query=self._name, at_ms=self._now_ms(), running=True, started_ms=self._now_ms(), restarts=0
@@ -104,6 +115,10 @@ class Supervisor:
                 self._tick(query, force=True)
                 return 0  # ended on its own: a bounded (--once) run is done
             except StreamingQueryException as exc:
+                # the JVM stopped the query with the signal (a wait only when it says so)
+                if stopped_meanwhile(self._stop, STOP_GRACE_S if spark_shut_down(exc) else 0):
+                    log.info("query %s stopped with Spark's JVM (%s)", self._name, _first_line(exc))
+                    return 0
                 failure = _first_line(exc)
                 if (reason := self._fatal(exc)) is not None:
                     log.error("query %s failed and cannot be restarted: %s", self._name, reason)

@@ -179,7 +179,7 @@ SETTINGS_BASES = {"BaseModel", "BaseSettings", "_Section"}
 
 def stated_defaults() -> tuple[dict[str, list[tuple[str, object]]], dict[str, list[tuple[str, object]]]]:
     """Defaults stated in the package's code, by name: (declared, others). Declared are settings
-    model fields and command-line flags (--hold-ms is hold_ms); others are class attributes and
+    model fields and command-line flags (--state-dir is state_dir); others are class attributes and
     function parameters. Only real values count: None, 0, False and empty ones mean 'unset'."""
     declared: dict[str, list[tuple[str, object]]] = {}
     others: dict[str, list[tuple[str, object]]] = {}
@@ -239,6 +239,8 @@ DIFFERENT_FACTS = {
         "replication_factor",
         "create_topic()",
     ): "callers on the local one-broker cluster; the flag passes its own",
+    ("heartbeat_interval_ms", "ClusterSpec"): "the simulated collector's, not a real one's",
+    ("partitions", "cli --partitions"): "the topic `simulate` creates, not the one `collect` creates",
 }
 
 
@@ -302,8 +304,8 @@ def _same(documented: str | None, default: object) -> bool:
     "doc, header, model",
     [
         ("redis.md", "| setting | default | bounds |", RedisSinkSettings),
-        ("grafana.md", "| setting (`REPLMON_ANNOTATIONS_…`)", AnnotationConsumerSettings),
-        ("grafana.md", "| setting (`REPLMON_GRAFANA_…`)", GrafanaSettings),
+        ("grafana.md", "| setting (`REPLMON_ANNOTATIONS__…`)", AnnotationConsumerSettings),
+        ("grafana.md", "| setting (`REPLMON_GRAFANA__…`)", GrafanaSettings),
     ],
     ids=["redis sink", "annotation consumer", "grafana publisher"],
 )
@@ -344,8 +346,8 @@ def test_only_the_settings_loader_reads_the_environment():
 @pytest.mark.parametrize(
     "load, model, prefix",
     [
-        (load_grafana_settings, GrafanaSettings, "REPLMON_GRAFANA_"),
-        (load_annotation_settings, AnnotationConsumerSettings, "REPLMON_ANNOTATIONS_"),
+        (load_grafana_settings, GrafanaSettings, "REPLMON_GRAFANA__"),
+        (load_annotation_settings, AnnotationConsumerSettings, "REPLMON_ANNOTATIONS__"),
     ],
     ids=["grafana publisher", "annotation consumer"],
 )
@@ -353,9 +355,9 @@ def test_a_side_process_reads_its_env_names_into_its_sink_model_and_keeps_its_de
     monkeypatch, load, model, prefix
 ):
     for name in list(os.environ):
-        if name.startswith(prefix):
+        if name.startswith(("REPLMON_GRAFANA_", "REPLMON_ANNOTATIONS_")):
             monkeypatch.delenv(name)
-    monkeypatch.setenv("REPLMON_GRAFANA_TOKEN", "glsa_test")  # the publisher needs a credential
+    monkeypatch.setenv("REPLMON_GRAFANA__TOKEN", "glsa_test")  # the publisher needs a credential
     changed = {"folder_uid": "ops"} if model is GrafanaSettings else {"group": "annotators"}
     for name, value in changed.items():
         monkeypatch.setenv(f"{prefix}{name}".upper(), value)

@@ -3,6 +3,7 @@ Kafka client options keep their dotted names (or fail, never silently drop secur
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -25,12 +26,16 @@ ROOT = Path(__file__).resolve().parents[1]
         ("REPLMON_OUTPUT_DIR", True, "a top-level field"),
         ("REPLMON_STREAM", True, "a whole section as JSON"),
         ("REPLMON_PORT_OFFSET", True, "used by deploy/local/services.sh"),
-        ("REPLMON_GRAFANA_URL", True, "the Grafana publisher's own settings"),
+        ("REPLMON_GRAFANA__URL", True, "the Grafana publisher's own settings"),
+        ("REPLMON_GRAFANA_URL", True, "its flat name of an earlier release, read with a warning"),
+        ("REPLMON_ANNOTATIONS__GROUP", True, "the annotation consumer's own settings"),
+        ("REPLMON_ANNOTATIONS__NOPE", False, "not an annotation consumer setting"),
         ("REPLMON_FOO", False, "nothing reads it"),
         ("REPLMON_STREM__LATENESS_MS", False, "a misspelt section"),
         ("REPLMON_STREAM__LATENES_MS", False, "a misspelt field"),
         ("REPLMON_KAFKA__OPTIONS__SASL_JAAS_CONFIG", False, "would become sasl_jaas_config"),
         ("REPLMON_GRAFANA_NOPE", False, "not a Grafana publisher setting"),
+        ("REPLMON_GRAFANA__NOPE", False, "not a Grafana publisher setting either"),
         ("OTHER_VAR", True, "not ours"),
     ],
 )
@@ -135,7 +140,13 @@ def test_every_replmon_variable_the_repository_uses_is_known():
         path = ROOT / f
         if path.is_file() and path.suffix in ("", ".sh", ".py", ".yml", ".yaml", ".toml", ".env"):
             used |= set(re.findall(r"\bREPLMON_[A-Z0-9_]*[A-Z0-9_]", path.read_text(errors="ignore")))
-    prefixes = {"REPLMON_GRAFANA_", "REPLMON_ANNOTATIONS_", *TOOLING_PREFIXES}
+    prefixes = {
+        "REPLMON_GRAFANA__",
+        "REPLMON_ANNOTATIONS__",
+        "REPLMON_GRAFANA_",
+        "REPLMON_ANNOTATIONS_",
+        *TOOLING_PREFIXES,
+    }
     assert not {n for n in used if n.endswith("_")} - prefixes, "a family not listed"
     used = {n for n in used if not n.endswith("_")}
     examples = {
@@ -144,6 +155,8 @@ def test_every_replmon_variable_the_repository_uses_is_known():
         "REPLMON_STREAM__LATENES_MS",
         "REPLMON_KAFKA__OPTIONS__SASL_JAAS_CONFIG",
         "REPLMON_GRAFANA_NOPE",
+        "REPLMON_GRAFANA__NOPE",
+        "REPLMON_ANNOTATIONS__NOPE",
         "REPLMON_KAFKA__OPTIONS__SECURITY_PROTOCOL",
         "REPLMON_MONITORED__OPTIONS__SASL_JAAS_CONFIG",
         "REPLMON_RULES__REPLICA_LAG_TIME_MAX",
@@ -151,3 +164,26 @@ def test_every_replmon_variable_the_repository_uses_is_known():
     unknown = unknown_variables(dict.fromkeys(used - examples, ""), Settings)
     assert unknown == [], f"add them to TOOLING_VARIABLES: {unknown}"
     assert set(TOOLING_VARIABLES) <= used | {"REPLMON_CONFIG"}, "an allow-listed name nothing uses"
+
+
+def test_a_side_process_reads_its_flat_names_of_an_earlier_release_with_a_warning(monkeypatch, caplog):
+    from replmon.streaming.settings import load_annotation_settings, load_grafana_settings
+
+    for name in list(os.environ):
+        if name.startswith(("REPLMON_GRAFANA_", "REPLMON_ANNOTATIONS_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("REPLMON_GRAFANA_TOKEN", "glsa_old")  # old name only
+    monkeypatch.setenv("REPLMON_GRAFANA_FOLDER_UID", "old")  # both: the new one counts
+    monkeypatch.setenv("REPLMON_GRAFANA__FOLDER_UID", "new")
+    monkeypatch.setenv("REPLMON_ANNOTATIONS_GROUP", "annotators")
+    with caplog.at_level("WARNING"):
+        grafana, annotations = load_grafana_settings(), load_annotation_settings()
+    assert grafana.token is not None and grafana.token.get_secret_value() == "glsa_old"
+    assert (grafana.folder_uid, annotations.group) == ("new", "annotators")
+    warnings = sorted(r.getMessage() for r in caplog.records)
+    later = " (the old name goes in the next release)"
+    assert warnings == [
+        "REPLMON_ANNOTATIONS_GROUP is deprecated, use REPLMON_ANNOTATIONS__GROUP" + later,
+        "REPLMON_GRAFANA_TOKEN is deprecated, use REPLMON_GRAFANA__TOKEN" + later,
+    ]
+    assert "glsa_old" not in caplog.text  # a name, never a value

@@ -9,19 +9,25 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from replmon.streaming.cli_flags import UsageError
+from replmon.streaming.cli_flags import SwitchOrOldValue, UsageError, duration, in_unit, old_spelling
 from replmon.streaming.collect.collector import ROLES, source_name
 from replmon.streaming.collect.tail import MAX_LINE_BYTES
 from replmon.streaming.contract import METRICS_TOPIC
 
 if TYPE_CHECKING:  # the settings and the Kafka clients are imported when the command runs
     from replmon.streaming.collect.connect import Cluster
+    from replmon.streaming.settings import Collect as CollectSettings
 
 log = logging.getLogger(__name__)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cluster", required=True, metavar="NAME", help="the cluster's name in every event")
+    p.add_argument(
+        "--cluster",
+        required=True,
+        metavar="NAME",
+        help="the cluster this command is about: its name, stamped in every event",
+    )
     p.add_argument(
         "--bootstrap", required=True, metavar="HOST:PORT", help="the monitored cluster (Admin API)"
     )
@@ -51,79 +57,137 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help=f"the metrics topic (default: the settings' kafka.subscribe, {METRICS_TOPIC})",
     )
+    # Every other flag overrides the setting of the same name in the settings' collect section
+    # (a duration flag: its `_ms` setting); their defaults are stated there (streaming/settings.py).
     p.add_argument(
         "--create-topic",
+        action=SwitchOrOldValue,
+        old_flag="--partitions",
+        old_dest="partitions",
+        help="create the metrics topic if it is missing (collect.create_topic)",
+    )
+    p.add_argument(
+        "--partitions",
+        metavar="N",
         type=int,
-        default=0,
-        metavar="PARTITIONS",
-        help="create the metrics topic with this many partitions if it is missing",
+        help="partitions of the metrics topic --create-topic creates (collect.partitions, default 3)",
     )
     p.add_argument(
         "--state-dir",
-        default="replmon-collect-state",
         metavar="DIR",
-        help="checkpoint folder (default ./replmon-collect-state)",
+        help="checkpoint folder (collect.state_dir, default ./replmon-collect-state)",
     )
     p.add_argument(
-        "--hold-ms",
-        metavar="MS",
-        type=int,
-        default=1500,
-        help="how long events wait to be released in event-time order",
+        "--hold",
+        metavar="DURATION",
+        type=duration,
+        help="how long events wait to be released in event-time order (collect.hold_ms, default 1500ms)",
     )
+    old_spelling(p, "--hold-ms", "--hold", type=in_unit("ms"))
     p.add_argument(
-        "--heartbeat-ms",
-        metavar="MS",
-        type=int,
-        default=1000,
-        help="how often a heartbeat event is sent (default 1000)",
+        "--heartbeat-interval",
+        metavar="DURATION",
+        type=duration,
+        help="how often a heartbeat event is sent (collect.heartbeat_interval_ms, default 1s)",
     )
-    p.add_argument("--metadata-ms", metavar="MS", type=int, default=1000, help="Admin API poll interval")
+    old_spelling(p, "--heartbeat-ms", "--heartbeat-interval", type=in_unit("ms"))
     p.add_argument(
-        "--publish-timeout-s",
-        metavar="SECONDS",
-        type=float,
-        default=60.0,
-        help="give up (exit 3) when the metrics topic takes nothing for this long (default 60)",
+        "--metadata-interval",
+        metavar="DURATION",
+        type=duration,
+        help="Admin API poll interval (collect.metadata_interval_ms, default 1s)",
     )
+    old_spelling(p, "--metadata-ms", "--metadata-interval", type=in_unit("ms"))
+    p.add_argument(
+        "--publish-timeout",
+        metavar="DURATION",
+        type=duration,
+        help="give up (exit 3) when the metrics topic takes nothing for this long "
+        "(collect.publish_timeout_ms, default 60s)",
+    )
+    old_spelling(p, "--publish-timeout-s", "--publish-timeout", type=in_unit("s"))
     p.add_argument(
         "--max-line-bytes",
         metavar="BYTES",
         type=int,
-        default=MAX_LINE_BYTES,
-        help=f"skip (and count) request-log lines longer than this (default {MAX_LINE_BYTES})",
+        help="skip (and count) request-log lines longer than this "
+        f"(collect.max_line_bytes, default {MAX_LINE_BYTES})",
     )
     p.add_argument(
         "--no-compact",
         action="store_true",
-        help="send every event: no lossless compaction of caught-up fetches and appends",
+        help="send every event: no lossless compaction of caught-up fetches and appends "
+        "(collect.compact = false)",
     )
     p.add_argument(
-        "--compact-resolution-ms",
-        metavar="MS",
-        type=int,
-        default=None,
-        help="at most one caught-up fetch per replica (and one append per partition) per MS "
-        "during a run (default: replica.lag.time.max.ms / 8, at most 1000; never above L / 4; "
-        "above 1000, one fetch per broker per second still goes out, docs/real-cluster.md)",
+        "--compact-resolution",
+        metavar="DURATION",
+        type=duration,
+        help="at most one caught-up fetch per replica (and one append per partition) per DURATION "
+        "during a run (collect.compact_resolution_ms; default: replica.lag.time.max.ms / 8, at "
+        "most 1s; never above L / 4; above 1s, one fetch per broker per second still goes out, "
+        "docs/real-cluster.md)",
     )
+    old_spelling(p, "--compact-resolution-ms", "--compact-resolution", type=in_unit("ms"))
     p.add_argument(
-        "--max-held", metavar="N", type=int, default=1_000_000, help="bound on events waiting for release"
+        "--max-held", metavar="N", type=int, help="bound on events waiting for release (collect.max_held)"
     )
     p.add_argument(
         "--log-timezone",
         metavar="ZONE",
-        default="UTC",
-        help="time zone of the request log's dates when they are not epoch ms",
+        help="time zone of the request log's dates when they are not epoch ms "
+        "(collect.log_timezone, default UTC)",
     )
     p.add_argument(
         "--exclude-topic",
         action="append",
-        default=[],
         metavar="NAME",
-        help="do not report this topic (repeatable)",
+        help="do not report this topic (repeatable; collect.exclude_topics)",
     )
-    p.add_argument("--include-internal", action="store_true", help="also report __* topics")
+    p.add_argument(
+        "--include-internal", action="store_true", help="also report __* topics (collect.include_internal)"
+    )
+
+
+# flag dest -> the collect setting it overrides
+FLAG_SETTINGS = {
+    "create_topic": "create_topic",
+    "partitions": "partitions",
+    "state_dir": "state_dir",
+    "hold": "hold_ms",
+    "heartbeat_interval": "heartbeat_interval_ms",
+    "metadata_interval": "metadata_interval_ms",
+    "publish_timeout": "publish_timeout_ms",
+    "max_line_bytes": "max_line_bytes",
+    "compact_resolution": "compact_resolution_ms",
+    "max_held": "max_held",
+    "log_timezone": "log_timezone",
+    "exclude_topic": "exclude_topics",
+    "include_internal": "include_internal",
+}
+
+
+def collect_settings(args, section: CollectSettings) -> CollectSettings:
+    """The settings' collect section with the flags given on top (a flag not given: None or
+    False). A flag's bad value is a usage error naming the flag."""
+    from pydantic import ValidationError
+
+    given = {setting: getattr(args, dest) for dest, setting in FLAG_SETTINGS.items()}
+    given = {k: v for k, v in given.items() if v is not None and v is not False}
+    if args.no_compact:
+        given["compact"] = False
+    try:
+        return type(section).model_validate({**section.model_dump(), **given})
+    except ValidationError as exc:
+        raise UsageError("; ".join(_flag_problem(e) for e in exc.errors())) from None
+
+
+def _flag_problem(error) -> str:
+    """A bad collect setting given by a flag, named as the flag (`--publish-timeout`)."""
+    setting = str(error["loc"][0])
+    flag = next(("--" + d.replace("_", "-") for d, s in FLAG_SETTINGS.items() if s == setting), setting)
+    unit = " ms" if setting.endswith("_ms") and "than" in error["msg"] else ""
+    return f"{flag}: {error['msg'].replace('Input should be', 'must be')}{unit}"
 
 
 def request_logs(specs: list[str]) -> dict[int, str]:
@@ -136,11 +200,11 @@ def request_logs(specs: list[str]) -> dict[int, str]:
     return out
 
 
-def topic_filter(args):
-    excluded = set(args.exclude_topic) | {args.metrics_topic}
+def topic_filter(conf: CollectSettings, metrics_topic: str):
+    excluded = set(conf.exclude_topics) | {metrics_topic}
 
     def wanted(topic: str) -> bool:
-        return topic not in excluded and (args.include_internal or not topic.startswith("__"))
+        return topic not in excluded and (conf.include_internal or not topic.startswith("__"))
 
     return wanted
 
@@ -196,31 +260,28 @@ def run(args) -> int:
     from replmon.streaming.preflight import PreflightError
     from replmon.streaming.settings import load_settings
 
+    settings = load_settings(args.config)
+    conf = collect_settings(args, settings.collect)
     try:
-        tz = ZoneInfo(args.log_timezone)
+        tz = ZoneInfo(conf.log_timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise UsageError(f"--log-timezone {args.log_timezone!r} is not a time zone") from None
-    if not args.publish_timeout_s > 0:
-        raise UsageError(f"--publish-timeout-s wants seconds above 0, not {args.publish_timeout_s}")
-    if args.max_line_bytes < 1:
-        raise UsageError(f"--max-line-bytes wants a positive size, not {args.max_line_bytes}")
+        raise UsageError(f"--log-timezone {conf.log_timezone!r} is not a time zone") from None
     logs = request_logs(args.request_log)
-    if args.compact_resolution_ms is not None and args.compact_resolution_ms < 1:
-        raise UsageError(f"--compact-resolution-ms wants a positive number, not {args.compact_resolution_ms}")
     if (args.role == "cluster") != (not logs):
         raise UsageError(
             "--role cluster reads no request log" if logs else f"--role {args.role} wants --request-log"
         )
-    settings = load_settings(args.config)
     metrics_bootstrap, args.metrics_topic = metrics_destination(args, settings)
     monitored, metrics = clusters(args, settings, metrics_bootstrap)
     try:
-        return collect(args, logs, tz, monitored, metrics)
+        return collect(args, conf, logs, tz, monitored, metrics)
     except PreflightError as exc:  # a cluster refused or did not answer: one line, exit 2
         raise UsageError(str(exc)) from None
 
 
-def collect(args, logs: dict[int, str], tz: ZoneInfo, monitored: Cluster, metrics: Cluster) -> int:
+def collect(
+    args, conf: CollectSettings, logs: dict[int, str], tz: ZoneInfo, monitored: Cluster, metrics: Cluster
+) -> int:
     from kafka.admin import KafkaAdminClient
 
     from replmon.streaming.collect.admin import AdminView
@@ -231,9 +292,9 @@ def collect(args, logs: dict[int, str], tz: ZoneInfo, monitored: Cluster, metric
     from replmon.streaming.signals import stop_on_signals
 
     logging.getLogger("kafka").setLevel(logging.WARNING)
-    if args.create_topic:
-        ensure_topic(metrics, args.metrics_topic, args.create_topic, args.verbose)
-    wanted = topic_filter(args)
+    if conf.create_topic:
+        ensure_topic(metrics, args.metrics_topic, conf.partitions, args.verbose)
+    wanted = topic_filter(conf, args.metrics_topic)
     admin = AdminView(
         connected(
             lambda **kw: KafkaAdminClient(
@@ -254,7 +315,7 @@ def collect(args, logs: dict[int, str], tz: ZoneInfo, monitored: Cluster, metric
                 metrics.bootstrap,
                 args.metrics_topic,
                 kw,
-                timeout_s=args.publish_timeout_s,
+                timeout_s=conf.publish_timeout_ms / 1000,
                 transactional_id=txn,
             ),
             metrics,
@@ -268,16 +329,16 @@ def collect(args, logs: dict[int, str], tz: ZoneInfo, monitored: Cluster, metric
         logs,
         admin,
         publisher,
-        args.state_dir,
+        conf.state_dir,
         role=args.role,
-        hold_ms=args.hold_ms,
-        heartbeat_ms=args.heartbeat_ms,
-        metadata_ms=args.metadata_ms,
-        max_held=args.max_held,
-        compactor=None if args.no_compact else Compactor(requested_ms=args.compact_resolution_ms),
+        hold_ms=conf.hold_ms,
+        heartbeat_ms=conf.heartbeat_interval_ms,
+        metadata_ms=conf.metadata_interval_ms,
+        max_held=conf.max_held,
+        compactor=Compactor(requested_ms=conf.compact_resolution_ms) if conf.compact else None,
         wanted=wanted,
         tz=tz,
-        max_line_bytes=args.max_line_bytes,
+        max_line_bytes=conf.max_line_bytes,
     )
     rc = 0
     with stop_on_signals() as stop:
@@ -288,7 +349,7 @@ def collect(args, logs: dict[int, str], tz: ZoneInfo, monitored: Cluster, metric
             rc = 4
         except (PublishError, OverflowError) as e:
             print(
-                f"replmon collect: {e}; the checkpoint in {args.state_dir} keeps the position, "
+                f"replmon collect: {e}; the checkpoint in {conf.state_dir} keeps the position, "
                 "a restart resumes from it",
                 file=sys.stderr,
             )

@@ -1,9 +1,9 @@
 """`replmon simulate`: run a scenario and write its events (files or Kafka) and its truth.
 
-    replmon simulate [--scenario NAME] [--seed N] [--start-ms MS] [--cluster NAME]
+    replmon simulate [--scenario NAME] [--seed N] [--start TIME] [--cluster NAME]
                      [--output DIR] [--to file|kafka] [--metrics-bootstrap HOST:PORT]
                      [--metrics-topic NAME] [--create-topic] [--partitions N] [--replication-factor N]
-                     [--scale-partitions N] [--scale-seconds S] [--scale-topics N]
+                     [--scale-partitions N] [--scale-duration DURATION] [--scale-topics N]
 
 Files: DIR/events/part-00000.jsonl (events in ts order) and DIR/truth.jsonl. Kafka: every event to
 the metrics topic (acks=all, key cluster/topic/partition or cluster), and DIR/truth.jsonl if
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from replmon.streaming.cli_flags import UsageError, old_spelling
+from replmon.streaming.cli_flags import UsageError, duration, in_unit, old_spelling
 from replmon.streaming.contract import METRICS_TOPIC
 
 if TYPE_CHECKING:
@@ -44,14 +44,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", metavar="N", type=int, default=0, help="random seed (default 0)")
     parser.add_argument(
-        "--start-ms",
-        metavar="MS",
-        type=int,
+        "--start",
+        metavar="TIME",
+        type=instant,
         default=None,
-        help="event time of the start, ms since the epoch (default 2026-01-01T00:00:00Z)",
+        help="event time of the start: ISO-8601 (UTC unless an offset is given) or ms since the "
+        "epoch, as replay's --from (default 2026-01-01T00:00:00Z)",
     )
+    old_spelling(parser, "--start-ms", "--start", type=int)
     parser.add_argument(
-        "--cluster", metavar="NAME", help="cluster name in the events (default: the scenario's, 'sim')"
+        "--cluster",
+        metavar="NAME",
+        help="the cluster this command is about: its name in the events (default: the scenario's, 'sim')",
     )
     parser.add_argument("--output", type=Path, metavar="DIR", help="output folder (events/ and truth.jsonl)")
     old_spelling(parser, "--out", "--output")
@@ -90,11 +94,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="scale scenario: partitions (default 100)",
     )
     parser.add_argument(
-        "--scale-seconds", metavar="S", type=int, default=60, help="scale scenario: seconds (default 60)"
+        "--scale-duration",
+        metavar="DURATION",
+        type=duration,
+        default=60_000,
+        help="scale scenario: event time simulated, whole seconds (default 60s)",
     )
+    old_spelling(parser, "--scale-seconds", "--scale-duration", type=in_unit("s"))
     parser.add_argument(
         "--scale-topics", metavar="N", type=int, default=1, help="scale scenario: topics (default 1)"
     )
+
+
+def instant(text: str) -> int:
+    """argparse type of a TIME flag: ms since the epoch, from ISO-8601 or ms (replay's --from)."""
+    from replmon.streaming.replay_window import WindowError, parse_time_ms
+
+    try:
+        return parse_time_ms(text, "--start")
+    except WindowError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--start: ")) from None
 
 
 def metrics_destination(args) -> tuple[str, str]:
@@ -115,9 +134,11 @@ def run(args) -> int:
     from .model import DEFAULT_START_MS, Simulation
     from .scale import scale
 
-    start_ms = DEFAULT_START_MS if args.start_ms is None else args.start_ms
+    start_ms = DEFAULT_START_MS if args.start is None else args.start
     if args.to == "file" and args.output is None:
         raise UsageError("--output DIR is required with --to file")
+    if args.scale_duration < 1000 or args.scale_duration % 1000:
+        raise UsageError(f"--scale-duration takes whole seconds (e.g. 60s), not {args.scale_duration} ms")
     if args.scenario != "scale" and args.scenario not in scenarios.SCENARIOS:
         raise UsageError(
             f"--scenario: unknown {args.scenario!r}; known: {', '.join([*scenarios.SCENARIOS, 'scale'])}"
@@ -130,7 +151,7 @@ def run(args) -> int:
     if args.scenario == "scale":
         events: Iterable[Event | str] = scale(
             args.scale_partitions,
-            args.scale_seconds,
+            args.scale_duration // 1000,
             seed=args.seed,
             start_ms=start_ms,
             cluster=args.cluster or "sim",

@@ -1,4 +1,4 @@
-"""The publish timeout: any positive --publish-timeout-s starts, and an unreachable metrics
+"""The publish timeout: any positive --publish-timeout starts, and an unreachable metrics
 cluster is a PublishError (exit 3, one line) within it, not a kafka-python traceback."""
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def demo_reference(tmp_path_factory, redis_server) -> Reference:
             str(root / "events"),
             "--output",
             str(root / "out"),
-            "--quiet",
+            "--no-timeline",
             "--once",
             "--redis-url",
             redis_server.url,

@@ -66,7 +66,7 @@ def test_a_broker_restart_loses_and_duplicates_no_transition(
                 kafka_bootstrap,
                 "--output",
                 str(tmp_path / "out"),
-                "--quiet",
+                "--no-timeline",
                 "--verbose",
                 "--redis-url",
                 redis_url,

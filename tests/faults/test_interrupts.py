@@ -3,6 +3,8 @@ session (its own JVM), over the simulated `demo` cluster read one file per micro
 
 - Ctrl-C in the middle of a batch (SIGINT to the whole process group, as a terminal sends it):
   exit 0 promptly, with no traceback and no flood of Spark/py4j error lines.
+- SIGTERM to the whole process group (systemd's default KillMode, `kill -- -PGID`), which stops
+  Spark's JVM too: the same, one line on stdout and nothing of py4j's on stderr.
 - kill -9 in the middle of a batch, then a restart on the same checkpoint: every alert transition
   is in Redis exactly once, and Redis and the output files hold what an uninterrupted run over
   the same input gives.
@@ -43,7 +45,7 @@ def start(tmp_path: Path, events: Path, out: Path, *args: str, **env: str) -> su
             str(events),
             "--output",
             str(out),
-            "--quiet",
+            "--no-timeline",
             *args,
         ],
         cwd=tmp_path,
@@ -95,6 +97,37 @@ def test_ctrl_c_in_the_middle_of_a_batch_exits_0_quietly(tmp_path, demo_referenc
     assert f"outputs in {out}" in stdout
 
 
+def test_sigterm_to_the_process_group_stops_in_one_line(tmp_path):
+    # A run that keeps going (no --once) over a small folder; once its first batch is committed,
+    # SIGTERM goes to the group: to replmon and to Spark's JVM, its child, alike.
+    from replmon.streaming.simulator import scenarios
+    from replmon.streaming.simulator.model import simulate
+    from replmon.streaming.simulator.writers import write_events
+
+    events, _ = simulate(scenarios.get("steady"), seed=0)
+    write_events(tmp_path / "sim", events)
+    out = tmp_path / "out"
+    proc = start(tmp_path, tmp_path / "sim" / "events", out)
+    try:
+        wait_for(
+            lambda: (out / "_checkpoint" / "commits" / "0").exists() or proc.poll() is not None,
+            180,
+            "the first micro-batch to be committed",
+        )
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        kill_group(proc, signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        kill_group(proc, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "Traceback" not in stderr and "py4j" not in stderr.lower(), stderr[-3000:]
+    # At most the JVM's own "WARNING: Using incubator modules" line and one of replmon's.
+    assert len(stderr.splitlines()) <= 2, stderr[-3000:]
+    (line,) = stdout.splitlines()  # the outputs line, as after any stop
+    assert f"outputs in {out}" in line, stdout
+
+
 def alert_pairs(rows: list[dict]) -> Counter:
     return Counter(transition_key(a) for a in rows if exactly_once(a))
 
@@ -133,7 +166,7 @@ def test_kill_9_mid_batch_then_restart_gives_every_transition_once(
             str(events),
             "--output",
             str(out),
-            "--quiet",
+            "--no-timeline",
             "--once",
             "--redis-url",
             redis_server.url,

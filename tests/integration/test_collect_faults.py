@@ -1,7 +1,7 @@
 """`replmon collect` on a real 3-broker cluster with the request log on, through faults
 (issue 20): a kill -9 and a restart after a minute down lose no event against an
 uninterrupted collector over the same logs and republish at most one step; the metrics
-cluster stopping for less than --publish-timeout-s is logged and survived, for longer it is
+cluster stopping for less than --publish-timeout is logged and survived, for longer it is
 exit 3 without a traceback.
 
 The cluster: `deploy/local/services.sh up --brokers 3` in REPLMON_COLLECT_SERVICES_RUN
@@ -319,14 +319,14 @@ def test_kill_and_restart_after_a_minute_down_lose_nothing_and_republish_at_most
 
 
 def test_a_metrics_outage_is_logged_and_survived_and_a_longer_one_is_exit_3(cluster, tmp_path):
-    # A --publish-timeout-s below kafka-python's 30 s request timeout was refused at start with
+    # A --publish-timeout below kafka-python's 30 s request timeout was refused at start with
     # a traceback; an outage it survived said nothing; past it, close() flushed and raised: exit
     # 1 with a traceback instead of the documented 3. The brokers stopped (SIGSTOP) are both the
     # monitored and the metrics cluster here, as when one cluster holds both.
     run = uuid.uuid4().hex[:8]
     topic = f"metrics-t-{run}"
     create_topics(cluster.bootstrap, {topic: 1})
-    c = Collect(cluster, tmp_path, "t", topic, ["--publish-timeout-s", "8"])
+    c = Collect(cluster, tmp_path, "t", topic, ["--publish-timeout", "8s"])
     c.start()
     try:
         wait_for("the collector to publish", lambda: end_offset(cluster.bootstrap, topic) > 3, 60)

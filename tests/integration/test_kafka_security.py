@@ -211,6 +211,7 @@ def collect_args(kafka: dict[str, str], tmp_path: Path, monitored: str, metrics:
         "--metrics-topic",
         METRICS_TOPIC,
         "--create-topic",
+        "--partitions",
         "1",
         "--state-dir",
         str(tmp_path / "state"),
@@ -225,7 +226,7 @@ def metrics_events(kafka: dict[str, str]) -> list[dict]:
     try:
         if not consumer.partitions_for_topic(METRICS_TOPIC):
             return []
-        partition = TopicPartition(METRICS_TOPIC, 0)  # collect creates it with one (--create-topic 1)
+        partition = TopicPartition(METRICS_TOPIC, 0)  # collect creates it with one (--partitions 1)
         consumer.assign([partition])
         consumer.seek_to_beginning(partition)
         end = consumer.end_offsets([partition])[partition]

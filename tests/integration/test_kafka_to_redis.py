@@ -609,7 +609,7 @@ def test_replmon_run_reads_kafka_and_writes_redis_from_settings_alone(
             [
                 "run",
                 "--once",
-                "--quiet",
+                "--no-timeline",
                 "--output",
                 str(tmp_path / "out"),
                 "--metrics-bootstrap",

@@ -53,7 +53,7 @@ def test_a_kafka_window_replay_matches_the_live_run(spark, kafka_bootstrap, spar
                 "--create-topic",
                 "--partitions",
                 "3",
-                "--start-ms",
+                "--start",
                 str(start_ms),
                 "--output",
                 str(tmp_path / "sim"),

@@ -61,7 +61,7 @@ def run_replmon(tmp_path: Path, name: str, *args: str, env: dict) -> tuple[subpr
     log_path = tmp_path / f"{name}.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "replmon.streaming.cli", "run", "--verbose", "--quiet", *args],
+            [sys.executable, "-m", "replmon.streaming.cli", "run", "--verbose", "--no-timeline", *args],
             cwd=tmp_path,
             env=env,
             stdout=log,

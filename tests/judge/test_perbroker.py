@@ -38,7 +38,7 @@ pytestmark = [
 # A firing's event time depends on the fetches (the same events in both deployments) and on
 # when the partition's time passed its deadline, which the heartbeats move: one per second.
 STARTED_TOLERANCE_MS = 1000
-# An ISR that one deployment's Admin API poller (--metadata-ms 1000) published and the other's did
+# An ISR that one deployment's Admin API poller (--metadata-interval 1s) published and the other's did
 # not must be one the brokers had, and that the poller saw for less than this before the next:
 # a poll that asks while it lasts sees it, one that asks before and after does not. (Not how
 # long the brokers held it: while a broker is paused the pollers' requests to it wait out their
@@ -69,7 +69,9 @@ class PerBrokerPipeline(Pipeline):
             str(self.workdir / "collect-state"),
         ]
         self._spawn(
-            "collect-cluster", [*common, "--role", "cluster", "--create-topic", "3"], dict(os.environ)
+            "collect-cluster",
+            [*common, "--role", "cluster", "--create-topic", "--partitions", "3"],
+            dict(os.environ),
         )
         for b in (1, 2, 3):
             args = [*common, "--role", "broker", "--request-log", f"{b}={self.judge.request_log(b)}"]

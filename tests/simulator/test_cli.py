@@ -50,8 +50,8 @@ def test_cluster_name_and_start_time_can_be_given(tmp_path):
                 "steady",
                 "--cluster",
                 "east",
-                "--start-ms",
-                "5000",
+                "--start",
+                "1970-01-01T00:00:05Z",
                 "--output",
                 str(tmp_path),
             ]
@@ -68,8 +68,8 @@ def test_scale_scenario_writes_lines_and_an_empty_truth(tmp_path):
         "scale",
         "--scale-partitions",
         "5",
-        "--scale-seconds",
-        "2",
+        "--scale-duration",
+        "2s",
         "--output",
         str(tmp_path),
     ]

@@ -128,7 +128,7 @@ def test_a_wrong_sub_path_fails_clearly_with_404():
 def test_a_folder_title_taken_by_another_uid_is_explained():
     with FakeGrafana() as grafana:
         grafana.folders["other"] = {"id": 9, "uid": "other", "title": "replmon", "version": 1}
-        with pytest.raises(GrafanaPublishError, match="REPLMON_GRAFANA_FOLDER_UID"):
+        with pytest.raises(GrafanaPublishError, match="REPLMON_GRAFANA__FOLDER_UID"):
             publish(settings(grafana.url))
 
 
@@ -152,7 +152,7 @@ def test_settings_need_exactly_one_way_to_authenticate():
         GrafanaSettings(token=SecretStr("t"), username="a", password=SecretStr("b"))
     with pytest.raises(ValidationError, match="go together"):
         GrafanaSettings(username="admin")
-    with pytest.raises(ValidationError, match="REPLMON_GRAFANA_TOKEN"):
+    with pytest.raises(ValidationError, match="REPLMON_GRAFANA__TOKEN"):
         GrafanaSettings()
     with pytest.raises(ValidationError, match="without credentials"):
         GrafanaSettings(url="http://admin:admin@grafana:3000", token=SecretStr("t"))
@@ -161,10 +161,10 @@ def test_settings_need_exactly_one_way_to_authenticate():
 
 def test_the_cli_publishes_the_committed_json(monkeypatch, capsys):
     with FakeGrafana() as grafana:
-        monkeypatch.setenv("REPLMON_GRAFANA_URL", grafana.url)
-        monkeypatch.setenv("REPLMON_GRAFANA_TOKEN", "glsa_test")
+        monkeypatch.setenv("REPLMON_GRAFANA__URL", grafana.url)
+        monkeypatch.setenv("REPLMON_GRAFANA__TOKEN", "glsa_test")
         assert cli.main(["dashboards", "publish"]) == 0
-        monkeypatch.setenv("REPLMON_GRAFANA_TOKEN", "wrong")
+        monkeypatch.setenv("REPLMON_GRAFANA__TOKEN", "wrong")
         assert cli.main(["dashboards", "publish"]) == 2
     out, err = capsys.readouterr()
     assert err.startswith("replmon dashboards publish: ")

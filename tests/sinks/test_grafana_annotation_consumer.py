@@ -279,11 +279,11 @@ def test_settings_are_strict():
 def test_the_command_runs_once_and_exits_2_on_a_bad_setting(redis_server, redis_client, monkeypatch, capsys):
     with FakeGrafana() as grafana:
         write_alerts(redis_client, FIRING, RESOLVED)
-        monkeypatch.setenv("REPLMON_GRAFANA_URL", grafana.url)
-        monkeypatch.setenv("REPLMON_GRAFANA_TOKEN", "glsa_test")
-        monkeypatch.setenv("REPLMON_ANNOTATIONS_REDIS_URL", redis_server.url)
+        monkeypatch.setenv("REPLMON_GRAFANA__URL", grafana.url)
+        monkeypatch.setenv("REPLMON_GRAFANA__TOKEN", "glsa_test")
+        monkeypatch.setenv("REPLMON_ANNOTATIONS__REDIS_URL", redis_server.url)
         assert cli.main(["grafana-annotations", "--once"]) == 0  # as `replmon grafana-annotations --once`
-        monkeypatch.setenv("REPLMON_ANNOTATIONS_BLOCK_MS", "-1")
+        monkeypatch.setenv("REPLMON_ANNOTATIONS__BLOCK_MS", "-1")
         assert cli.main(["grafana-annotations", "--once"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("replmon grafana-annotations: invalid settings") and "block_ms" in err
@@ -294,14 +294,14 @@ def test_a_config_files_redis_section_replaces_the_consumers_own(
     redis_server, redis_client, monkeypatch, tmp_path
 ):
     # `replmon grafana-annotations --config FILE`: the settings' redis.url (and prefix) win
-    # over REPLMON_ANNOTATIONS_REDIS_URL, which here names a port nothing listens on.
+    # over REPLMON_ANNOTATIONS__REDIS_URL, which here names a port nothing listens on.
     from tests.redis_server import free_port
 
     with FakeGrafana() as grafana:
         write_alerts(redis_client, FIRING, RESOLVED)
-        monkeypatch.setenv("REPLMON_GRAFANA_URL", grafana.url)
-        monkeypatch.setenv("REPLMON_GRAFANA_TOKEN", "glsa_test")
-        monkeypatch.setenv("REPLMON_ANNOTATIONS_REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
+        monkeypatch.setenv("REPLMON_GRAFANA__URL", grafana.url)
+        monkeypatch.setenv("REPLMON_GRAFANA__TOKEN", "glsa_test")
+        monkeypatch.setenv("REPLMON_ANNOTATIONS__REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
         config = tmp_path / "replmon.toml"
         config.write_text(f'[redis]\nurl = "{redis_server.url}"\nprefix = "{KEYS.prefix}"\n')
         assert cli.main(["grafana-annotations", "--once", "--config", str(config)]) == 0

@@ -84,7 +84,7 @@ def test_replmon_run_refuses_it_with_exit_2_and_what_to_do_without_starting_spar
     config = tmp_path / "replmon.toml"
     config.write_text(f'[stream]\nbuckets = 3\n[spark]\ncheckpoint_dir = "{checkpoint}"\n')
     (tmp_path / "in").mkdir()
-    args = ["run", "--config", str(config), "--input", str(tmp_path / "in"), "--once", "--quiet"]
+    args = ["run", "--config", str(config), "--input", str(tmp_path / "in"), "--once", "--no-timeline"]
     assert cli.main([*args, "--output", str(tmp_path / "out")]) == 2
     printed = capsys.readouterr().err
     said = f"replmon run: cannot continue from the checkpoint {checkpoint}: the checkpoint was written"

@@ -64,7 +64,7 @@ def test_a_format0_checkpoint_is_restored_and_continues_as_the_old_code_did(spar
                 "--once",
                 "--output",
                 str(tmp_path / "out2"),
-                "--quiet",
+                "--no-timeline",
             ]
         )
     printed = err_file.read_text()

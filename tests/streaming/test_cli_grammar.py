@@ -5,13 +5,14 @@ errors exit 2 with `replmon <command>: `. In-process, through the parser: no sub
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from replmon.streaming.cli import build_parser, main
-from replmon.streaming.cli_flags import old_spellings
+from replmon.streaming.cli_flags import old_spellings, parse_duration_ms
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
@@ -121,6 +122,8 @@ def test_a_usage_error_exits_2_naming_the_command(capsys):
     )
     assert main(["simulate", "--scenario", "nope", "--output", "x"]) == 2
     assert capsys.readouterr().err.startswith("replmon simulate: --scenario: unknown 'nope'")
+    assert main(["simulate", "--scenario", "scale", "--scale-duration", "1500ms", "--output", "x"]) == 2
+    assert capsys.readouterr().err.startswith("replmon simulate: --scale-duration takes whole seconds")
 
 
 @pytest.mark.parametrize(
@@ -184,3 +187,259 @@ def test_collect_publishes_where_run_reads_unless_told_otherwise(tmp_path, monke
         "monitored:9092",
         "replmon.fetch-metrics",
     )
+
+
+# --- durations: one syntax, one parser ---------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "ms", "why"),
+    [
+        ("500ms", 500, "milliseconds"),
+        ("30s", 30_000, "seconds"),
+        ("5m", 300_000, "minutes: m is not ms"),
+        ("2h", 7_200_000, "hours"),
+        ("1d", 86_400_000, "days"),
+        ("1h30m", 5_400_000, "parts add up"),
+        ("1m5ms", 60_005, "ms after m is milliseconds, not minutes then s"),
+        ("1.5s", 1_500, "a decimal number"),
+        (" 2s ", 2_000, "surrounding spaces are ignored"),
+        ("0s", 0, "zero is a duration; a flag that needs more says so"),
+    ],
+)
+def test_a_duration_is_a_number_and_a_unit(text, ms, why):
+    assert parse_duration_ms(text) == ms, why
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("1500", "a bare number: its unit would be a guess"),
+        ("", "nothing"),
+        ("5 s", "a space inside"),
+        ("5sec", "not a unit"),
+        ("-5s", "negative"),
+        ("s", "a unit without a number"),
+        ("5S", "units are lower case, as Kafka's own"),
+    ],
+)
+def test_what_is_not_a_duration_is_refused(text, why):
+    with pytest.raises(ValueError, match="is not a duration like 500ms, 30s, 5m, 2h"):
+        parse_duration_ms(text)
+    assert why
+
+
+REQUIRED = {
+    "replmon collect": ["--cluster", "c", "--bootstrap", "b:1"],
+    "replmon silence add": ["--for", "1h"],
+}
+
+
+def test_no_flag_names_a_unit_and_every_duration_flag_refuses_a_bare_number(capsys):
+    durations = 0
+    for command, parser in commands().items():
+        for action in parser._actions:
+            for flag in action.option_strings:
+                if action.help != argparse.SUPPRESS:
+                    assert not re.search(r"-(ms|s|sec|secs|seconds)$", flag), f"{command} {flag}"
+            shown = action.help != argparse.SUPPRESS  # not an old spelling
+            if shown and action.metavar == "DURATION":
+                required = REQUIRED.get(command, [])
+                with pytest.raises(SystemExit):
+                    parser.parse_args([*required, action.option_strings[0], "1500"])
+                assert "is not a duration" in capsys.readouterr().err, f"{command} {action.option_strings}"
+                args = parser.parse_args([*required, action.option_strings[0], "1500ms"])
+                assert getattr(args, action.dest) in (1500, "1500ms")  # replay parses it later
+                durations += 1
+    assert durations == 11, "every DURATION flag: collect 5, replay 4, simulate 1, silence add 1"
+
+
+@pytest.mark.parametrize(
+    ("argv", "dest", "value", "old", "new"),
+    [
+        (["collect", "--hold-ms", "1500"], "hold", 1500, "--hold-ms", "--hold"),
+        (
+            ["collect", "--heartbeat-ms", "250"],
+            "heartbeat_interval",
+            250,
+            "--heartbeat-ms",
+            "--heartbeat-interval",
+        ),
+        (
+            ["collect", "--metadata-ms", "2000"],
+            "metadata_interval",
+            2000,
+            "--metadata-ms",
+            "--metadata-interval",
+        ),
+        (
+            ["collect", "--publish-timeout-s", "8"],
+            "publish_timeout",
+            8000,
+            "--publish-timeout-s",
+            "--publish-timeout",
+        ),
+        (
+            ["collect", "--publish-timeout-s", "0.5"],
+            "publish_timeout",
+            500,
+            "--publish-timeout-s",
+            "--publish-timeout",
+        ),
+        (
+            ["collect", "--compact-resolution-ms", "2500"],
+            "compact_resolution",
+            2500,
+            "--compact-resolution-ms",
+            "--compact-resolution",
+        ),
+        (
+            ["simulate", "--scale-seconds", "60"],
+            "scale_duration",
+            60_000,
+            "--scale-seconds",
+            "--scale-duration",
+        ),
+        (["simulate", "--start-ms", "1767225600000"], "start", 1767225600000, "--start-ms", "--start"),
+        (["run", "--quiet"], "no_timeline", True, "--quiet", "--no-timeline"),
+    ],
+)
+def test_an_old_flag_with_a_unit_gives_the_new_ones_value(argv, dest, value, old, new, capsys):
+    args = build_parser().parse_args([*argv, *REQUIRED.get(f"replmon {argv[0]}", [])])
+    assert getattr(args, dest) == value
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"replmon {argv[0]}: {old} is deprecated, use {new} ")
+
+
+def test_the_new_duration_flags_take_durations():
+    args = build_parser().parse_args(
+        [
+            "collect",
+            *REQUIRED["replmon collect"],
+            "--hold",
+            "2s",
+            "--publish-timeout",
+            "1m",
+            "--compact-resolution",
+            "2500ms",
+        ]
+    )
+    assert (args.hold, args.publish_timeout, args.compact_resolution) == (2000, 60_000, 2500)
+    sim = build_parser().parse_args(["simulate", "--start", "2026-01-01T00:00:10Z", "--scale-duration", "2m"])
+    assert (sim.start, sim.scale_duration) == (1767225610000, 120_000)
+
+
+# --- one meaning per flag ------------------------------------------------------------------------
+def test_create_topic_is_a_switch_everywhere_and_its_old_count_still_works(capsys):
+    parser = build_parser()
+    base = ["collect", "--cluster", "c", "--bootstrap", "b:1"]
+    for argv in (["simulate", "--create-topic"], [*base, "--create-topic"]):
+        args = parser.parse_args(argv)
+        assert args.create_topic is True
+    assert capsys.readouterr().err == ""
+    given = parser.parse_args([*base, "--create-topic", "--partitions", "6"])
+    assert (given.create_topic, given.partitions) == (True, 6)
+    old = parser.parse_args([*base, "--create-topic", "6"])
+    assert (old.create_topic, old.partitions) == (True, 6)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        "replmon collect: --create-topic 6 is deprecated, use --create-topic --partitions 6"
+    )
+    assert parser.parse_args(base).create_topic is False
+
+
+def test_cluster_is_the_cluster_the_command_is_about_everywhere():
+    helps = {
+        command: parser._option_string_actions["--cluster"].help
+        for command, parser in commands().items()
+        if "--cluster" in parser._option_string_actions
+    }
+    assert set(helps) == {"replmon replay", "replmon simulate", "replmon collect", "replmon silence add"}
+    for command, text in helps.items():
+        assert text.startswith("the cluster this command is about: "), command
+
+
+def test_run_and_replay_take_the_metrics_topic(monkeypatch):
+    from replmon.streaming.replay_cmd import with_metrics_topic
+    from replmon.streaming.settings import load_settings
+
+    monkeypatch.setenv("REPLMON_KAFKA__SUBSCRIBE_PATTERN", "replmon\\..*")
+    monkeypatch.setenv("REPLMON_KAFKA__SUBSCRIBE", "")
+    settings = load_settings(None)
+    for command in ("run", "replay"):
+        args = build_parser().parse_args(
+            [command, "--metrics-topic", "fetches", "--metrics-bootstrap", "m:1"]
+        )
+        kafka = with_metrics_topic(settings, args.metrics_bootstrap, args.metrics_topic).kafka
+        assert (kafka.bootstrap_servers, kafka.subscribe, kafka.subscribe_pattern) == ("m:1", "fetches", None)
+    assert with_metrics_topic(settings, None, None).kafka.subscribe_pattern == "replmon\\..*"
+
+
+# --- collect reads the settings model -----------------------------------------------------------
+def test_collect_takes_its_settings_from_the_file_and_the_environment_and_flags_win(tmp_path, monkeypatch):
+    from replmon.streaming.collect.cli import collect_settings
+    from replmon.streaming.settings import load_settings
+
+    config = tmp_path / "replmon.toml"
+    config.write_text(
+        '[collect]\nhold_ms = 2500\nstate_dir = "/var/lib/c"\nexclude_topics = ["a"]\ncompact = false\n'
+    )
+    monkeypatch.setenv("REPLMON_COLLECT__PUBLISH_TIMEOUT_MS", "9000")
+    monkeypatch.setenv("REPLMON_COLLECT__HEARTBEAT_INTERVAL_MS", "700")
+    base = ["collect", "--cluster", "c", "--bootstrap", "b:1"]
+    section = load_settings(str(config)).collect
+    plain = collect_settings(build_parser().parse_args(base), section)
+    assert (plain.hold_ms, plain.state_dir, plain.exclude_topics, plain.compact) == (
+        2500,
+        "/var/lib/c",
+        ["a"],
+        False,
+    )
+    assert (plain.publish_timeout_ms, plain.heartbeat_interval_ms) == (9000, 700)
+    assert (plain.metadata_interval_ms, plain.max_held) == (1000, 1_000_000)  # the model's defaults
+    flags = build_parser().parse_args(
+        [*base, "--hold", "1s", "--heartbeat-interval", "3s", "--exclude-topic", "b", "--state-dir", "s"]
+    )
+    given = collect_settings(flags, section)
+    assert (given.hold_ms, given.heartbeat_interval_ms, given.exclude_topics, given.state_dir) == (
+        1000,
+        3000,
+        ["b"],
+        "s",
+    )
+    assert given.publish_timeout_ms == 9000  # not given as a flag: the environment's
+
+
+def test_a_bad_collect_flag_or_setting_exits_2_naming_it(tmp_path, monkeypatch, capsys):
+    base = ["collect", "--cluster", "c", "--bootstrap", "b:1", "--request-log", "1=x"]
+    assert main([*base, "--publish-timeout", "0s"]) == 2
+    assert capsys.readouterr().err.startswith("replmon collect: --publish-timeout: must be greater")
+    monkeypatch.setenv("REPLMON_COLLECT__MAX_HELD", "0")
+    assert main(base) == 2
+    assert "collect.max_held" in capsys.readouterr().err
+
+
+# --- the docs name every setting section ---------------------------------------------------------
+SETTINGS_HEADING = "What each subcommand takes from the settings"
+
+
+def test_the_settings_sections_table_is_the_settings_model():
+    from replmon.streaming.settings import Settings
+
+    rows = [c for c in doc_table(SETTINGS_HEADING) if not c[0].startswith(("`replmon ", "`collect."))]
+    named = {name for cells in rows for name in re.findall(r"`([a-z_]+)`", cells[0])}
+    fields = set(Settings.model_fields)
+    assert named == fields, f"only in docs/cli.md {named - fields}, only in the model {fields - named}"
+
+
+def test_the_collect_settings_table_is_the_collect_model_with_its_defaults():
+    from replmon.streaming.settings import Collect
+
+    rows = [c for c in doc_table(SETTINGS_HEADING) if c[0].startswith("`collect.")]
+    listed = {cells[0].strip("`").removeprefix("collect."): cells[2] for cells in rows}
+    assert set(listed) == set(Collect.model_fields)
+    for name, field in Collect.model_fields.items():
+        if field.default is not None and field.default_factory is None:
+            assert listed[name] == f"`{json.dumps(field.default)}`", name
+    flags = {cells[0].strip("`").removeprefix("collect."): cells[1].split()[0].strip("`") for cells in rows}
+    parser = commands()["replmon collect"]
+    for name, flag in flags.items():
+        assert flag in parser._option_string_actions, f"collect.{name}: {flag}"

@@ -148,7 +148,7 @@ def test_a_redis_outage_loses_and_duplicates_no_alert_and_the_query_keeps_runnin
                 str(out),
                 "--redis-url",
                 server.url,
-                "--quiet",
+                "--no-timeline",
                 "--verbose",
             ],
             cwd=tmp_path,
