@@ -99,6 +99,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="send every event: no lossless compaction of caught-up fetches and appends",
     )
     p.add_argument(
+        "--session-form",
+        action="store_true",
+        help="publish each fetch session's reads as `session` events (at most one per session per "
+        "resolution) and a partition's own fetches only when its picture changes (docs/events.md)",
+    )
+    p.add_argument(
         "--compact-resolution-ms",
         metavar="MS",
         type=int,
@@ -225,9 +231,10 @@ def collect(args, logs: dict[int, str], tz: ZoneInfo, monitored: Cluster, metric
 
     from replmon.streaming.collect.admin import AdminView
     from replmon.streaming.collect.collector import Collector
-    from replmon.streaming.collect.compact import Compactor
+    from replmon.streaming.collect.compact import RESOLUTION_CAP_MS, Compactor
     from replmon.streaming.collect.connect import connected
     from replmon.streaming.collect.publish import Fenced, Publisher, PublishError
+    from replmon.streaming.collect.session_form import SessionForm
     from replmon.streaming.signals import stop_on_signals
 
     logging.getLogger("kafka").setLevel(logging.WARNING)
@@ -275,6 +282,11 @@ def collect(args, logs: dict[int, str], tz: ZoneInfo, monitored: Cluster, metric
         metadata_ms=args.metadata_ms,
         max_held=args.max_held,
         compactor=None if args.no_compact else Compactor(requested_ms=args.compact_resolution_ms),
+        session_form=(
+            SessionForm(args.compact_resolution_ms or RESOLUTION_CAP_MS, session_key=None)
+            if args.session_form
+            else None
+        ),
         wanted=wanted,
         tz=tz,
         max_line_bytes=args.max_line_bytes,

@@ -105,6 +105,7 @@ class FetchSessions:
     def __init__(self) -> None:
         self._sessions: dict[tuple[int, str], _Session] = {}
         self.unknown_sessions = 0  # incremental fetches on a session opened before we started
+        self.session_id = 0  # the session of the last fetch observed (0: none, a full fetch)
 
     def observe(self, req: Request, follower: int, client: str) -> list[PartitionFetch]:
         request, response = req.body.get("request") or {}, req.body.get("response") or {}
@@ -112,6 +113,7 @@ class FetchSessions:
         session_id = int(request.get("sessionId", 0))
         epoch = int(request.get("sessionEpoch", FINAL_EPOCH))
         named = _requested(request)
+        self.session_id = 0
         if int(response.get("errorCode", 0)) != 0:
             self._sessions.pop(key, None)
             return []
@@ -120,9 +122,11 @@ class FetchSessions:
             new_id = int(response.get("sessionId", 0))
             if epoch == INITIAL_EPOCH and new_id != 0:
                 self._sessions[key] = _Session(new_id, dict(named))
+                self.session_id = new_id
             else:
                 self._sessions.pop(key, None)
         else:
+            self.session_id = session_id
             session = self._sessions.get(key)
             if session is None or session.session_id != session_id:
                 # Opened before the collector started: only what this request names is known.
