@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from replmon.state.bucket import Bucket, owner_bucket
+from replmon.state.codec import decode, encode
 from replmon.state.sessions import NO_LEADER, NOT_A_SESSION, OWN_LEADER, SessionTable
 from replmon.streaming.settings import monitor_config
 from tests.state.test_monitor import T0, L, ev, meta, transitions
@@ -158,3 +159,26 @@ def test_a_partition_read_by_its_sessions_is_not_evicted():
     assert ("c1", "t", 0) not in bucket.partitions
     gone = [a for a in alerts if a["status"] == "resolved" and "no longer monitored" in a["reason"]]
     assert gone and {a["ts"] for a in gone} == {T0 + 99_010}
+
+
+def test_the_session_table_and_who_it_carries_survive_the_state_format():
+    # A bucket saved between micro-batches and loaded again (state/codec.py) derives the same:
+    # the reads after the save are taken from the restored table by the restored followers.
+    cfg = monitor_config(replica_lag_time_max_ms=L)
+    first = [meta(T0), *idle(T0 + 10, T0 + 3_011)]
+    later = [session(T0 + t, r) for t in (3_010, 4_010) for r in (2, 3)]
+    later += [ev("heartbeat", T0 + 20_000)]
+    whole, _, _ = run(first + later)
+    bucket, alerts, quarantine = Bucket(0, 1), [], []
+    bucket.process(first, cfg, alerts, quarantine)
+    bucket.advance(cfg, alerts)
+    restored = decode(encode(bucket), bucket_id=0, buckets=1, cfg=cfg)
+    assert restored.clusters["c1"].sessions.reads == bucket.clusters["c1"].sessions.reads != {}
+    restored.process(later, cfg, alerts, quarantine)
+    restored.advance(cfg, alerts)
+    for r in (2, 3):
+        want = whole.partitions[("c1", "t", 0)].leader.followers[r]
+        got = restored.partitions[("c1", "t", 0)].leader.followers[r]
+        assert (
+            (got.session_id, got.last_fetch_ms) == (want.session_id, want.last_fetch_ms) == (SID, T0 + 4_010)
+        )
