@@ -659,7 +659,8 @@ class Bucket:
         self._trim_broker_logs()
         for view in self.clusters.values():
             if view.sessions.reads:
-                view.sessions.prune(view.settled_ms(cfg.lateness_ms) - cfg.reorder_tolerance_ms)
+                settled = view.settled_ms(cfg.lateness_ms)
+                view.sessions.prune(settled - cfg.reorder_tolerance_ms, settled - cfg.evict_after_ms)
         if len(alerts) > mark:
             self._fetcher_triggers(cfg, alerts, mark)
         for cluster, view in self.clusters.items():

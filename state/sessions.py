@@ -72,9 +72,12 @@ class SessionTable:
         i = bisect_right(times, at_ms)
         return times[i - 1] if i else None
 
-    def prune(self, keep_from_ms: int) -> None:
+    def prune(self, keep_from_ms: int, forget_before_ms: int) -> None:
         """Forget the reads no partition can ask for any more: those before `keep_from_ms`
-        but the newest of them."""
+        but the newest of them; and the sessions silent since before `forget_before_ms` (a
+        partition they carried is evicted by then: stream.evict_after_ms)."""
+        for key in [k for k, times in self.reads.items() if times[-1] < forget_before_ms]:
+            del self.reads[key]
         for times in self.reads.values():
             i = bisect_right(times, keep_from_ms - 1)
             if i > 1:
@@ -123,11 +126,13 @@ def sync(table: SessionTable, watch, at_ms: int) -> bool:
 def advance(
     table: SessionTable, watch, t: int, out: list[dict[str, Any]], cfg, roots: dict[Any, Any]
 ) -> None:
-    """`watch.advance_to(t)`, each deadline on the way taken with the reads made up to it."""
+    """`watch.advance_to(t)`, each deadline on the way, and `t` itself (what the caller then
+    evaluates), taken with the reads made up to it."""
     while watch.deadline_ms <= t:
         d = watch.deadline_ms
         sync(table, watch, d)
         watch.advance_to(d, out, cfg, roots)
+    sync(table, watch, t)
     watch.advance_to(t, out, cfg, roots)
 
 

@@ -49,7 +49,7 @@ class BrokerLog:
         self.bounds = infer.LeoBounds()
         self.counts: Counter = Counter()
         self.shutting_down: set[int] = set()  # brokers whose heartbeats ask to shut down
-        # name each fetch's session (KIP-227) in its event: for the session form (session_form.py)
+        # name each fetch's session (KIP-227) in its event: for the session form (sessions.py: SessionForm)
         self.session_ids = False
         self._shown: dict[str, float] = {}  # reason -> when its last example was logged
 

@@ -234,7 +234,7 @@ def collect(args, logs: dict[int, str], tz: ZoneInfo, monitored: Cluster, metric
     from replmon.streaming.collect.compact import RESOLUTION_CAP_MS, Compactor
     from replmon.streaming.collect.connect import connected
     from replmon.streaming.collect.publish import Fenced, Publisher, PublishError
-    from replmon.streaming.collect.session_form import SessionForm
+    from replmon.streaming.collect.sessions import SessionForm
     from replmon.streaming.signals import stop_on_signals
 
     logging.getLogger("kafka").setLevel(logging.WARNING)

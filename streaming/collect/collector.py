@@ -34,7 +34,7 @@ from replmon.streaming.collect.broker_log import BrokerLog
 from replmon.streaming.collect.compact import Compactor
 from replmon.streaming.collect.reorder import ReorderBuffer
 from replmon.streaming.collect.requestlog import BadLine, log_time_ms
-from replmon.streaming.collect.session_form import SessionForm
+from replmon.streaming.collect.sessions import SessionForm
 from replmon.streaming.collect.tail import MAX_LINE_BYTES, FileTail
 
 log = logging.getLogger(__name__)

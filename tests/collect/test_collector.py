@@ -318,7 +318,7 @@ class OneMetadata(NoAdmin):
 
 
 def test_with_session_form_an_idle_session_is_one_event_per_second_not_a_fetch_per_partition(tmp_path):
-    from replmon.streaming.collect.session_form import SessionForm
+    from replmon.streaming.collect.sessions import SessionForm
 
     log = tmp_path / "kafka-request.log"
     rec, clock = Recorder(), Clock(T - 500)

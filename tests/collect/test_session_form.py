@@ -1,4 +1,4 @@
-"""The collector's session form (`replmon collect --session-form`, streaming/collect/session_form.py)
+"""The collector's session form (`replmon collect --session-form`, streaming/collect/sessions.py)
 on the request logs of real brokers, one fixture per version 3.4-4.4 (tests/collect/data): the
 fetch sessions the logs show become `session` events named by their real session ids, fewer
 fetch events go out, and the engine decides the same on both forms (the differential test's
@@ -14,7 +14,7 @@ import pytest
 
 from replmon.state.events import event
 from replmon.streaming.collect.broker_log import BrokerLog
-from replmon.streaming.collect.session_form import SessionForm
+from replmon.streaming.collect.sessions import SessionForm
 from tests.collect.test_versions import DATA, FIXTURES, _topics
 from tests.state.test_session_form import RESOLUTION_MS, agree
 

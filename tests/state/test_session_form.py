@@ -1,5 +1,5 @@
 """The engine on the same inputs in two forms: a fetch event per follower fetch (compaction
-off), and session form (streaming/collect/session_form.py: a partition's own fetches only when
+off), and session form (streaming/collect/sessions.py: a partition's own fetches only when
 its picture changes, the idle reads as `session` events at most once per resolution). The
 alerts must be identical; the replica statuses identical but for the fields docs/events.md
 lists as approximate in session form, each within its bound.
@@ -18,7 +18,7 @@ from functools import cache
 
 import pytest
 
-from replmon.streaming.collect.session_form import per_leader, per_partition, session_form
+from replmon.streaming.collect.sessions import per_leader, per_partition, session_form
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.cluster import ClusterSpec, TopicSpec
 from replmon.streaming.simulator.faults import BrokerCrash, PausedFollower, SlowFollower

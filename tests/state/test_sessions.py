@@ -55,9 +55,11 @@ def test_a_session_read_is_refused_with_its_reason(replica, leader, sid, ts, rea
 
 
 def test_reads_kept_are_those_a_partition_may_still_ask_for():
-    table = SessionTable({(2, 1, 3): [10, 20, 30, 40]})
-    table.prune(25)  # 30 and 40 may be asked for, and 20 is the newest read before 25
-    assert table.reads[(2, 1, 3)] == [20, 30, 40]
+    table = SessionTable({(2, 1, 3): [10, 20, 30, 40], (3, 1, 4): [5, 8]})
+    # 30 and 40 may be asked for, and 20 is the newest read before 25; session 4, silent since
+    # 8, is older than anything a partition still monitored can ask for (before 9)
+    table.prune(25, 9)
+    assert table.reads == {(2, 1, 3): [20, 30, 40]}
     assert table.last_read(2, 1, 3, 29) == 20 and table.last_read(2, 1, 3, 19) is None
 
 
