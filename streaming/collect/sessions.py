@@ -338,9 +338,8 @@ class SessionForm:
             and f.last is not None
             and all(ev.get(n) == f.last.get(n) for n in _SAME)
         )
-        if sid:
+        if same:  # a read only the session says (a session that carries no one says nothing)
             self._read((ev["cluster"], r, part.leader, sid), ev["ts"], out)
-        if same:
             f.unsent = ev["ts"]
             f.last = ev
             self.dropped += 1

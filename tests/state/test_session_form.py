@@ -18,6 +18,7 @@ from functools import cache
 
 import pytest
 
+from replmon.streaming.collect.compact import Compactor, published
 from replmon.streaming.collect.sessions import per_leader, per_partition, session_form
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.cluster import ClusterSpec, TopicSpec
@@ -157,3 +158,14 @@ def test_a_real_capture_says_the_same_in_session_form(form):
         events = [json.loads(line) for line in f]
     lag_ms = next(e["replica_lag_time_max_ms"] for e in events if e.get("replica_lag_time_max_ms"))
     assert compare(events, lag_ms, session_key=form) > 0
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_compacted_events_say_the_same_in_session_form(seed):
+    """`replmon collect --session-form` builds the form from what the lossless compaction
+    (streaming/collect/compact.py) lets through: the engine decides on it as on the compacted
+    events."""
+    spec = random_cluster(seed)
+    events, _ = simulate(spec, seed=seed)
+    compacted = published(events, Compactor(default_lag_ms=spec.replica_lag_time_max_ms), 1500, 200)
+    compare(compacted, spec.replica_lag_time_max_ms)
