@@ -18,7 +18,10 @@ partitions of a production cluster carry no writes (topics kept for retention, l
 per-tenant topics, over-partitioned topics), and a few carry most of the load. About 2.3
 events per partition-second. `--resolution-ms R` replays a coarser compaction: every rate times
 1000/R (the bench then sets alerts.stuck_after_ms to 3 R, so a follower heard every R is not
-taken for a silent one).
+taken for a silent one). `--sessions` publishes the idle partitions in session form
+(docs/events.md `session`, `replmon collect --session-form`): each idle follower's first fetch
+names its session, then one `session` event per follower, leader and producer per R says all
+of them.
 
 **Faults**: from the warm-up's end, every `--fault-every-s` one follower of a busy partition
 stops fetching for L + 10 s (its partition's appends go on: it falls behind, holds the HW,
@@ -175,6 +178,8 @@ def produce(k: int, args, start_ms: int, end_ms: int, faults, results) -> None:
         faults=faults,
         heartbeats=k == 0,
         seed=args.seed + 2 + k,
+        session_ms=args.resolution_ms if args.sessions else None,
+        fetcher=k,
     )
     producer = console_producer(args.bootstrap, args.topic)
     assert producer.stdin is not None
@@ -491,6 +496,12 @@ def main() -> int:
     ap.add_argument("--warmup-s", type=int, default=30)
     ap.add_argument("--mix", default=DEFAULT_MIX, help="shares of idle, moderate and max partitions")
     ap.add_argument("--resolution-ms", type=int, default=1000, help="replay this compaction resolution")
+    ap.add_argument(
+        "--sessions",
+        action="store_true",
+        help="idle partitions in session form (replmon collect --session-form): one session event "
+        "per follower, leader and producer per resolution instead of a fetch per follower",
+    )
     ap.add_argument("--fault-every-s", type=int, default=6)
     ap.add_argument("--producers", type=int, default=1, help="producer processes")
     ap.add_argument("--kafka-partitions", type=int, default=6, help="partitions of the events topic")
@@ -525,13 +536,18 @@ def main() -> int:
     finally:
         spark.stop()
     fetch, append, _ = partition_rates(1000, parse_mix(args.mix), args.resolution_ms, args.seed)
+    per_partition = 2 * fetch + append
+    if args.sessions:  # idle partitions send nothing of their own; each producer's 6 sessions do
+        per_partition = np.where(append > 0, per_partition, 0.0)
+        per_partition = per_partition + 6 * args.producers * 1000 / args.resolution_ms / best["partitions"]
     print(
         json.dumps(
             best
             | {
                 "mix": parse_mix(args.mix),
                 "resolution_ms": args.resolution_ms,
-                "events_per_partition_s": round(float(2 * fetch.mean() + append.mean()), 2),
+                "events_per_partition_s": round(float(per_partition.mean()), 3),
+                "sessions": args.sessions,
                 "producers": args.producers,
                 "seconds": args.seconds,
                 "warmup_s": args.warmup_s,

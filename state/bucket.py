@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.state import alert_rules, texts
+from replmon.state import alert_rules, sessions, texts
 from replmon.state.alerts import AlertBook, is_notified
 from replmon.state.events import (
     ADDING,
@@ -40,6 +40,7 @@ from replmon.state.events import (
     RAW,
     REPLICA,
     REPLICAS,
+    SESSION_ID,
     STATE,
     TOPIC,
     TS,
@@ -58,6 +59,7 @@ from replmon.state.fetcher import (
 from replmon.state.monitor import MonitorConfig, PartitionWatch, quiet_after_ms
 from replmon.state.partition import PartitionLeader
 from replmon.state.root_cause import BROKER_UNAVAILABLE, broker_root, broker_subject, cause_of
+from replmon.state.sessions import SessionTable
 from replmon.state.texts import fmt_clock
 
 # the replica alerts a root decided after they fired adopts (not IsrFlapping: a count of exits)
@@ -92,6 +94,7 @@ class ClusterView:
     broker_log: list = field(default_factory=list)
     base_roots: dict = field(default_factory=dict)
     roots_cache: list = field(default_factory=list)  # derived: roots after each log entry
+    sessions: SessionTable = field(default_factory=SessionTable)  # fetch sessions' reads (state/sessions.py)
 
     def active(self, broker: int, ts: int, quiet_ms: int) -> None:
         """`broker` did something at `ts` (state/cluster.py merges these runs over buckets)."""
@@ -236,6 +239,9 @@ class Bucket:
             kind = ev[TYPE]
             if kind == "heartbeat":
                 continue
+            if kind == "session":
+                self._session(ev, view, cfg, alerts, quarantine)
+                continue
             if kind == "broker":
                 self._broker(ev, view, alerts)
                 continue
@@ -248,6 +254,8 @@ class Bucket:
                 # Broker events come first on equal times (streaming/stateful.py's order).
                 if view.broker_log:
                     self._apply_broker_log(key, watch, view, ts + 1, cfg, alerts)
+                if view.sessions.reads:  # its followers' session reads before this event
+                    sessions.sync(view.sessions, watch, ts)
                 if ts < watch.time_ms:
                     if ts < watch.time_ms - cfg.reorder_tolerance_ms:
                         quarantine.append(
@@ -261,6 +269,8 @@ class Bucket:
                     if kind == "append" and ts < watch.time_ms and ev[LEADER_LEO] <= watch.leader.leader_leo:
                         continue  # a resent or reordered append that does not grow the LEO: nothing
                     if kind == "fetch" and _older_than_last_fetch(watch, ev):
+                        if sessions.restates(watch, ev[REPLICA], ev[SESSION_ID], ev[FETCH_OFFSET], ts):
+                            continue  # its session's read, already taken: nothing new
                         # A follower's fetches reach its leader one at a time, so this is a resend
                         # (an at-least-once producer) or out of order: not a new observation.
                         quarantine.append(
@@ -274,7 +284,7 @@ class Bucket:
                         continue
                     ts = watch.time_ms
                 if watch.deadline_ms <= ts:
-                    watch.advance_to(ts, alerts, cfg, self._roots(key, view))
+                    self._advance_watch(watch, ts, alerts, cfg, self._roots(key, view), view)
                 elif ts > watch.time_ms:  # what advance_to does when no deadline is due
                     watch.time_ms = ts
                 watch.last_event_ms = ts
@@ -323,6 +333,54 @@ class Bucket:
             watch.observe(ts, alerts, cfg, self._roots(key, view))
         if len(alerts) > mark:
             self._fetcher_triggers(cfg, alerts, mark)
+
+    def _session(self, ev, view: ClusterView, cfg: MonitorConfig, alerts: list, quarantine: list) -> None:
+        """A fetch session read (state/sessions.py): one entry in the cluster's table; the
+        partitions it carries take the read when something asks. A refused one is quarantined
+        once, by the cluster's owner bucket (every bucket sees it)."""
+        replica, leader, ts = ev[REPLICA], ev[LEADER], ev[TS]
+        refused = view.sessions.read(replica, leader, ev[SESSION_ID], ts)
+        if refused is not None:
+            if self._owns(ev[CLUSTER]):
+                quarantine.append(_quarantine(ev, refused))
+            return
+        view.active(replica, ts, cfg.stuck_after_ms)
+        view.active(leader, ts, cfg.stuck_after_ms)
+        if view.fetcher_roots:  # rare: does this read end a stall?
+            self._session_resumed(ev[CLUSTER], view, replica, leader, ev[SESSION_ID], ts, cfg, alerts)
+
+    def _session_resumed(
+        self, cluster: str, view: ClusterView, replica: int, leader: int, sid: int, ts: int, cfg, alerts
+    ) -> None:
+        """A session read of a stalled fetcher's partitions ends the stall at its time."""
+        self.warm_all()
+        for key in [k for k in view.fetcher_roots if k[1] == replica and k[2] == leader]:
+            members = self._fetcher_group(cluster, key, cfg)
+            if any(st.session_id == sid and sessions.carries(w, replica, st) for w, st in members):
+                for w, _ in members:
+                    if sessions.sync(view.sessions, w, ts):
+                        self.touched.add((w.cluster, w.topic, w.partition))
+                self._close_fetcher_root(cluster, key, view.fetcher_roots[key], view, alerts, ts)
+
+    def _advance_watch(
+        self, watch: PartitionWatch, t: int, alerts: list, cfg, roots, view: ClusterView
+    ) -> None:
+        """`watch.advance_to(t)`; with fetch sessions, each deadline takes its followers'
+        session reads up to its own time first (state/sessions.py)."""
+        if view.sessions.reads:
+            sessions.advance(view.sessions, watch, t, alerts, cfg, roots)
+        else:
+            watch.advance_to(t, alerts, cfg, roots)
+
+    def _session_kept(self, key: tuple, view: ClusterView, target: int, cfg: MonitorConfig) -> bool:
+        """Whether a partition with no event of its own for stream.evict_after_ms is still
+        read by its followers' sessions (then it stays: its last event is that read)."""
+        if not view.sessions.reads:
+            return False
+        watch = self.warm(key)
+        if sessions.sync(view.sessions, watch, target):
+            self.touched.add(key)
+        return target < watch.last_event_ms + cfg.evict_after_ms
 
     def _roots(self, key: tuple, view: ClusterView) -> dict:
         if not (view.broker_log or view.fetcher_roots):
@@ -402,6 +460,7 @@ class Bucket:
             error=ev[ERROR],
             diverging_epoch=ev[DIVERGING],
         )
+        sessions.join(p.followers.get(replica), ev[SESSION_ID])
         if not outcome.accepted and outcome.reject_reason in QUARANTINED_REJECTIONS:
             quarantine.append(
                 _quarantine(
@@ -492,7 +551,7 @@ class Bucket:
         while i < len(log) and log[i][0] < before_ms:
             b_ts, broker, state, epoch = log[i]
             t = max(b_ts, watch.time_ms)
-            watch.advance_to(t, alerts, cfg, view.roots_at(key[0], i))
+            self._advance_watch(watch, t, alerts, cfg, view.roots_at(key[0], i), view)
             _set_broker(watch.leader, broker, state, epoch)
             watch.evaluate(t, alerts, cfg, view.roots_at(key[0], i + 1))
             i += 1
@@ -568,7 +627,9 @@ class Bucket:
         for key, watch in self.partitions.items():
             view = self.clusters[key[0]]
             target = view.settled_ms(cfg.lateness_ms)
-            if target >= watch.last_event_ms + cfg.evict_after_ms:
+            if target >= watch.last_event_ms + cfg.evict_after_ms and not self._session_kept(
+                key, view, target, cfg
+            ):
                 idle.append(key)
                 continue
             if view.broker_log:
@@ -579,7 +640,7 @@ class Bucket:
                 if watch.deadline_ms <= target:
                     watch = self.warm(key)
                     self.touched.add(key)
-                    watch.advance_to(target, alerts, cfg, self._roots(key, view))
+                    self._advance_watch(watch, target, alerts, cfg, self._roots(key, view), view)
                 else:  # what advance_to does when no deadline is due (a ColdWatch stays cold)
                     watch.time_ms = target
         for key in idle:
@@ -587,7 +648,7 @@ class Bucket:
             view = self.clusters[key[0]]
             at = watch.last_event_ms + cfg.evict_after_ms
             self._apply_broker_log(key, watch, view, at + 1, cfg, alerts)
-            watch.advance_to(at, alerts, cfg, self._roots(key, view))
+            self._advance_watch(watch, at, alerts, cfg, self._roots(key, view), view)
             self._evict(
                 key,
                 at,
@@ -597,6 +658,10 @@ class Bucket:
                 f"{cfg.evict_after_ms / 1000:g} s): no longer monitored",
             )
         self._trim_broker_logs()
+        for view in self.clusters.values():
+            if view.sessions.reads:
+                settled = view.settled_ms(cfg.lateness_ms)
+                view.sessions.prune(settled - cfg.reorder_tolerance_ms, settled - cfg.evict_after_ms)
         if len(alerts) > mark:
             self._fetcher_triggers(cfg, alerts, mark)
         for cluster, view in self.clusters.items():
@@ -683,6 +748,10 @@ class Bucket:
         key = fetcher_key(follower, leader, k)
         if key in view.fetcher_roots or follower in view.roots:
             return
+        if view.sessions.reads:  # the group's followers as of now
+            for (c, _, _), w in self.partitions.items():
+                if c == cluster and sessions.sync(view.sessions, w, now):
+                    self.touched.add((c, w.topic, w.partition))
         groups, _ = self._broker_involvement(cluster, follower, cfg)
         # a partition's silence counts from its own quiet time (the longest, in a group)
         stuck = max(
@@ -843,6 +912,9 @@ class Bucket:
                 continue
             if is_cold(watch):
                 watch = self.warm(key)
+            table = self.clusters[key[0]].sessions
+            if table.reads:
+                sessions.sync(table, watch, watch.time_ms)
             status = watch.partition_status()
             rows = watch.replica_statuses(cfg)
             self.touched.add((watch.cluster, watch.topic, watch.partition))

@@ -69,6 +69,7 @@ from replmon.state.root_cause import (
     fetcher_roots_from_book,
     roots_from_book,
 )
+from replmon.state.sessions import SessionTable
 
 FORMAT_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)  # and format 0, which has no header
@@ -134,6 +135,7 @@ REPLICA_FIELDS = (
     "broker_epoch",
     "leo_update_ms",
     "read_to_log_end_ms",
+    "session_id",
 )
 DERIVED = {"PartitionWatch": ("name", "leader", "book"), "PartitionLeader": ("config", "followers")}
 # Format 3's index: per partition, beside where its row is, the fields of a ColdWatch
@@ -155,7 +157,7 @@ INDEX_FIELDS = (
     "replicas",
 )
 # Defaults for fields a blob of this format may lack (added after the format was written).
-DEFAULTS: dict[str, object] = {"status_sent": None}
+DEFAULTS: dict[str, object] = {"status_sent": None, "session_id": 0}
 
 _WHAT_TO_DO = (
     "To start over, point spark.checkpoint_dir (default <output_dir>/_checkpoint) at a "
@@ -220,6 +222,8 @@ def _bucket_doc(bucket: Bucket) -> Doc:
             if getattr(v, "broker_log", None)
         },
         "broker_pos": list(getattr(bucket, "broker_pos", {}).items()),
+        # the fetch sessions' recent reads (state/sessions.py); absent before they existed
+        "sessions": {name: v.sessions.to_rows() for name, v in bucket.clusters.items() if v.sessions.reads},
         # each broker's current run of activity (state/cluster.py); absent before it existed
         "activity": {
             name: list(v.activity.items())
@@ -562,6 +566,8 @@ def _bucket_from_doc(doc: Doc, bucket_id: int, buckets: int) -> Bucket:
     bucket.broker_pos = dict(doc.get("broker_pos", ()))
     for name, runs in doc.get("activity", {}).items():
         bucket.clusters[name].activity = {b: list(run) for b, run in runs}
+    for name, rows in doc.get("sessions", {}).items():
+        bucket.clusters[name].sessions = SessionTable.from_rows(rows)
     return bucket
 
 

@@ -45,6 +45,9 @@ FIELDS: dict[str, Field] = {
     "leader_hw": Field("int", read=False),  # what the leader told the follower; replmon computes the HW
     "error": Field("str"),
     "diverging_epoch": Field("int"),
+    # KIP-227 fetch session id, as the leader assigned it; on a fetch, 0 means none: the
+    # follower's progress on that partition is not carried by a session from then on
+    "session_id": Field("int", minimum=0),
     "leader": Field("int"),  # -1: offline
     "replicas": Field("ints"),
     "isr": Field("ints"),
@@ -68,7 +71,8 @@ COMMON = ("type", "ts", "cluster")  # every event has them
 # The event types, in the order the engine applies events of the same time: a broker's state
 # first, then the partition changes the controller made because of it at the same instant
 # (fencing removes the broker from every ISR), so that an ISR exit is explained by the fence
-# (state/root_cause.py); then a new leader before its fetches, then appends and heartbeats.
+# (state/root_cause.py); then a new leader before its fetches, then the fetch sessions' reads
+# (after the fetches that name a partition of theirs), appends and heartbeats.
 TYPES: dict[str, EventType] = {
     "broker": EventType(("broker", "state"), ("broker_epoch",), partitioned=False),
     "metadata": EventType(
@@ -78,9 +82,20 @@ TYPES: dict[str, EventType] = {
     ),
     "fetch": EventType(
         ("topic", "partition", "replica", "fetch_offset", "leader_leo"),
-        ("leader_epoch", "broker_epoch", "log_start_offset", "leader_hw", "error", "diverging_epoch"),
+        (
+            "leader_epoch",
+            "broker_epoch",
+            "log_start_offset",
+            "leader_hw",
+            "error",
+            "diverging_epoch",
+            "session_id",
+        ),
         partitioned=True,
     ),
+    # One fetch session's latest read: every partition the session carries (state/sessions.py)
+    # was read then. About many partitions: delivered to every bucket, like a heartbeat.
+    "session": EventType(("replica", "leader", "session_id"), (), partitioned=False),
     "append": EventType(("topic", "partition", "leader_leo"), (), partitioned=True),
     "heartbeat": EventType((), (), partitioned=False),
 }
@@ -127,6 +142,7 @@ MIN_ISR = _at("min_insync_replicas")
 LAG_MAX = _at("replica_lag_time_max_ms")
 BROKER = _at("broker")
 STATE = _at("state")
+SESSION_ID = _at("session_id")
 RAW = _at("raw")
 
 

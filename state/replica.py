@@ -25,6 +25,9 @@ class ReplicaState:
     # Legacy rule sets (docs/kafka-rules.md §3.2, §10.4 `legacy`); both start at election / creation time.
     leo_update_ms: int = 0  # 0.8's logEndOffsetUpdateTimeMs: every accepted fetch
     read_to_log_end_ms: int = 0  # 0.9's lastCaughtUpTimeMs: only fetches at the leader LEO at read time
+    # replmon's, not Kafka's: the fetch session (KIP-227) whose reads carry this follower's
+    # progress while it idles at the leader LEO; 0 = none (state/sessions.py)
+    session_id: int = 0
 
 
 def new_replica_state(now_ms: int) -> ReplicaState:
@@ -80,6 +83,7 @@ def reset_replica_state(
     state: ReplicaState, *, now_ms: int, leader_leo: int, is_new_leader: bool, is_follower_in_sync: bool
 ) -> None:
     state.last_caught_up_ms = now_ms if is_follower_in_sync else 0
+    state.session_id = 0  # the follower adds the partition to its session again (a fetch of its own)
     if is_new_leader:
         state.leo = UNKNOWN_OFFSET
         state.log_start_offset = UNKNOWN_OFFSET

@@ -30,6 +30,7 @@ from replmon.state.events import (
     PARTITIONED,
     REQUIRED,
 )
+from replmon.state.sessions import NO_LEADER, NOT_A_SESSION, OWN_LEADER
 from replmon.streaming.contract import (
     DEFAULT_MAX_RECORD_BYTES,
     MALFORMED,
@@ -123,6 +124,12 @@ def contract_reason(max_future_ms: int) -> Column:
     reason = reason.when(
         (kind == "broker") & state.isNotNull() & ~state.isin(*BROKER_STATES),
         F.concat(F.lit("unknown broker state: "), state),
+    )
+    session = kind == "session"
+    reason = (
+        reason.when(session & (F.col("session_id") == 0), F.lit(NOT_A_SESSION))
+        .when(session & (F.col("leader") < 0), F.lit(NO_LEADER))
+        .when(session & (F.col("replica") == F.col("leader")), F.lit(OWN_LEADER))
     )
     return reason.when(
         ts > F.unix_millis(F.current_timestamp()) + F.lit(max_future_ms),

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from replmon.state.events import AT_LEAST_ONE, BROKER_STATES, NON_NEGATIVE, REQUIRED
+from replmon.state.sessions import NO_LEADER, NOT_A_SESSION, OWN_LEADER
 from replmon.streaming.contract import MALFORMED
 
 
@@ -64,6 +65,14 @@ def invalid_reasons(pdf: pd.DataFrame, now_ms: int, max_future_ms: int) -> np.nd
         state = pdf["state"].to_numpy(dtype=object)
         bad = is_broker & ~np.isin(state, list(BROKER_STATES)) & ~pdf["state"].isna().to_numpy()
         checks.append((bad, np.array([f"unknown broker state: {s}" for s in state], dtype=object)))
+    is_session = kind == "session"
+    if is_session.any():
+        leader = _num(pdf, "leader")
+        checks += [
+            (is_session & (_num(pdf, "session_id") == 0), NOT_A_SESSION),
+            (is_session & (leader < 0), NO_LEADER),
+            (is_session & (_num(pdf, "replica") == leader), OWN_LEADER),
+        ]
     future = _num(pdf, "ts") > now_ms + max_future_ms
     if future.any():
         ts = pdf["ts"].to_numpy()

@@ -49,6 +49,8 @@ class BrokerLog:
         self.bounds = infer.LeoBounds()
         self.counts: Counter = Counter()
         self.shutting_down: set[int] = set()  # brokers whose heartbeats ask to shut down
+        # name each fetch's session (KIP-227) in its event: for the session form (sessions.py: SessionForm)
+        self.session_ids = False
         self._shown: dict[str, float] = {}  # reason -> when its last example was logged
 
     def skip(self, reason: str, line: str | None = None) -> None:
@@ -190,10 +192,11 @@ class BrokerLog:
             tp = (topic, f.partition)
             if caught_up and not f.error_code and f.diverging_epoch is None:
                 self.bounds.prove(tp, req.read_ms, f.fetch_offset)
-            out.append(
-                infer.fetch_event(
-                    self.cluster, topic, req, follower, f, bool(caught_up), self.bounds.at(tp, req.read_ms)
-                )
+            ev = infer.fetch_event(
+                self.cluster, topic, req, follower, f, bool(caught_up), self.bounds.at(tp, req.read_ms)
             )
+            if self.session_ids and self.sessions.session_id and "error" not in ev:
+                ev["session_id"] = self.sessions.session_id
+            out.append(ev)
         self.counts["fetch events"] += len(out)
         return out

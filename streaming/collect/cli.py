@@ -120,6 +120,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(collect.compact = false)",
     )
     p.add_argument(
+        "--session-form",
+        action="store_true",
+        help="publish each fetch session's reads as `session` events (at most one per session per "
+        "resolution) and a partition's own fetches only when its picture changes "
+        "(collect.session_form; docs/events.md)",
+    )
+    p.add_argument(
         "--compact-resolution",
         metavar="DURATION",
         type=duration,
@@ -164,6 +171,7 @@ FLAG_SETTINGS = {
     "log_timezone": "log_timezone",
     "exclude_topic": "exclude_topics",
     "include_internal": "include_internal",
+    "session_form": "session_form",
 }
 
 
@@ -286,9 +294,10 @@ def collect(
 
     from replmon.streaming.collect.admin import AdminView
     from replmon.streaming.collect.collector import Collector
-    from replmon.streaming.collect.compact import Compactor
+    from replmon.streaming.collect.compact import RESOLUTION_CAP_MS, Compactor
     from replmon.streaming.collect.connect import connected
     from replmon.streaming.collect.publish import Fenced, Publisher, PublishError
+    from replmon.streaming.collect.sessions import SessionForm
     from replmon.streaming.signals import stop_on_signals
 
     logging.getLogger("kafka").setLevel(logging.WARNING)
@@ -336,6 +345,11 @@ def collect(
         metadata_ms=conf.metadata_interval_ms,
         max_held=conf.max_held,
         compactor=Compactor(requested_ms=conf.compact_resolution_ms) if conf.compact else None,
+        session_form=(
+            SessionForm(conf.compact_resolution_ms or RESOLUTION_CAP_MS, session_key=None)
+            if conf.session_form
+            else None
+        ),
         wanted=wanted,
         tz=tz,
         max_line_bytes=conf.max_line_bytes,

@@ -34,6 +34,7 @@ from replmon.streaming.collect.broker_log import BrokerLog
 from replmon.streaming.collect.compact import Compactor
 from replmon.streaming.collect.reorder import ReorderBuffer
 from replmon.streaming.collect.requestlog import BadLine, log_time_ms
+from replmon.streaming.collect.sessions import SessionForm
 from replmon.streaming.collect.tail import MAX_LINE_BYTES, FileTail
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class Collector:
         metadata_ms: int,
         max_held: int,
         compactor: Compactor | None = None,
+        session_form: SessionForm | None = None,
         wanted=lambda t: True,
         tz=None,
         clock=time.time,
@@ -100,6 +102,10 @@ class Collector:
         self._counts_logged: tuple[float, dict] = (time.monotonic(), {})
         self.buffer = ReorderBuffer(hold_ms, max_held, indexed=compactor is not None)
         self.compactor = compactor  # None: every event goes out (--no-compact)
+        # None: a fetch event per partition per read; else session form (--session-form)
+        self.session_form = session_form
+        for bl in self.logs.values():
+            bl.session_ids = session_form is not None
         self._last_heartbeat = 0
         self.published = 0
         self._admin_events: queue.Queue = queue.Queue()
@@ -200,6 +206,8 @@ class Collector:
         out = self.buffer.release(min([now, *(self._read_up_to_ms(b) for b in self.tails)]))
         if self.compactor is not None:  # decided inside the hold: no added latency (compact.py)
             out = self.compactor.release(out, self.buffer)
+        if self.session_form is not None:  # idle followers' reads said once per session
+            out = self.session_form.release(out)
         if self.role == "broker":  # the cluster role publishes the Admin API's events
             out = [ev for ev in out if ev["type"] not in ("metadata", "broker")]
         if self.role != "broker" and now - self._last_heartbeat >= self.heartbeat_ms:
@@ -316,6 +324,8 @@ class Collector:
         if self.compactor is not None:
             for kind, n in self.compactor.dropped.items():
                 total[f"compacted {kind} events"] = n
+        if self.session_form is not None:
+            total["fetch events said by sessions"] = self.session_form.dropped
         total["rotations"] = sum(t.rotations for t in self.tails.values())
         total["lines waiting for topic names"] = sum(len(w) for w in self.waiting.values())
         return total

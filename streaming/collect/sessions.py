@@ -9,14 +9,29 @@ partition in the session (docs/kafka-rules.md §11), and the cache of the sessio
 Epochs: sessionEpoch 0 opens a session with a full request (the response says its id),
 -1 is a full fetch without a session, > 0 is incremental on sessionId. A top-level error
 answers nothing and ends the session (the fetcher starts over with a full request).
+
+**Session form** (`SessionForm`, docs/events.md `session`): what `replmon collect
+--session-form` publishes. A follower's fetch of a partition whose picture did not change (the
+follower still at the LEO, nothing appended, no election, no error, the same epochs, the
+partition still in its session and in the ISR) is dropped: its session's read says it. Each
+session's reads are published as `session` events at most once per resolution, each with the
+exact time of the newest read (flushed on a grid of the resolution from the first, so a
+session's last read before it falls silent is always sent). Any other fetch is sent as it is,
+naming its session (the id the request log shows); before it, and before an append or a
+metadata event of the partition, the partition's last read that only its session said is sent
+as a fetch of its own, so that the engine's previous-fetch credit (lastFetchTimeMs) stays
+exact. tests/state/test_session_form.py builds this form from simulated and captured
+per-partition events for the differential test. Pure: events in, events out.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from replmon.state.events import TIE_RANK, event
 from replmon.streaming.collect.requestlog import Request
 
 log = logging.getLogger(__name__)
@@ -105,6 +120,7 @@ class FetchSessions:
     def __init__(self) -> None:
         self._sessions: dict[tuple[int, str], _Session] = {}
         self.unknown_sessions = 0  # incremental fetches on a session opened before we started
+        self.session_id = 0  # the session of the last fetch observed (0: none, a full fetch)
 
     def observe(self, req: Request, follower: int, client: str) -> list[PartitionFetch]:
         request, response = req.body.get("request") or {}, req.body.get("response") or {}
@@ -112,6 +128,7 @@ class FetchSessions:
         session_id = int(request.get("sessionId", 0))
         epoch = int(request.get("sessionEpoch", FINAL_EPOCH))
         named = _requested(request)
+        self.session_id = 0
         if int(response.get("errorCode", 0)) != 0:
             self._sessions.pop(key, None)
             return []
@@ -120,9 +137,11 @@ class FetchSessions:
             new_id = int(response.get("sessionId", 0))
             if epoch == INITIAL_EPOCH and new_id != 0:
                 self._sessions[key] = _Session(new_id, dict(named))
+                self.session_id = new_id
             else:
                 self._sessions.pop(key, None)
         else:
+            self.session_id = session_id
             session = self._sessions.get(key)
             if session is None or session.session_id != session_id:
                 # Opened before the collector started: only what this request names is known.
@@ -186,3 +205,189 @@ class FetchSessions:
                     for tid, name, p, off, cle, lso, pmb in s["partitions"]
                 },
             )
+
+
+# ---- session form ------------------------------------------------------------------------
+
+# The fields of a fetch that the engine reads: a fetch that repeats them is no news.
+_SAME = ("fetch_offset", "leader_leo", "leader_epoch", "broker_epoch", "log_start_offset")
+
+SessionKey = Callable[[str, int, int, str, int], tuple]
+
+
+def per_partition(cluster: str, replica: int, leader: int, topic: str, partition: int) -> tuple:
+    """One session per follower and partition: the simulator fetches each partition on a
+    schedule of its own, so only then are a session's reads exactly its partitions' reads."""
+    return (cluster, replica, leader, topic, partition)
+
+
+def per_leader(cluster: str, replica: int, leader: int, topic: str, partition: int) -> tuple:
+    """One session per follower and leader (one fetcher thread), as Kafka runs them by default."""
+    return (cluster, replica, leader)
+
+
+@dataclass
+class _Follower:
+    last: dict | None = None  # the follower's last fetch (sent or only said by its session)
+    session: int = 0  # the session its last sent fetch named (0: none)
+    carried: bool = False  # whether the engine takes its session's reads for it
+    changed: bool = True  # the partition changed since that fetch
+    unsent: int | None = None  # the time of its last read that only its session said
+
+
+@dataclass
+class _Partition:
+    leader: int = -1
+    isr: tuple = ()
+    leo: int = 0
+    followers: dict = field(default_factory=dict)
+
+
+def session_form(
+    events: Iterable[dict[str, Any]], resolution_ms: int, session_key: SessionKey = per_partition
+) -> list[dict[str, Any]]:
+    """The events in session form, in event-time order (ties in the contract's order)."""
+    former = SessionForm(resolution_ms, session_key)
+    out = former.release(sorted(events, key=_order)) + former.finish()
+    out.sort(key=_order)
+    return out
+
+
+def _order(e: dict[str, Any]) -> tuple[int, int]:
+    return e["ts"], TIE_RANK[e["type"]]
+
+
+@dataclass
+class _Reads:
+    """A session's reads not yet published: the newest one held, and the next flush time."""
+
+    held: int | None = None
+    next_flush: int | None = None
+    sent: int = -1  # the newest read published
+
+
+class SessionForm:
+    """Turns per-partition events, released in event-time order, into session form as they go
+    (`release`), and publishes each session's held read at its flush time (`finish` at the
+    end). A fetch that carries its own `session_id` (the collector read it from the request
+    log) is in that session of its follower and leader; `session_key` names the session of one
+    that does not (None: it is in none)."""
+
+    def __init__(self, resolution_ms: int, session_key: SessionKey | None = per_partition) -> None:
+        self.resolution_ms = resolution_ms
+        self.session_key = session_key
+        self._partitions: dict[tuple, _Partition] = {}
+        self._ids: dict[tuple, int] = {}
+        self._reads: dict[tuple, _Reads] = {}  # (cluster, replica, leader, session id) -> reads
+        self.dropped = 0  # fetches a session read said
+        self.restated = 0  # reads only a session said, sent as fetches before a change
+
+    def release(self, released: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out: list[dict] = []
+        for ev in released:
+            self._one(ev, out)
+        if released:
+            self._flush(released[-1]["ts"], out)
+        out.sort(key=_order)
+        return out
+
+    def finish(self) -> list[dict[str, Any]]:
+        """Every held read (the end of the input)."""
+        out: list[dict] = []
+        for key, reads in self._reads.items():
+            if reads.held is not None:
+                out.append(self._session(key, reads.held))
+                reads.sent, reads.held, reads.next_flush = reads.held, None, None
+        return out
+
+    def _one(self, ev: dict, out: list) -> None:
+        kind = ev["type"]
+        if kind not in ("fetch", "append", "metadata"):
+            out.append(ev)
+            return
+        key = (ev["cluster"], ev["topic"], ev["partition"])
+        part = self._partitions.setdefault(key, _Partition())
+        if kind != "fetch":
+            for f in part.followers.values():
+                self.restated += _restate(f, out)
+                f.changed = True
+            if kind == "append":
+                part.leo = max(part.leo, ev["leader_leo"])
+            else:
+                part.leader, part.isr = ev["leader"], tuple(ev["isr"])
+                part.leo = max(part.leo, ev.get("leader_leo") or 0)
+            out.append(ev)
+            return
+        r = ev["replica"]
+        f = part.followers.setdefault(r, _Follower())
+        part.leo = max(part.leo, ev["leader_leo"])
+        sid = 0
+        failed = ev.get("error") is not None or ev.get("diverging_epoch") is not None
+        if part.leader >= 0 and part.leader != r and not failed:
+            sid = ev.get("session_id") or 0
+            if not sid and self.session_key is not None:
+                sid = self._ids.setdefault(
+                    self.session_key(ev["cluster"], r, part.leader, ev["topic"], ev["partition"]),
+                    len(self._ids) + 1,
+                )
+        same = (
+            f.carried
+            and not f.changed
+            and not failed
+            and sid == f.session
+            and f.last is not None
+            and all(ev.get(n) == f.last.get(n) for n in _SAME)
+        )
+        if same:  # a read only the session says (a session that carries no one says nothing)
+            self._read((ev["cluster"], r, part.leader, sid), ev["ts"], out)
+            f.unsent = ev["ts"]
+            f.last = ev
+            self.dropped += 1
+            return
+        self.restated += _restate(f, out)
+        out.append({**ev, "session_id": sid} if sid else ev)
+        f.last, f.session, f.changed = ev, sid, False
+        f.carried = bool(sid) and ev["fetch_offset"] == ev["leader_leo"] >= part.leo and r in part.isr
+
+    def _read(self, key: tuple, ts: int, out: list) -> None:
+        """A read of the session at `ts`: published at once when none is due, else held (each
+        session publishes at most once per resolution: on a grid from its first read)."""
+        reads = self._reads.setdefault(key, _Reads())
+        if ts <= reads.sent:  # one request reads all its partitions at once
+            return
+        self._flush_one(key, reads, ts - 1, out)
+        if reads.next_flush is None:
+            out.append(self._session(key, ts))
+            reads.sent = ts
+            reads.next_flush = ts + self.resolution_ms
+        elif reads.held is None or ts > reads.held:
+            reads.held = ts
+
+    def _flush(self, now: int, out: list) -> None:
+        for key, reads in self._reads.items():
+            self._flush_one(key, reads, now, out)
+
+    def _flush_one(self, key: tuple, reads: _Reads, now: int, out: list) -> None:
+        """Publish the held read at each flush time up to `now`; a flush time with nothing
+        held ends the grid (the next read is published at once)."""
+        while reads.next_flush is not None and reads.next_flush <= now:
+            if reads.held is None:
+                reads.next_flush = None
+            else:
+                out.append(self._session(key, reads.held))
+                reads.sent, reads.held = reads.held, None
+                reads.next_flush += self.resolution_ms
+
+    @staticmethod
+    def _session(key: tuple, ts: int) -> dict:
+        cluster, replica, leader, sid = key
+        return event("session", ts, cluster, replica=replica, leader=leader, session_id=sid)
+
+
+def _restate(f: _Follower, out: list) -> bool:
+    """The follower's last read that only its session said, as a fetch of its own."""
+    if f.unsent is None or f.last is None:
+        return False
+    out.append({**f.last, "ts": f.unsent, "session_id": f.session})
+    f.unsent = None
+    return True

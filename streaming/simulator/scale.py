@@ -11,7 +11,8 @@ JSON lines, in ts order.
 `Paced` is a cluster as `replmon collect` publishes it with compaction on: each follower's
 fetches and each busy partition's appends at a given rate (events per second, from
 docs/real-cluster.md section 5), generated for any window of event time so that a benchmark can
-send them as the wall clock reaches it; a follower can be stopped for a while (a fault).
+send them as the wall clock reaches it; a follower can be stopped for a while (a fault). With
+`session_ms`, idle partitions are published in session form (`replmon collect --session-form`).
 """
 
 from __future__ import annotations
@@ -167,6 +168,8 @@ class Paced:
         faults: Sequence[Fault] = (),
         heartbeats: bool = False,
         seed: int = 0,
+        session_ms: int | None = None,
+        fetcher: int = 0,
     ) -> None:
         rng = np.random.default_rng(seed)
         self.layout, self.start_ms, self.lag_max_ms = layout, start_ms, lag_max_ms
@@ -194,6 +197,35 @@ class Paced:
         self.fetches = [
             f'"type":"fetch","ts":%d,{layout.fetch_static(p, r)},"fetch_offset":%d,"leader_leo":%d,'
             f'"leader_hw":%d}}'.encode()
+            for p in owned
+            for r in layout.replicas[p][1:]
+        ]
+        # Session form (docs/events.md `session`), when session_ms is set: an idle partition's
+        # follower sends its first fetch naming its session (one per follower and leader of this
+        # generator, its `fetcher`), then only the session's reads say it, at most one `session`
+        # event per session_ms. A busy partition's fetches go out as before, in no session.
+        self.session_ms = session_ms
+        self.idle = [rate[i // 2] <= 0 for i in range(2 * n)]
+        if session_ms is not None and any(self.idle[f] for f, _, _ in self.faults):
+            # its session's other partitions would go on saying it read
+            raise ValueError("session form: a stopped follower of an idle partition is not modelled")
+        self.joined = [False] * (2 * n)
+        self.session_of = [
+            (r, layout.replicas[p][0]) for p in self.owned.tolist() for r in layout.replicas[p][1:]
+        ]
+        self.session_due: dict[tuple, int] = {}
+        self.session_lines = {
+            (r, leader): (
+                f'"type":"session","ts":%d,"cluster":"{layout.cluster}","replica":{r},"leader":{leader},'
+                f'"session_id":{1 + fetcher * 100 + r * 10 + leader}}}'
+            ).encode()
+            for r in BROKERS
+            for leader in BROKERS
+            if r != leader
+        }
+        self.joining = [
+            f'"type":"fetch","ts":%d,{layout.fetch_static(p, r)},"fetch_offset":%d,"leader_leo":%d,'
+            f'"leader_hw":%d,"session_id":{1 + fetcher * 100 + r * 10 + layout.replicas[p][0]}}}'.encode()
             for p in owned
             for r in layout.replicas[p][1:]
         ]
@@ -250,6 +282,14 @@ class Paced:
             if f in stopped and stopped[f][0] <= t < stopped[f][1]:
                 continue
             p = f // 2
+            if self.session_ms is not None and self.idle[f]:
+                if not self.joined[f]:
+                    self.joined[f] = True
+                    out.append((self.keys[p], b"{" + self.joining[f] % (t, leo[p], leo[p], hw[p])))
+                elif t >= self.session_due.get(self.session_of[f], t):
+                    self.session_due[self.session_of[f]] = t + self.session_ms
+                    out.append((cluster, b"{" + self.session_lines[self.session_of[f]] % t))
+                continue
             out.append((self.keys[p], b"{" + self.fetches[f] % (t, leo[p], leo[p], hw[p])))
             fleo[f] = leo[p]
             hw[p] = min(fleo[2 * p], fleo[2 * p + 1])

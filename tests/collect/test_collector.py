@@ -289,3 +289,67 @@ def test_a_backlog_leaves_in_event_time_order(tmp_path, monkeypatch):
             late.append(e["ts"])
     assert len(keyed(rec.sent)) == 40
     assert late == []
+
+
+class OneMetadata(NoAdmin):
+    """The Admin API says once that broker 1 leads t1-0 and t1-1, replicated to broker 2."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def changes(self, answers, now_ms):
+        if self.said:
+            return []
+        self.said = True
+        return [
+            {
+                "type": "metadata",
+                "ts": now_ms,
+                "cluster": "c",
+                "topic": "t1",
+                "partition": p,
+                "leader": 1,
+                "leader_epoch": 0,
+                "replicas": [1, 2],
+                "isr": [1, 2],
+            }
+            for p in (0, 1)
+        ]
+
+
+def test_with_session_form_an_idle_session_is_one_event_per_second_not_a_fetch_per_partition(tmp_path):
+    from replmon.streaming.collect.sessions import SessionForm
+
+    log = tmp_path / "kafka-request.log"
+    rec, clock = Recorder(), Clock(T - 500)
+    c = Collector(
+        "c",
+        {1: str(log)},
+        OneMetadata(),
+        rec,
+        tmp_path / "state",
+        hold_ms=1000,
+        heartbeat_ms=10**9,
+        clock=clock,
+        session_form=SessionForm(1000, session_key=None),
+        **PACE,
+    )
+    c.start()
+    c.poll_admin()  # the metadata, at T - 500
+    # Follower 2 opens session 7 on both partitions at their LEO, then its fetches name none
+    # and wait 500 ms each (parked: caught up): 10 reads of each partition over 5 s.
+    write(log, fetch_line(T, 2, epoch=0, session_id=0, response_session=7, requested=[(0, 10), (1, 5)]))
+    write(log, *[fetch_line(T + 501 * k, 2, epoch=k, total=501, queue=0, remote=500) for k in range(1, 11)])
+    clock.ms = T + 8000
+    c.step()
+    fetches = [e for e in rec.sent if e["type"] == "fetch"]
+    sessions = [e for e in rec.sent if e["type"] == "session"]
+    # the session's opening fetch of each partition names it; the other reads are its events,
+    # published at most once a second (the newest read each time): 5 s of reads, released up
+    # to the hold, give 5 or 6
+    assert [(e["partition"], e["session_id"]) for e in fetches] == [(0, 7), (1, 7)]
+    assert {(e["replica"], e["leader"], e["session_id"]) for e in sessions} == {(2, 1, 7)}
+    assert 5 <= len(sessions) <= 6
+    times = [e["ts"] for e in sessions]
+    assert times == sorted(set(times))  # each read once, in order
+    assert c.counts()["fetch events said by sessions"] == 20

@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from replmon.state.events import AT_LEAST_ONE, EVENT_FIELDS, FIELDS, NON_NEGATIVE, REQUIRED
+from replmon.state.sessions import NO_LEADER, NOT_A_SESSION, OWN_LEADER
 from replmon.streaming.contract import PACKED_FIELDS, pack_extra
 from replmon.streaming.parse import contract_reason, monitor_input, parse_events
 from replmon.streaming.stateful import INPUT_COLUMNS, events_from_frames
@@ -53,6 +54,7 @@ VALID = {
     },
     "broker": {"type": "broker", "ts": T, "cluster": "c", "broker": 3, "state": "fenced", "broker_epoch": 9},
     "heartbeat": {"type": "heartbeat", "ts": T, "cluster": "c"},
+    "session": {"type": "session", "ts": T, "cluster": "c", "replica": 2, "leader": 1, "session_id": 77},
 }
 
 
@@ -72,6 +74,9 @@ def _cases() -> list:
             cases.append(one(event, **{name: -1 if name in NON_NEGATIVE else 0}))
     cases += [
         one(VALID["broker"], state="asleep"),
+        one(VALID["session"], session_id=0),
+        one(VALID["session"], leader=-1),
+        one(VALID["session"], leader=2),
         one(VALID["heartbeat"], type="gossip"),
         one(VALID["fetch"], ts="soon"),
         one(VALID["metadata"], isr=[1, "2"]),
@@ -131,6 +136,9 @@ def test_the_jvm_checks_give_the_python_references_reason_for_every_row(spark):
         "negative partition",
         "min_insync_replicas must be at least 1",
         "unknown broker state: asleep",
+        NOT_A_SESSION,
+        NO_LEADER,
+        OWN_LEADER,
         "empty record: no value",
         "contains a NUL byte",
         "not valid UTF-8",
