@@ -4,7 +4,9 @@
 #   run    setup, then `replmon run --demo` (the embedded simulated cluster); with arguments,
 #          `replmon run ARGS` (e.g. --input events/ --once)
 #   test   setup, the static checks (ruff check, ruff format --check, mypy), then start the local
-#          Kafka broker and Redis (deploy/local) and run the whole test suite
+#          Kafka broker and Redis (deploy/local) and run the whole test suite; it prints every
+#          skip and xfail with its reason and the 25 slowest steps, and fails on any skip not
+#          listed as expected in tests/skip_policy.py (--strict-skips)
 #   test --fast
 #          setup, the static checks, then only the tests that need no service, no Spark and no
 #          package index (-m "not spark and not services and not judge and not wheel"; a test's
@@ -68,7 +70,7 @@ case "$cmd" in
     bash deploy/local/services.sh up
     bash deploy/local/chromium.sh      # the replay report is rendered in headless Chromium
     set +e
-    "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
+    "$venv/bin/python" -m pytest -q -rsx --durations=25 --strict-skips -p no:cacheprovider "$@"
     rc=$?
     set -e
     # pytest exits 5 when it collected nothing: that is a failure here, never a pass.

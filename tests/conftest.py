@@ -1,4 +1,5 @@
-"""The one SparkSession shared by the whole test run (starting one costs ~4 s)."""
+"""The one SparkSession shared by the whole test run (starting one costs ~4 s), and the
+--strict-skips option of the full tier (tests/skip_policy.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,24 @@ from pathlib import Path
 
 import pytest
 
+from tests.skip_policy import SkipPolicy
+
 ROOT = Path(__file__).resolve().parents[1]
 # The real redis-server fixtures (redis_server, redis_client), for every test directory.
 pytest_plugins = ["tests.redis_server"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--strict-skips",
+        action="store_true",
+        help="fail the run on any skip not listed in tests/skip_policy.py (the full tier sets it)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--strict-skips"):
+        config.pluginmanager.register(SkipPolicy(), "replmon-skip-policy")
 
 
 def _kafka_jars() -> list[str]:

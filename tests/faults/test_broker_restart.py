@@ -22,7 +22,7 @@ from replmon.sinks.keys import Keys
 from replmon.streaming.simulator.writers import create_topic, kafka_producer, publish
 from tests.faults.reference import run_env
 from tests.integration.conftest import run_services, services_up_args
-from tests.streaming.test_outage import transitions_in_redis, wait_for
+from tests.streaming.test_outage import transitions_in_redis, wait_for, wait_later_trigger
 
 pytestmark = [pytest.mark.spark, pytest.mark.services]
 
@@ -80,6 +80,7 @@ def test_a_broker_restart_loses_and_duplicates_no_transition(
                 REPLMON_KAFKA__SUBSCRIBE=topic,
                 REPLMON_KAFKA__STARTING_OFFSETS="earliest",
                 REPLMON_KAFKA__MAX_OFFSETS_PER_TRIGGER="4000",
+                REPLMON_SUPERVISE__HEARTBEAT_INTERVAL_S="1",  # the later trigger is seen within 1 s
                 REPLMON_SPARK__JARS=json.dumps(spark_kafka_jars),
             ),
             start_new_session=True,
@@ -92,7 +93,12 @@ def test_a_broker_restart_loses_and_duplicates_no_transition(
         )
         assert proc.poll() is None, log_path.read_text()[-3000:]
         stop_broker(local_services)
-        time.sleep(5)
+        # Down until the run has seen it go away (else this test proves nothing).
+        wait_for(
+            lambda: "could not be established" in log_path.read_text() or proc.poll() is not None,
+            60,
+            "the run to see the broker gone",
+        )
         up = run_services(*services_up_args())
         assert up.returncode == 0, up.stderr[-2000:]
 
@@ -101,7 +107,8 @@ def test_a_broker_restart_loses_and_duplicates_no_transition(
             240,
             "every transition in Redis after the restart",
         )
-        time.sleep(3)  # a few more triggers: nothing may be written twice by them either
+        # A later trigger: nothing may be written twice by the triggers after that either.
+        wait_later_trigger(redis_client, keys, int(time.time() * 1000), proc)
         assert proc.poll() is None, log_path.read_text()[-3000:]
         assert transitions_in_redis(redis_client, keys) == expected
         # The run did see the broker go away (else this test proved nothing).

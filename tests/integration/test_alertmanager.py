@@ -51,6 +51,17 @@ def am_alerts(url: str, cluster: str) -> list[dict]:
         return json.loads(r.read())
 
 
+def post_marker(url: str, cluster: str) -> None:
+    """An alert of the test's own, posted after replmon's: once Alertmanager shows it, it has
+    applied every post before it (the positive marker for an alert that must not be there)."""
+    body = json.dumps([{"labels": {"alertname": "TestMarker", "cluster": cluster}}]).encode()
+    req = urllib.request.Request(
+        f"{url}/api/v2/alerts", data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert r.status == 200, r.status
+
+
 def wait_for(predicate, timeout_s=10.0):
     """Alertmanager applies posted alerts asynchronously; poll with a bound."""
     deadline = time.monotonic() + timeout_s
@@ -167,8 +178,9 @@ def test_broker_maintenance_silence_end_to_end(
     root = next(r for r in records if r["name"] == "BrokerUnavailable")
     assert json.loads(root["silenced_by"]) == [silence_id] and root["notify"] == "false"
     assert not any(e["name"] == "BrokerUnavailable" for e in notified(redis_client, prefix))
-    time.sleep(1.0)  # nothing to wait for: give Alertmanager the time it would need to show one
-    assert am_alerts(alertmanager_url, cluster) == [], "silenced: not sent to Alertmanager"
+    post_marker(alertmanager_url, cluster)
+    shown = wait_for(lambda: am_alerts(alertmanager_url, cluster))
+    assert [a["labels"]["alertname"] for a in shown] == ["TestMarker"], "silenced: not sent to Alertmanager"
     assert SilenceStore(redis_client, prefix).expire(silence_id)
 
 

@@ -35,15 +35,35 @@ def test_the_bench_reports_keeping_up_and_the_fault_alerts_latency(kafka_bootstr
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
 
     assert figures["partitions"] == 60
-    assert isinstance(figures["keeps_up"], bool)
     assert figures["producer_kept_pace"] is True
     # 12 busy partitions: 0.15 x 60 moderate (1.12 fetch, 0.91 append), 0.05 x 60 max, the rest idle
     assert 120 <= figures["events_per_s"] <= 150
+    # The monitor read in the measured window (on a loaded machine, in as little as one batch),
+    # and its lag was sampled.
+    assert figures["processed_events_per_s"] > 0 and figures["batches"] >= 1, figures
+    assert figures["lag_s_first"] is not None and figures["lag_s_first"] >= 0, figures
+    # Keeps up: the rule as the bench's docstring states it, from the figures it prints (a loaded
+    # machine may fall behind: the verdict may be either, but it must be the documented one).
+    # (The lags are printed rounded to 10 ms: lag_ok is checked where rounding cannot flip it.)
+    margin = figures["lag_s_first"] + max(2.0, figures["lag_s_first"] / 4) - figures["lag_s_last"]
+    if abs(margin) > 0.02:
+        assert figures["lag_ok"] is (margin > 0), figures
+    rule = (
+        figures["lag_ok"]
+        and figures["producer_kept_pace"]
+        and figures["processed_events_per_s"] >= 0.9 * figures["events_per_s"]
+    )
+    assert figures["keeps_up"] is rule, figures
+    assert figures["tried"] == [
+        {k: figures[k] for k in ("partitions", "keeps_up", "events_per_s", "lag_s_last")}
+    ]
     assert figures["faults"] == 4
     # the last fault's alerts are released ~38 s in: a slow batch on a loaded machine may miss it
     assert figures["faults_with_alerts"] >= 3
     assert figures["alerts_by_name"].get("ReplicaOutOfSync", 0) >= 3
     assert figures["alerts_unexpected"] == {}
-    assert 0 < figures["latency_ms_p50"] <= figures["latency_ms_p99"]
+    assert figures["alerts"] >= figures["faults_with_alerts"]
+    assert figures["latency_ms_min"] <= figures["latency_ms_p50"] <= figures["latency_ms_p99"]
+    assert figures["latency_ms_p50"] > 0
     assert figures["lag_s_last"] is not None and figures["lag_s_max"] >= figures["lag_s_last"] >= 0
     assert {"mix", "resolution_ms", "runs", "tried"} <= set(figures)

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -108,6 +110,26 @@ class JudgeAlertmanager:
                 out.append({"at_ms": at, "alerts": alerts})
         return out
 
+    def sync(self, timeout_s: float = 60) -> None:
+        """Post a marker alert of its own group and wait for its notification: Alertmanager
+        takes posts in order and waits the same group_wait for every new group, so every group
+        posted before it has been notified by then (the positive marker before counting)."""
+        marker = f"judge-marker-{uuid.uuid4().hex[:8]}"
+        body = json.dumps([{"labels": {"alertname": "JudgeMarker", "cluster": marker}}]).encode()
+        req = urllib.request.Request(
+            f"{self.url}/api/v2/alerts",
+            data=body,
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=10):
+            pass
+        deadline = time.monotonic() + timeout_s
+        while not self.notifications(0, marker):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"Alertmanager sent no notification of its marker in {timeout_s:.0f} s")
+            time.sleep(0.2)
+
     def close(self) -> None:
         try:
             self._script("down")
@@ -131,17 +153,3 @@ def redis_notified(pipeline, since_ms: int) -> list[dict]:
 def episode(pipeline, alert_id: str) -> list[dict]:
     """Every transition of one alert (firing, updates, resolved), in order."""
     return [a for a in pipeline.alerts() if a["alert_id"] == alert_id]
-
-
-def wait_quiet(what, check, settle_s: float, timeout_s: float) -> None:
-    """Wait until check() has not changed for settle_s (bounded by timeout_s)."""
-    deadline = time.monotonic() + timeout_s
-    last, since = check(), time.monotonic()
-    while time.monotonic() < deadline:
-        time.sleep(1.0)
-        now = check()
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= settle_s:
-            return
-    raise AssertionError(f"{what} still changing after {timeout_s:.0f} s: {last!r}")

@@ -177,7 +177,7 @@ def test_bursty_acks_all_producer_no_shrink_no_out_of_sync(
     assert producer.sent > 0 and producer.errors == 0
     assert shrinks == []
     assert fired == []
-    redis, am = notified_since(pipeline, judge_alertmanager, start_ms, start_ms, settle_s=6.0)
+    redis, am = notified_since(pipeline, judge_alertmanager, start_ms, start_ms)
     assert (redis, am) == ([], []), "nothing to tell on-call about healthy followers"
 
 
@@ -221,6 +221,41 @@ class CpuThrottle:
 
 
 _SLOW: dict[str, int] = {}  # the broker restarted with SLOW_PROPS (kept for the later runs)
+# The fault's tries, each stronger than the last: the CPU throttle's (run_s, stop_s) and how
+# long the follower gets to fall out of the ISR, in L. The brokers decide whether it happens
+# (in about 1 run of 6 the first try's follower kept up); after the last try the case fails.
+SLOW_TRIES = ((0.05, 0.15, 3), (0.05, 0.25, 4), (0.03, 0.3, 5))
+
+
+def _slow_fault(judge_cluster, pipeline, victim: int, run_s: float, stop_s: float, lags: int):
+    """One try of the slow follower: the throttled victim under the producer until it falls out
+    of an ISR (then SLOW_AFTER_SHRINK_S more) or `lags` x L passed. Returns (started_ms, its
+    shrinks, the throttle, the producer's last report)."""
+    started_ms = int(time.time() * 1000)
+    throttle = CpuThrottle(judge_cluster.pid(victim), run_s, stop_s).start()
+    producer = JavaProducer(
+        judge_cluster.bootstrap,
+        TOPIC,
+        per_second=SLOW_LOAD_PER_S,
+        seconds=lags * LAG_MS / 1000 + SLOW_AFTER_SHRINK_S,
+        size=1000,
+        log=pipeline.workdir / "slow-producer.log",
+    ).start()
+    try:
+        # lags x L for the follower to fall out of the ISR; once it has, it stays slow a while
+        # longer: a follower back within alerts.group_wait_ms of falling out is, by the
+        # notification policy (docs/alerts.md), recorded and not notified; on a loaded machine
+        # the producer may take half the window to reach its pace.
+        deadline = time.time() + lags * LAG_MS / 1000
+        while time.time() < deadline and not judge_cluster.shrinks(TOPIC, started_ms):
+            time.sleep(0.5)
+        if judge_cluster.shrinks(TOPIC, started_ms):
+            time.sleep(SLOW_AFTER_SHRINK_S)
+    finally:
+        throttle.stop()
+        sent = producer.stop()
+    shrinks = [s for s in judge_cluster.shrinks(TOPIC, started_ms) if s.replica == victim]
+    return started_ms, shrinks, throttle, sent
 
 
 @pytest.mark.parametrize("run", RUNS)
@@ -231,8 +266,9 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline, judge_alertmanager,
     leader takes batches several requests at a time, the follower copies one per round trip.
     The follower is also starved of CPU as a container over its CPU quota is (CpuThrottle): on
     a loaded machine the producer reached 2-30 records/s, which a capped follower alone copied
-    in time (4 runs of 4 without a shrink). Same checks as the pause, on the shrinks of that
-    follower."""
+    in time (4 runs of 4 without a shrink). A try in which it kept up anyway is tried again,
+    more throttled and longer (SLOW_TRIES); the case fails when none made it fall behind. Same
+    checks as the pause, on the shrinks of that follower."""
     before = wait_full_isr(judge_admin, TOPIC, 60)
     active_controller = controller(judge_admin)
     victim = next(
@@ -248,41 +284,23 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline, judge_alertmanager,
         wait_for("the broker to stop", lambda: not os.path.exists(f"/proc/{pid}") or None, 60)
         judge_cluster.restart_node_with(victim, SLOW_PROPS)
         _SLOW["victim"] = victim
-    start = wait_full_isr(judge_admin, TOPIC, 120)
-    if "ended_ms" in _SLOW:
-        # Each run its own incident: the same broker lagging again within REGROUP_MS of its last
-        # lag is by policy the same incident, already notified (docs/alerts.md), so a later run
-        # waits that out (REPLMON_JUDGE_RUNS > 1 only; CI runs each case once).
-        time.sleep(max(0.0, (_SLOW["ended_ms"] + REGROUP_MS + 5000) / 1000 - time.time()))
-    started_ms = int(time.time() * 1000)
-    throttle = CpuThrottle(judge_cluster.pid(victim)).start()
-    producer = JavaProducer(
-        judge_cluster.bootstrap,
-        TOPIC,
-        per_second=SLOW_LOAD_PER_S,
-        seconds=3 * LAG_MS / 1000 + SLOW_AFTER_SHRINK_S,
-        size=1000,
-        log=pipeline.workdir / "slow-producer.log",
-    ).start()
-    try:
-        # 3 x L for the follower to fall out of the ISR; once it has, it stays slow a while
-        # longer: a follower back within alerts.group_wait_ms of falling out is, by the
-        # notification policy (docs/alerts.md), recorded and not notified; on a loaded machine
-        # the producer may take half the window to reach its pace.
-        deadline = time.time() + 3 * LAG_MS / 1000
-        while time.time() < deadline and not judge_cluster.shrinks(TOPIC, started_ms):
-            time.sleep(0.5)
-        if judge_cluster.shrinks(TOPIC, started_ms):
-            time.sleep(SLOW_AFTER_SHRINK_S)
-    finally:
-        throttle.stop()
-        sent = producer.stop()
-    shrinks = [s for s in judge_cluster.shrinks(TOPIC, started_ms) if s.replica == victim]
-    _SLOW["ended_ms"] = int(time.time() * 1000) + 30_000  # it catches up, and resolves, after this
-    if not shrinks:
-        # The brokers decide whether the fault happens: in 1 of ~6 runs the capped follower kept
-        # up. Nothing to judge then; a run where it happened checks every verdict below.
-        pytest.skip(f"broker {victim} never fell out of the ISR: the fault did not happen")
+    tries = []
+    for run_s, stop_s, lags in SLOW_TRIES:
+        wait_full_isr(judge_admin, TOPIC, 120)
+        if "ended_ms" in _SLOW:
+            # Each run its own incident: the same broker lagging again within REGROUP_MS of its
+            # last lag is by policy the same incident, already notified (docs/alerts.md), so a
+            # later run waits that out (REPLMON_JUDGE_RUNS > 1 only; CI runs each case once).
+            time.sleep(max(0.0, (_SLOW["ended_ms"] + REGROUP_MS + 5000) / 1000 - time.time()))
+        started_ms, shrinks, throttle, sent = _slow_fault(
+            judge_cluster, pipeline, victim, run_s, stop_s, lags
+        )
+        tries.append(f"stopped {stop_s} s of every {run_s + stop_s} s for {lags} L: {len(shrinks)} shrinks")
+        if shrinks:
+            _SLOW["ended_ms"] = int(time.time() * 1000) + 30_000  # it catches up, and resolves, after this
+            break
+    else:
+        pytest.fail(f"broker {victim} never fell out of the ISR: the fault did not happen ({tries})")
 
     def matched():
         alerts = pipeline.alerts()
@@ -301,7 +319,7 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline, judge_alertmanager,
     fired = wait_for("replmon's ReplicaOutOfSync for every shrink of the slow follower", matched, 60, 1.0)
     report(
         f"slow follower {victim} (replica.fetch.max.bytes 2 KB, CPU throttled {throttle.cycles} cycles); "
-        f"producer: {sent}",
+        f"producer: {sent}; tries: {tries}",
         [
             f"{TOPIC}-{s.partition}: broker shrank at +{s.log_ms - s.last_caught_up_ms} ms after its lcu, "
             f"replmon fired at +{a['started_ms'] - s.last_caught_up_ms} ms; lcu error "
@@ -312,7 +330,6 @@ def test_slow_follower(judge_cluster, judge_admin, pipeline, judge_alertmanager,
     for s, a in fired.items():
         assert a["started_ms"] <= s.log_ms + FIRING_TOLERANCE_MS, (s, a)
         assert abs(a["started_ms"] - LAG_MS - 1 - s.last_caught_up_ms) <= LCU_TOLERANCE_MS, (s, a)
-    del start
     # On-call: one notification for the slow broker, however many partitions it fell behind on
     # (its first ReplicaOutOfSync stands for the rest), and nothing else.
     redis, am = notified_since(pipeline, judge_alertmanager, started_ms, started_ms)

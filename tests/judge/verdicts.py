@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import time
 
+from replmon.streaming.settings import Alerts, Stream
+from tests.judge.cluster import wait_for
 from tests.judge.pipeline import CLUSTER, Pipeline, describe
 
 
@@ -51,19 +54,32 @@ def report(label: str, rows: list[str]) -> None:
         print(f"[judge]   {r}")
 
 
-def notified_since(pipeline: Pipeline, am, since_ms: int, wall_ms: int, settle_s: float = 10.0):
+# How far past a moment replmon's event time goes before every notification about what happened
+# before it is made: every alert is held alerts.group_wait_ms, and the cluster step decides up to
+# the newest event less stream.reorder_tolerance_ms (the judged run keeps both defaults).
+NOTIFIED_WITHIN_MS = Alerts().group_wait_ms + Stream().reorder_tolerance_ms
+
+
+def notified_since(pipeline: Pipeline, am, since_ms: int, wall_ms: int):
     """What reached on-call since a fault: the notified firing transitions on replmon's Redis
     on-call stream that started at or after since_ms (event time), and the notifications the
-    real Alertmanager sent since wall_ms, once both stopped changing for settle_s (replmon
-    holds every alert alerts.group_wait_ms of event time before it notifies)."""
-    from tests.judge.oncall import redis_notified, wait_quiet
+    real Alertmanager sent since wall_ms. Read once replmon got past the moment: its clock is
+    NOTIFIED_WITHIN_MS past now, one more micro-batch has written (so the one that crossed it
+    has also posted to Alertmanager), and Alertmanager has sent a marker alert posted after
+    that (JudgeAlertmanager.sync)."""
+    from tests.judge.oncall import redis_notified
 
-    wait_quiet(
-        "the on-call channels",
-        lambda: (len(redis_notified(pipeline, since_ms)), len(am.notifications(wall_ms, CLUSTER))),
-        settle_s,
+    called_ms = int(time.time() * 1000)
+    until_ms = called_ms + NOTIFIED_WITHIN_MS
+    crossed = wait_for(
+        f"replmon's cluster clock past {until_ms}",
+        lambda: pipeline.check_alive() or ((c := pipeline.clock()) > until_ms and c),
         120,
+        0.5,
     )
+    wait_for("replmon's next micro-batch", lambda: pipeline.clock() > crossed, 60, 0.5)
+    am.sync()
+    report("on-call read", [f"{int(time.time() * 1000) - called_ms} ms after the fault's checks"])
     return redis_notified(pipeline, since_ms), am.notifications(wall_ms, CLUSTER)
 
 

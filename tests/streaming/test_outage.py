@@ -93,6 +93,21 @@ def wait_for(predicate, timeout_s: float, what: str):
     raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
+def wait_later_trigger(client: redis.Redis, keys: Keys, after_ms: int, proc: subprocess.Popen) -> dict:
+    """Wait until the query's heartbeat reports a trigger that started after `after_ms` (wall
+    clock): the positive marker that the query went on past that moment, so that what it did
+    not write by then it also did not write on the triggers after. Spark reports an idle
+    trigger every 10 s (spark.sql.streaming.noDataProgressEventInterval)."""
+
+    def later():
+        if proc.poll() is not None:
+            return {"exited": str(proc.returncode)}
+        hb = {k.decode(): v.decode() for k, v in client.hgetall(keys.heartbeat("replmon")).items()}
+        return hb if int(hb.get("last_batch_ms") or 0) > after_ms else None
+
+    return wait_for(later, 60, "a trigger after the last write to be reported")
+
+
 def split_into_files(events_file: Path, folder: Path, n: int) -> None:
     """The event lines in n files, in event-time order; increasing mtimes, since the file source
     takes the oldest first."""
@@ -192,7 +207,8 @@ def test_a_redis_outage_loses_and_duplicates_no_alert_and_the_query_keeps_runnin
             caught_up, 240, "all files read after the outage and the monitor keeping up again"
         )
         (tmp_path.parent / "outage-last.log").write_text(log_path.read_text())  # for a reader
-        time.sleep(3)  # a few more idle triggers: nothing may be written twice by them either
+        # A later trigger: nothing may be written twice by the triggers after the last file either.
+        wait_later_trigger(client, keys, int(time.time() * 1000), proc)
         assert proc.poll() is None, "the process outlived the outage"
         log_text = log_path.read_text()
         restarts = int(heartbeat["restarts"])
