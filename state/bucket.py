@@ -319,7 +319,7 @@ class Bucket:
                 watch.evaluate(ts, alerts, cfg, self._roots(key, view))
                 continue
             assert watch is not None  # a fetch or an append started it; the contract has no other kind
-            watch.observe(ts, alerts, cfg, self._roots(key, view))
+            watch.observe(ts, alerts, cfg, self._roots(key, view), ev[REPLICA])
         if len(alerts) > mark:
             self._fetcher_triggers(cfg, alerts, mark)
 
@@ -415,6 +415,7 @@ class Bucket:
         lag, min_isr = _overrides(ev)
         if (lag, min_isr) != (watch.lag_override, watch.min_isr_override):
             watch.lag_override, watch.min_isr_override = lag, min_isr
+            watch.next_run_ms(ts)  # the isr-expiration run due under the old L stays
             p.config = cfg.partition_config(lag, min_isr)
         epoch, leader_id = ev[LEADER_EPOCH], ev[LEADER]
         replicas, isr = tuple(ev[REPLICAS]), tuple(ev[ISR])
