@@ -10,7 +10,7 @@ import pytest
 from replmon.state import monitor
 from replmon.state.partition import PartitionLeader
 from replmon.streaming.settings import monitor_config
-from tests.state.test_monitor import L, T0, ev, meta, run, steady, transitions
+from tests.state.test_monitor import T0, L, ev, meta, run, steady, transitions
 
 
 @pytest.fixture
