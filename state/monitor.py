@@ -167,7 +167,7 @@ class PartitionWatch:
         self.dirty = True
         self.significant = True
         self.last_status_ms = -NEVER
-        # (digest, event time) of the last status sent, then the offsets it or a point gave last
+        # (digest, event time) of the last status sent, and the offsets it or a point gave last
         self.status_sent: tuple[int, ...] | None = None
         self.auto_assign = auto_assign
         self.lag_override: int | None = None
