@@ -2,7 +2,7 @@
 
     python bench/bucket_step.py [--partitions 6250] [--batches 12] [--miss] [--repeats 3] [--busy 0.1]
                                 [--buckets 1] [--plain-gc] [--plain-constructors] [--full-save]
-                                [--eager-load]
+                                [--eager-load] [--every-run]
 
 Feeds the real stateful function (streaming/stateful.make_state_func) the bench's steady traffic
 for one bucket (bench/throughput.py: per partition and round an append and a fetch by each of
@@ -14,13 +14,14 @@ bucket, as when the task lands on the other Python worker. `--buckets N`: the wo
 such buckets per batch (a worker of a 100k-partition run with 16 buckets on 2 tasks serves 8),
 the figures are over all of them. `--plain-gc`, `--plain-constructors`, `--full-save` and
 `--eager-load` turn the stateful step's speed tricks off (the cyclic collector as Python runs it;
-a setattr per field when decoding; the incremental save; the lazy load), to measure what each
-buys. `--busy 0.1`: a cluster most of whose partitions are
+a setattr per field when decoding; the incremental save; the lazy load; the isr-expiration
+runs only where a follower can lag: `--every-run` evaluates every partition at every run), to
+measure what each buys. `--busy 0.1`: a cluster most of whose partitions are
 idle, as the collector's compaction leaves them (issue 21): a tenth of the partitions has the
 traffic above every round, the others only a caught-up fetch per follower every `--idle-every`
 rounds (8: one per L/8 at L = 30 s), so about a fifth of the partitions changes per call; with
-`--batches` of 30 or more, the isr-expiration tick at L/2 (every partition evaluated) falls in
-the run. The Arrow-to-pandas step and the JVM
+`--batches` of 30 or more, the isr-expiration run at L/2 falls in the run (with `--every-run`,
+every partition is evaluated at it). The Arrow-to-pandas step and the JVM
 are not in it: bench/throughput.py measures those. Iterate on the Python side with this; confirm
 with bench/throughput.py.
 """
@@ -40,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from replmon.state import codec
+from replmon.state import codec, monitor
 from replmon.state.events import FIELDS
 from replmon.streaming import stateful
 from replmon.streaming.contract import pack_extra
@@ -201,7 +202,12 @@ def main() -> int:
     )
     ap.add_argument("--full-save", action="store_true", help="every save encodes the whole bucket")
     ap.add_argument("--eager-load", action="store_true", help="a miss decodes every partition (no lazy load)")
+    ap.add_argument(
+        "--every-run", action="store_true", help="every isr-expiration run evaluates every partition"
+    )
     args = ap.parse_args()
+    if args.every_run:
+        monitor.SKIP_IDLE_RUNS = False
     if args.full_save:
         stateful.INCREMENTAL_SAVE = False
     if args.eager_load:
@@ -259,8 +265,9 @@ def main() -> int:
     total = [sum(c.get(f"{k}_cpu", 0.0) for k in PHASES) for c in calls]
     med = statistics.median(total)
     print(
-        f"  {'total':18s} median {med:7.2f}  min {min(total):7.2f}  "
-        f"({events / med * 1000:,.0f} events/s on one core)"
+        f"  {'total':18s} median {med:7.2f}  min {min(total):7.2f}  max {max(total):7.2f}  "
+        f"({events / med * 1000:,.0f} events/s on one core; the max is the call with the "
+        "isr-expiration run, when --batches reaches it)"
     )
     print(
         f"  {'whole call':18s} median {statistics.median(whole):7.2f}  min {min(whole):7.2f}  "
@@ -275,6 +282,7 @@ def main() -> int:
                 "miss": args.miss,
                 "full_save": args.full_save,
                 "eager_load": args.eager_load,
+                "every_run": args.every_run,
                 "busy": args.busy,
                 "state_bytes": len(state.blob),
                 "cpu_ms_median": {
@@ -285,6 +293,8 @@ def main() -> int:
                     k: round(statistics.mean(c.get(f"{k}_cpu", 0.0) for c in calls), 2) for k in PHASES
                 },
                 "total_ms_median": round(med, 2),
+                "total_ms_max": round(max(total), 2),
+                "total_ms_mean": round(statistics.mean(total), 2),
                 "call_ms_median": round(statistics.median(whole), 2),
             }
         )

@@ -25,12 +25,15 @@ end
 # ARGV: 1 series maxlen, 2.. one record each:
 #   [hash KEYS no, series KEYS no, ts, [hash field, value, ...], [series field, value, ...],
 #    [set KEYS no, member, ...] to add, [set KEYS no, member, '1'|'0', ...] memberships,
-#    [] or [replicas set KEYS no, out-of-sync set KEYS no, member prefix, assigned id, ...]]
+#    [] or [replicas set KEYS no, out-of-sync set KEYS no, member prefix, assigned id, ...],
+#    1 when the sink left out the index adds and the prune (it sent them for this hash before)]
 # A record older than the stored one changes nothing, so a replayed older batch cannot roll
-# the state back; an equal ts rewrites the same values. The last part forgets followers no
+# the state back; an equal ts rewrites the same values. The prune forgets followers no
 # longer assigned to the partition (after a reassignment), so they leave the replica index
 # and the out-of-sync set.
-# Returns {applied, point appended} per record.
+# Returns {applied, point appended, index wanted} per record: index wanted is 1 when the sink
+# left the index adds out but the hash did not exist (Redis was flushed, or the keys deleted):
+# the sink then sends the record again with them.
 APPLY_STATUSES = (
     _XADD_AT
     + """
@@ -40,7 +43,7 @@ for n = 2, #ARGV do
   local hash, ts = KEYS[r[1]], r[3]
   local stored = redis.call('HGET', hash, 'ts')
   if stored and tonumber(stored) > tonumber(ts) then
-    results[#results + 1] = {0, 0}
+    results[#results + 1] = {0, 0, 0}
   else
     redis.call('HSET', hash, unpack(r[4]))
     local appended = 0
@@ -63,7 +66,7 @@ for n = 2, #ARGV do
         end
       end
     end
-    results[#results + 1] = {1, appended}
+    results[#results + 1] = {1, appended, (r[9] == 1 and not stored) and 1 or 0}
   end
 end
 return results
@@ -113,6 +116,23 @@ return 1
 # KEYS: 1 cluster series, 2 under-replicated set, 3 under-min-isr set, 4 out-of-sync set,
 #       5 firing hash of the cluster
 # ARGV: 1 ts, 2 series maxlen
+# Series points of healthy partitions (series_point records): a point each, nothing else.
+# KEYS: the series streams, each once; ARGV: 1 series maxlen, 2.. [KEYS no, ts, [field, value, ...]]
+# Returns how many points were appended (a replayed or older point is not).
+APPEND_POINTS = (
+    _XADD_AT
+    + """
+local appended = 0
+for n = 2, #ARGV do
+  local r = cjson.decode(ARGV[n])
+  local one = xadd_at(KEYS[r[1]], ARGV[1], r[2], r[3])
+  if type(one) == 'table' then return one end
+  appended = appended + one
+end
+return appended
+"""
+)
+
 CLUSTER_POINT = (
     _XADD_AT
     + """

@@ -16,6 +16,7 @@ from typing import Any
 
 from replmon.sinks.errors import SinkWriteError
 from replmon.sinks.keys import Keys, part, partition_member, replica_member
+from replmon.state.bucket import PARTITION_POINT_FIELDS, REPLICA_POINT_FIELDS
 
 ALERT_FIELDS = (
     "alert_id",
@@ -35,8 +36,8 @@ ALERT_FIELDS = (
 # record in the firing hashes and is never notified
 ALERT_STATUSES = ("firing", "updated", "resolved")
 QUARANTINE_FIELDS = ("stage", "reason", "cluster", "ts", "raw", "size", "sha256")
-REPLICA_SERIES_FIELDS = ("lag_ms", "lag_messages", "leo")
-PARTITION_SERIES_FIELDS = ("hw", "leader_leo", "hw_stalled_ms")
+REPLICA_SERIES_FIELDS = REPLICA_POINT_FIELDS
+PARTITION_SERIES_FIELDS = PARTITION_POINT_FIELDS
 
 
 class RecordError(SinkWriteError, ValueError):
@@ -50,6 +51,8 @@ class ScriptCall:
     args: tuple[str, ...]
     kind: str  # which record kind the call writes, for the WriteReport
     records: int = 1  # how many records it writes
+    specs: tuple = ()  # apply_statuses: the StatusSpec of each record, in order
+    known: tuple = ()  # apply_statuses: per record, whether its index adds and prune were left out
 
 
 def encode(value: Any) -> str:
@@ -161,17 +164,21 @@ def partition_status_spec(keys: Keys, record: Mapping[str, Any]) -> StatusSpec:
     )
 
 
-def status_call(kind: str, specs: list[StatusSpec], series_maxlen: int) -> ScriptCall:
-    """One APPLY_STATUSES call for `specs`; each key is passed once."""
+def status_call(
+    kind: str, specs: list[StatusSpec], series_maxlen: int, known: list[bool] | None = None
+) -> ScriptCall:
+    """One APPLY_STATUSES call for `specs`; each key is passed once. `known`: per spec, whether
+    the sink sent its index adds and prune before (they are left out; sinks/redis_sink.py)."""
     numbers: dict[str, int] = {}
+    known = known or [False] * len(specs)
 
     def no(key: str) -> int:
         return numbers.setdefault(key, len(numbers) + 1)
 
     records = []
-    for spec in specs:
+    for spec, sent in zip(specs, known, strict=True):
         prune: list = []
-        if spec.prune is not None:
+        if spec.prune is not None and not sent:
             replicas_key, out_of_sync_key, prefix, ids = spec.prune
             prune = [no(replicas_key), no(out_of_sync_key), prefix, *ids]
         records.append(
@@ -182,14 +189,48 @@ def status_call(kind: str, specs: list[StatusSpec], series_maxlen: int) -> Scrip
                     str(spec.ts),
                     spec.hash_pairs,
                     spec.series_pairs,
-                    [x for key, member in spec.adds for x in (no(key), member)],
+                    [] if sent else [x for key, member in spec.adds for x in (no(key), member)],
                     [x for key, member, on in spec.memberships for x in (no(key), member, _flag(on))],
                     prune,
+                    1 if sent else 0,
                 ],
                 separators=(",", ":"),
             )
         )
-    return ScriptCall("apply_statuses", tuple(numbers), (str(series_maxlen), *records), kind, len(records))
+    return ScriptCall(
+        "apply_statuses",
+        tuple(numbers),
+        (str(series_maxlen), *records),
+        kind,
+        len(records),
+        tuple(specs),
+        tuple(known),
+    )
+
+
+def points_call(keys: Keys, points: list[Mapping[str, Any]], series_maxlen: int) -> ScriptCall:
+    """One APPEND_POINTS call: the series points of healthy partitions (docs/outputs.md,
+    `series_point`), each at entry id `{ts}-0` of its partition's or follower's series."""
+    numbers: dict[str, int] = {}
+    records = []
+    for point in points:
+        _need(point, "series_point", "cluster", "topic", "partition", "ts")
+        c, t, p = (point[f] for f in ("cluster", "topic", "partition"))
+        r = point.get("replica")
+        fields: tuple[str, ...]
+        if r is None:
+            key = keys.partition_series(c, t, p)
+            fields = (*PARTITION_SERIES_FIELDS, "isr_size")
+        else:
+            key = keys.replica_series(c, t, p, r)
+            fields = REPLICA_SERIES_FIELDS
+        number = numbers.setdefault(key, len(numbers) + 1)
+        pairs = [a for f in fields if f in point for a in (f, encode(point[f]))]
+        ts = str(_ts(point, "series_point"))
+        records.append(json.dumps([number, ts, pairs], separators=(",", ":")))
+    return ScriptCall(
+        "append_points", tuple(numbers), (str(series_maxlen), *records), "series_point", len(records)
+    )
 
 
 def alert_call(keys: Keys, alert: Mapping[str, Any], seen_ttl_s: int, maxlen: int) -> ScriptCall:

@@ -1,9 +1,11 @@
 """RedisSink: writes one micro-batch of engine outputs to Redis.
 
 `foreachBatch` is at-least-once, so every write is idempotent (sinks/lua.py): a replayed
-batch writes nothing twice. The sink only sends: it pipelines script calls in chunks, retries
-a chunk a bounded number of times when Redis cannot be reached, then raises SinkUnavailable so
-that the Spark batch fails and is replayed. It never drops a record silently.
+batch writes nothing twice. The index sets a status joins are written the first time this
+process writes its hash (`RedisSink._indexed`), and again when Redis says the hash was gone.
+The sink only sends: it pipelines script calls in chunks, retries a chunk a bounded number of
+times when Redis cannot be reached, then raises SinkUnavailable so that the Spark batch fails
+and is replayed. It never drops a record silently.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 
 SCRIPTS = {
     "apply_statuses": lua.APPLY_STATUSES,
+    "append_points": lua.APPEND_POINTS,
     "write_alert": lua.WRITE_ALERT,
     "write_quarantine": lua.WRITE_QUARANTINE,
     "cluster_point": lua.CLUSTER_POINT,
@@ -62,6 +65,10 @@ class RedisSinkSettings(BaseModel):
     backoff_initial_s: PositiveFloat = 0.2
     backoff_max_s: PositiveFloat = 5.0
     cluster_series: bool = Field(default=True, description="append a point of counts per cluster")
+    # status hashes whose index adds this process remembers having sent (about 150 B each; a
+    # cluster of 100k partitions of RF 3 has 300k); the oldest is forgotten first, and a
+    # forgotten one costs only its adds sent again
+    indexed_max: PositiveInt = 500_000
 
     @field_validator("prefix")
     @classmethod
@@ -86,6 +93,7 @@ class WriteReport:
     alerts_notified: int = 0
     series_points_written: int = 0
     cluster_points_written: int = 0
+    indexes_rewritten: int = 0  # status records sent again with their index adds (their hash was gone)
     round_trips: int = 0
 
     @property
@@ -121,6 +129,9 @@ class RedisSink:
         self._keys = Keys(self._settings.prefix)
         self._sleep = sleep
         self._scripts = {name: client.register_script(src) for name, src in SCRIPTS.items()}
+        # status hash key -> the replicas its index was last pruned to (partition statuses; None
+        # for a replica's): its index adds are sent once per process, the prune when they change
+        self._indexed: dict[str, tuple | None] = {}
 
     @property
     def client(self) -> redis.Redis:
@@ -138,19 +149,32 @@ class RedisSink:
         replica_status: list[dict],
         quarantine: list[dict],
         clocks: dict[str, int] | None = None,
+        series_points: list[dict] | None = None,
     ) -> WriteReport:
         """Write one micro-batch; safe to call again with the same batch. `clocks`: each
         cluster's newest event time in the batch beyond its records' (a healthy cluster whose
-        statuses did not change still gets its cluster series point)."""
+        statuses did not change still gets its cluster series point). `series_points`: the
+        healthy partitions' points (docs/outputs.md)."""
         counts: Counter[str] = Counter()
+        lost: list[rec.ScriptCall] = []
         for chunk in _round_trips(
-            self._calls(batch_id, alerts, partition_status, replica_status, quarantine, clocks or {}),
+            self._calls(
+                batch_id, alerts, partition_status, replica_status, quarantine, clocks or {}, series_points
+            ),
             self._settings.chunk_size,
         ):
             results = self._execute(batch_id, chunk)
             counts["round_trips"] += 1
             for call, result in zip(chunk, results, strict=True):
                 _count(counts, call, result)
+                if call.script == "apply_statuses":
+                    lost += self._remember_indexed(call, result)
+        if lost:  # hashes that were gone from Redis: their records again, with their index adds
+            self._execute(batch_id, lost)
+            counts["round_trips"] += 1
+            counts["indexes_rewritten"] += sum(call.records for call in lost)
+            for call in lost:
+                self._remember_indexed(call, [(1, 0, 0)] * call.records)
         report = WriteReport(batch_id=batch_id, **counts)
         log.info(
             "batch %d: wrote %d records, skipped %d (replayed or older), %d series points",
@@ -161,8 +185,30 @@ class RedisSink:
         )
         return report
 
+    def _known(self, spec: rec.StatusSpec) -> bool:
+        """Whether this process sent the hash's index adds (and its prune, to these replicas)."""
+        if spec.hash_key not in self._indexed:
+            return False
+        return spec.prune is None or self._indexed[spec.hash_key] == tuple(spec.prune[3])
+
+    def _remember_indexed(self, call: rec.ScriptCall, result) -> list[rec.ScriptCall]:
+        """Note the hashes whose index adds went out (or were out already); the records whose
+        hash was gone though their adds were left out, as one call with the adds."""
+        again = []
+        for spec, known, (_, _, wanted) in zip(call.specs, call.known, result, strict=True):
+            if known and wanted:
+                self._indexed.pop(spec.hash_key, None)
+                again.append(spec)
+            elif not known:
+                self._indexed[spec.hash_key] = tuple(spec.prune[3]) if spec.prune is not None else None
+        while len(self._indexed) > self._settings.indexed_max:
+            del self._indexed[next(iter(self._indexed))]  # the oldest
+        if not again:
+            return []
+        return [rec.status_call(call.kind, again, self._settings.series_maxlen)]
+
     def _calls(
-        self, batch_id, alerts, partition_status, replica_status, quarantine, clocks
+        self, batch_id, alerts, partition_status, replica_status, quarantine, clocks, series_points
     ) -> Iterator[rec.ScriptCall]:
         s, keys = self._settings, self._keys
         for kind, records, spec in (
@@ -170,7 +216,10 @@ class RedisSink:
             ("replica_status", replica_status, rec.replica_status_spec),
         ):
             for group in _chunks(records, s.statuses_per_call):
-                yield rec.status_call(kind, [spec(keys, record) for record in group], s.series_maxlen)
+                specs = [spec(keys, record) for record in group]
+                yield rec.status_call(kind, specs, s.series_maxlen, [self._known(x) for x in specs])
+        for group in _chunks(series_points or [], s.statuses_per_call):
+            yield rec.points_call(keys, group, s.series_maxlen)
         for alert in sorted(alerts, key=rec.alert_order):
             yield rec.alert_call(keys, alert, s.seen_ttl_s, s.alerts_maxlen)
             if alert.get("notify"):
@@ -179,7 +228,7 @@ class RedisSink:
         for record, record_id in zip(quarantine, ids, strict=True):
             yield rec.quarantine_call(keys, record, record_id, s.seen_ttl_s, s.quarantine_maxlen)
         if s.cluster_series:
-            newest = _newest_per_cluster(partition_status, replica_status, alerts)
+            newest = _newest_per_cluster(partition_status, replica_status, alerts, series_points or [])
             for cluster, ts in clocks.items():
                 newest[cluster] = max(ts, newest.get(cluster, ts))
             for cluster, ts in sorted(newest.items()):
@@ -238,9 +287,11 @@ def _newest_per_cluster(*kinds: list[dict]) -> dict[str, int]:
 
 def _count(counts: Counter[str], call: rec.ScriptCall, result: Any) -> None:
     if call.script == "apply_statuses":
-        for applied, appended in result:
+        for applied, appended, _ in result:
             counts[f"{call.kind}_{'written' if applied else 'skipped'}"] += 1
             counts["series_points_written"] += appended
+    elif call.script == "append_points":
+        counts["series_points_written"] += result
     elif call.kind == "notified":
         counts["alerts_notified"] += int(bool(result))
     elif call.script in ("write_alert", "write_quarantine"):

@@ -64,6 +64,10 @@ from replmon.state.texts import fmt_clock
 
 # the replica alerts a root decided after they fired adopts (not IsrFlapping: a count of exits)
 REPLICA_ROOTED = tuple(name for name in alert_rules.REPLICA_ALERTS if name != "IsrFlapping")
+# What a series point carries (docs/outputs.md, `series_point`): the values of a status that move
+# while a partition stays healthy; a partition's point also has `isr_size`.
+PARTITION_POINT_FIELDS = ("hw", "leader_leo", "hw_stalled_ms")
+REPLICA_POINT_FIELDS = ("lag_ms", "lag_messages", "leo")
 
 
 # Fetch rejections that mean the input disagrees with what replmon knows: quarantined.
@@ -330,7 +334,7 @@ class Bucket:
                 watch.evaluate(ts, alerts, cfg, self._roots(key, view))
                 continue
             assert watch is not None  # a fetch or an append started it; the contract has no other kind
-            watch.observe(ts, alerts, cfg, self._roots(key, view))
+            watch.observe(ts, alerts, cfg, self._roots(key, view), ev[REPLICA])
         if len(alerts) > mark:
             self._fetcher_triggers(cfg, alerts, mark)
 
@@ -475,6 +479,7 @@ class Bucket:
         lag, min_isr = _overrides(ev)
         if (lag, min_isr) != (watch.lag_override, watch.min_isr_override):
             watch.lag_override, watch.min_isr_override = lag, min_isr
+            watch.next_run_ms(ts)  # the isr-expiration run due under the old L stays
             p.config = cfg.partition_config(lag, min_isr)
         epoch, leader_id = ev[LEADER_EPOCH], ev[LEADER]
         replicas, isr = tuple(ev[REPLICAS]), tuple(ev[ISR])
@@ -900,9 +905,19 @@ class Bucket:
         return out
 
     # -- status -------------------------------------------------------------------------------
-    def statuses(self, cfg: MonitorConfig, partitions: list, replicas: list, force: bool = False) -> None:
+    def statuses(
+        self,
+        cfg: MonitorConfig,
+        partitions: list,
+        replicas: list,
+        force: bool = False,
+        points: list | None = None,
+    ) -> None:
         """Append the status of each partition that changed, at most once per status interval
-        unless something significant (ISR, alerts, metadata) changed."""
+        unless something significant (ISR, alerts, metadata) changed. A healthy partition whose
+        status would say what its last one said but for its times and offsets (_steady_digest)
+        goes out again only after status_refresh_ms; meanwhile, when its offsets moved, its
+        series points go to `points` instead (docs/outputs.md)."""
         for key, watch in self.partitions.items():
             if not watch.dirty:
                 continue
@@ -929,24 +944,29 @@ class Bucket:
             )
             watch.dirty = watch.significant = False
             watch.last_status_ms = watch.time_ms
-            if repeat:  # healthy, and it would say what it said last: no news
+            if repeat:  # healthy, and it would say what it said last: no news, perhaps points
+                assert sent is not None
+                offsets = _offsets(status, rows)
+                if points is not None and sent[2:] != (offsets,):
+                    points.extend(_series_points(status, rows))
+                    watch.status_sent = (sent[0], sent[1], offsets)
                 continue
             partitions.append(status)
             replicas.extend(rows)
-            watch.status_sent = None if digest is None else (digest, watch.time_ms)
+            watch.status_sent = None if digest is None else (digest, watch.time_ms, _offsets(status, rows))
 
 
 def _steady_digest(watch: PartitionWatch, status: dict, rows: list[dict]) -> int | None:
-    """What a healthy partition's status says but for its times, as a number (equal numbers:
-    the same news); None when the partition is not healthy (its statuses all go out): an ISR
-    short of its replicas, a follower not caught up at the leader's LEO or not fetching, the HW
-    short of the LEO, an open alert."""
+    """What a healthy partition's status says but for its times and offsets, as a number (equal
+    numbers: the same health); None when the partition is not healthy (its statuses all go
+    out): an ISR short of its replicas or not the one reported, a follower not caught up (Kafka's
+    isCaughtUp, and at the leader's LEO within alerts.caught_up_grace_ms) or not fetching, an
+    open alert (a stalled HW is one). A busy partition whose followers keep up is healthy: its
+    moving HW, LEOs and lags are series points, not news."""
     if (
         watch.book.open
         or status["under_replicated"]
         or len(status["isr"]) != len(status["replicas"])
-        or status["hw"] != status["leader_leo"]
-        or status["hw_stalled_ms"]
         or status["reported_isr"] not in (None, status["isr"])
     ):
         return None
@@ -955,18 +975,39 @@ def _steady_digest(watch: PartitionWatch, status: dict, rows: list[dict]) -> int
         status["leader_epoch"],
         status["replicas"],
         status["isr"],
-        status["hw"],
         status["min_insync_replicas"],
         status["replica_lag_time_max_ms"],
     ]
     for r in rows:
-        if (
-            not (r["in_isr"] and r["caught_up"] and r["state"] == CAUGHT_UP)
-            or r["leo"] != status["leader_leo"]
-        ):
+        if not (r["in_isr"] and r["caught_up"] and r["state"] == CAUGHT_UP):
             return None  # (a follower silent at the LEO is caught up by Kafka's rule, but stuck)
         said.append((r["replica"], r["in_reported_isr"]))
     return zlib.crc32(repr(said).encode())
+
+
+def _offsets(status: dict, rows: list[dict]) -> int:
+    """The offsets a status gives (the HW, the leader's LEO, each follower's LEO), as one number
+    (a hash of ints: the same in every process; should two differ alike, one point is left out)."""
+    return hash((status["hw"], status["leader_leo"], *(r["leo"] for r in rows)))
+
+
+def _series_points(status: dict, rows: list[dict]) -> list[dict]:
+    """The partition's and its followers' series points, from their statuses."""
+    key = {f: status[f] for f in ("cluster", "topic", "partition")}
+    points = [
+        {
+            **key,
+            "replica": None,
+            "ts": status["ts"],
+            **{f: status[f] for f in PARTITION_POINT_FIELDS},
+            "isr_size": len(status["isr"]),
+        }
+    ]
+    for r in rows:
+        points.append(
+            {**key, "replica": r["replica"], "ts": r["ts"], **{f: r[f] for f in REPLICA_POINT_FIELDS}}
+        )
+    return points
 
 
 def _older_than_last_fetch(watch: PartitionWatch, ev) -> bool:

@@ -1,10 +1,11 @@
 """One partition under watch: contract events in, the leader's rules applied, alerts out.
 
 `PartitionWatch` drives a `PartitionLeader` with the events of docs/events.md, runs Kafka's
-isr-expiration task on its schedule (every replica.lag.time.max.ms / 2), and evaluates the
-alert conditions at every event and at every *deadline* in between (the exact event time a
-follower would pass the imminent fraction, fail isCaughtUp, the HW stall limit, ...), so alert
-times do not depend on when events happen to arrive or how a stream is cut into batches.
+isr-expiration task on its schedule (every replica.lag.time.max.ms / 2) where a run can remove a
+follower, and evaluates the alert conditions at every event and at every *deadline* in between
+(the exact event time a follower would pass the imminent fraction, fail isCaughtUp, the HW stall
+limit, ...), so alert times do not depend on when events happen to arrive or how a stream is cut
+into batches.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from replmon.state.explain import (
     out_of_isr_cause,
 )
 from replmon.state.fetcher import FetcherRoot, fetcher_id, fetcher_key
+from replmon.state.legacy import CURRENT
 from replmon.state.partition import PartitionConfig, PartitionLeader
 from replmon.state.replica import ReplicaState
 from replmon.state.root_cause import root_id
@@ -39,6 +41,11 @@ def explains_lag(root) -> bool:
 
 
 NEVER = 1 << 62
+# A partition whose ISR followers are all at the leader's LEO gets no isr-expiration run, only
+# the runs that can remove one (_isr_expiration_due). Off: every run of the schedule evaluates
+# every partition, as before (bench/bucket_step.py --every-run, bench/engine_diff.py --every-run:
+# the alerts must not change).
+SKIP_IDLE_RUNS = True
 
 
 def _imminent_after_ms(p: PartitionLeader, cfg: MonitorConfig) -> int:
@@ -160,7 +167,8 @@ class PartitionWatch:
         self.dirty = True
         self.significant = True
         self.last_status_ms = -NEVER
-        self.status_sent: tuple[int, int] | None = None  # (digest, event time) of the last status sent
+        # (digest, event time) of the last status sent, and the offsets it or a point gave last
+        self.status_sent: tuple[int, ...] | None = None
         self.auto_assign = auto_assign
         self.lag_override: int | None = None
         self.min_isr_override: int | None = None
@@ -175,22 +183,33 @@ class PartitionWatch:
         half = self._half()
         return (t // half + 1) * half
 
+    def next_run_ms(self, after: int) -> int:
+        """The first run of the isr-expiration schedule after `after`. `next_tick_ms` is the
+        schedule as last brought up to date: the runs that fell due since were not needed (no
+        follower could be removed, _isr_expiration_due) and count on from it. The bucket brings
+        it up to date before it changes the partition's L, which moves the runs after it."""
+        if self.next_tick_ms <= after:
+            self.next_tick_ms = self._tick_after(after)
+        return self.next_tick_ms
+
     def advance_to(self, t: int, out: list, cfg: MonitorConfig, roots: dict | None = None) -> None:
         """Run every scheduled tick and deadline up to and including event time t."""
         while self.deadline_ms <= t:
             d = self.deadline_ms
             self.time_ms = d
-            if d >= self.next_tick_ms:
-                self.leader.isr_expiration(self.next_tick_ms)
-                self.next_tick_ms = self._tick_after(self.next_tick_ms)
+            if self.next_run_ms(d - 1) == d:
+                self.leader.isr_expiration(d)
+                self.next_tick_ms = self._tick_after(d)
             self.evaluate(d, out, cfg, roots)
         if t > self.time_ms:
             self.time_ms = t
 
     # -- alerts -------------------------------------------------------------------------------
-    def observe(self, now: int, out: list, cfg: MonitorConfig, roots: dict | None = None) -> None:
-        """After a fetch or an append. Alerts only fire when a deadline passes or the ISR
-        changes, and only resolve while one is open; otherwise an event can only bring a
+    def observe(
+        self, now: int, out: list, cfg: MonitorConfig, roots: dict | None = None, replica: int | None = None
+    ) -> None:
+        """After a fetch (by `replica`) or an append. Alerts only fire when a deadline passes or
+        the ISR changes, and only resolve while one is open; otherwise an event can only bring a
         deadline closer (a follower falling behind, the HW falling behind the LEO), which is
         cheap to track. This keeps the common event at a few attribute reads."""
         self.dirty = True
@@ -213,6 +232,13 @@ class PartitionWatch:
                     at = p.lag_passes_at_ms(st, imminent_after)
                     if at is not None:
                         self._bring_forward(at)
+        elif replica is not None and replica in p.isr:
+            # a fetch below the LEO it had reached (its log truncated) puts it behind: it may lag
+            st = p.followers.get(replica)
+            if st is not None and st.leo != leo:
+                at = p.lag_passes_at_ms(st, _imminent_after_ms(p, cfg))
+                if at is not None:
+                    self._bring_forward(at)
         if now >= self.deadline_ms:
             self.evaluate(now, out, cfg, roots)
 
@@ -235,7 +261,7 @@ class PartitionWatch:
         self._track_hw(now)
         pf = self._facts(now, cfg)
         subject = f"{self.cluster}/{self.name}"
-        deadline = self.next_tick_ms
+        deadline = self._isr_expiration_due(now)
         if p.leader >= 0:
             out_of_sync = p.out_of_sync_replicas(now, ignore_inflight=True)
             isr = p.isr
@@ -277,6 +303,35 @@ class PartitionWatch:
         if len(out) > emitted:
             self.significant = True
             self._annotate(out, emitted, pf.holders)
+
+    def _isr_expiration_due(self, now: int) -> int:
+        """The next isr-expiration run that may remove a follower from the ISR: the first run of
+        the schedule at or after the earliest time an ISR follower behind the leader's LEO fails
+        isCaughtUp (lcu + L + 1); NEVER while every ISR follower is at the LEO, which Kafka's
+        rule never calls out of sync (KAFKA-7152), so a partition whose followers are all caught
+        up costs no run. An event that puts one behind brings its IsrExitImminent deadline
+        forward (observe), which comes before lcu + L and schedules the run from there. Every
+        run: under the older rule sets (no such exemption), and while the replicas are learnt
+        from fetches (auto_assign: a fetch adds one, and the run is when the alerts see it)."""
+        p = self.leader
+        first = self.next_run_ms(now)
+        if self.auto_assign or p.config.rule_set != CURRENT or not SKIP_IDLE_RUNS:
+            return first
+        lag_limit = p.config.replica_lag_time_max_ms
+        earliest = NEVER
+        followers = p.followers
+        for r in p.isr:
+            if r == p.leader:
+                continue
+            st = followers.get(r)
+            if st is None:
+                return first  # an ISR member the leader has no state of: out at the next run
+            at = p.lag_passes_at_ms(st, lag_limit)
+            if at is not None and at < earliest:
+                earliest = at
+        if earliest == NEVER:
+            return NEVER
+        return first if earliest <= first else self._tick_after(earliest - 1)
 
     def _facts(self, now: int, cfg: MonitorConfig) -> PartitionFacts:
         """The partition's facts at `now`, for its rules (state/alert_rules.py)."""

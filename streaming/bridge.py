@@ -18,7 +18,7 @@ from replmon.streaming.cluster_state import ClusterStepRunner
 from replmon.streaming.settings import monitor_config
 
 log = logging.getLogger(__name__)
-KINDS = ("alerts", "partition_status", "replica_status", "quarantine")
+KINDS = ("alerts", "partition_status", "replica_status", "series_point", "quarantine")
 # what the stateful step says of each broker's activity: for the cluster step only, not an output
 ACTIVITY = "activity"
 
@@ -145,6 +145,7 @@ class OutputRouter:
                 decoded["replica_status"],
                 decoded["quarantine"],
                 clocks=clocks,
+                series_points=decoded.get("series_point"),
             )
         if self.alertmanager is not None:
             self.alertmanager.send([record for _, record in records["alerts"]])

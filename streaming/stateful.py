@@ -362,7 +362,8 @@ def make_state_func(
         bucket.advance(cfg, alerts, watermark_ms=watermark if watermark > 0 else None)
         partitions: list = []
         replicas: list = []
-        bucket.statuses(cfg, partitions, replicas)
+        points: list = []
+        bucket.statuses(cfg, partitions, replicas, points=points)
         activity = bucket.activity_reports()
         phases.lap("engine")
         timeout = bucket.next_timeout_ms(cfg)
@@ -374,12 +375,13 @@ def make_state_func(
             ["alerts"] * len(alerts)
             + ["partition_status"] * len(partitions)
             + ["replica_status"] * len(replicas)
+            + ["series_point"] * len(points)
             + ["quarantine"] * len(quarantine)
             + ["activity"] * len(activity)
         )
         out = None
         if kinds:
-            payload = [_encode(r) for r in (*alerts, *partitions, *replicas, *quarantine, *activity)]
+            payload = [_encode(r) for r in (*alerts, *partitions, *replicas, *points, *quarantine, *activity)]
             out = pd.DataFrame({"kind": kinds, "payload": payload})
             phases.lap("output")
         phases.write(

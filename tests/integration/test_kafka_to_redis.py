@@ -53,8 +53,12 @@ class RecordingSink:
         self.sink = sink
         self.calls: list[tuple[int, dict[str, list[dict]], object]] = []
 
-    def write_batch(self, batch_id, alerts, partition_status, replica_status, quarantine, clocks=None):
-        report = self.sink.write_batch(batch_id, alerts, partition_status, replica_status, quarantine, clocks)
+    def write_batch(
+        self, batch_id, alerts, partition_status, replica_status, quarantine, clocks=None, series_points=None
+    ):
+        report = self.sink.write_batch(
+            batch_id, alerts, partition_status, replica_status, quarantine, clocks, series_points
+        )
         records = dict(zip(KINDS, (alerts, partition_status, replica_status, quarantine), strict=True))
         self.calls.append((batch_id, records, report))
         return report

@@ -64,6 +64,7 @@ class Monitored:
     replica_status: list[dict]
     quarantine: list[dict]
     activity: list[dict] = field(default_factory=list)  # for the cluster step (state/cluster.py)
+    series_point: list[dict] = field(default_factory=list)  # healthy partitions' offsets
 
 
 def run_monitor(
@@ -75,6 +76,7 @@ def run_monitor(
     cfg = monitor_config(replica_lag_time_max_ms=lag_ms)
     bucket, alerts, quarantine, partitions, replicas = Bucket(0, 1), [], [], [], []
     activity: list = []
+    points: list = []
     raws = raws or [None] * len(events)
     order = sorted(
         range(len(events)), key=lambda i: (events[i]["ts"], TYPE_RANK[events[i]["type"]])
@@ -84,7 +86,7 @@ def run_monitor(
         ts = events[i]["ts"]
         if chunk_end is not None and ts >= chunk_end:
             bucket.process(chunk, cfg, alerts, quarantine)
-            bucket.statuses(cfg, partitions, replicas)
+            bucket.statuses(cfg, partitions, replicas, points=points)
             activity += bucket.activity_reports()
             chunk = []
         if chunk_end is None or ts >= chunk_end:
@@ -92,9 +94,9 @@ def run_monitor(
         chunk.append(as_tuple(events[i], raws[i]))
     bucket.process(chunk, cfg, alerts, quarantine)
     bucket.advance(cfg, alerts)
-    bucket.statuses(cfg, partitions, replicas, force=True)
+    bucket.statuses(cfg, partitions, replicas, force=True, points=points)
     activity += bucket.activity_reports()
-    return Monitored(alerts, partitions, replicas, quarantine, activity)
+    return Monitored(alerts, partitions, replicas, quarantine, activity, points)
 
 
 @dataclass(frozen=True)
@@ -368,11 +370,16 @@ def check_faults_visible(truth, alerts, replica_status=None) -> None:
             raise AssertionError(f"unknown fault {kind} in the truth of cluster {cluster}")
 
 
-def check_final_state(truth, partition_status) -> None:
-    """Each partition ends as the truth's leader left it: leader, epoch, assignment, ISR, HW, LEO."""
+def check_final_state(truth, partition_status, series_point=()) -> None:
+    """Each partition ends as the truth's leader left it: leader, epoch, assignment, ISR, HW, LEO
+    (the HW and LEO of a healthy partition from its newest status or series point)."""
     last = {}
     for s in sorted(partition_status, key=lambda s: s["ts"]):
         last[(s["cluster"], s["topic"], s["partition"])] = s
+    for p in sorted(series_point, key=lambda p: p["ts"]):
+        key = (p["cluster"], p["topic"], p["partition"])
+        if p["replica"] is None and p["ts"] >= last[key]["ts"]:
+            last[key] = {**last[key], "ts": p["ts"], "hw": p["hw"], "leader_leo": p["leader_leo"]}
     for r in records(truth, "partition"):
         s = last[(r["cluster"], r["topic"], r["partition"])]
         got = (s["leader"], s["leader_epoch"], sorted(s["replicas"]), s["isr"], s["hw"], s["leader_leo"])
@@ -402,7 +409,7 @@ def test_monitor_agrees_with_the_truth(name, seed):
     run = scenario_run(name, seed)
     assert run.monitored.quarantine == []  # the simulator writes nothing the monitor must set aside
     check_against_truth(run.events, run.truth, run.alerts, run.lag_ms, run.monitored.replica_status)
-    check_final_state(run.truth, run.monitored.partition_status)
+    check_final_state(run.truth, run.monitored.partition_status, run.monitored.series_point)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -74,7 +74,7 @@ def run_once(session, input_dir: Path, out_dir: Path, **settings) -> dict[str, l
 
 def read_outputs(out_dir: Path) -> dict[str, list[dict]]:
     result = {}
-    for kind in ("alerts", "partition_status", "replica_status", "quarantine"):
+    for kind in ("alerts", "partition_status", "replica_status", "series_point", "quarantine"):
         rows = []
         for f in sorted((out_dir / kind).glob("*.jsonl")) if (out_dir / kind).exists() else []:
             rows += [json.loads(line) for line in f.read_text().splitlines() if line]

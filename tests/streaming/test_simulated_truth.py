@@ -69,7 +69,7 @@ def test_query_alerts_are_the_pure_monitors_and_match_the_truth(spark, tmp_path,
     # Every fault in an alert, none about the bursty partition (replica states are checked by the
     # pure test: one micro-batch only outputs the last status of each replica).
     check_faults_visible(truth, alerts)
-    check_final_state(truth, out["partition_status"])
+    check_final_state(truth, out["partition_status"], out["series_point"])
 
 
 def test_the_same_input_twice_gives_identical_outputs(spark, tmp_path):

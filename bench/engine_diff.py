@@ -1,0 +1,165 @@
+"""Run the same inputs through the engine of two checkouts and compare their alerts byte for byte.
+
+    python -m bench.engine_diff --against /path/to/other/.venv/bin/python [--statuses]
+    python -m bench.engine_diff --every-run
+
+For a change to the engine that must not change what it decides (a speed change: fewer ticks,
+fewer loads): every simulator scenario at several seeds, and random faulted clusters (the
+generator of tests/streaming/test_incremental_state.py), each fed to a `Bucket` in micro-batches
+of 1 s and of 7 s of event time, once with the bucket kept and once saved and lazily decoded
+between batches (state/codec.py, as a cache miss does), then left to run out (`advance`). The
+inputs are made once, here; each checkout's Python runs them (`--worker`) and prints its alert
+records as JSON lines, which must be the same bytes. `--statuses` compares the status records
+too (a change to when statuses go out differs there on purpose). `--every-run`: the reference
+is this checkout with every isr-expiration run evaluating every partition (state/monitor.py,
+SKIP_IDLE_RUNS off). Exits 1 on a difference, showing the first batch that differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SEEDS = (0, 1, 2)
+RANDOM_SEEDS = range(8)
+SLICES_MS = (1000, 7000)
+
+
+def inputs() -> list[dict]:
+    """Every case: a name, its events (contract dicts), L, and the batch length."""
+    from replmon.streaming.simulator import scenarios
+    from replmon.streaming.simulator.model import simulate
+    from tests.streaming.test_incremental_state import CFG, random_events
+
+    cases = []
+    for name in scenarios.SCENARIOS:
+        spec = scenarios.get(name)
+        for seed in SEEDS:
+            events, _ = simulate(spec, seed=seed)
+            cases.append({"name": f"{name}/{seed}", "events": events, "lag_ms": spec.replica_lag_time_max_ms})
+    for seed in RANDOM_SEEDS:
+        cases.append(
+            {
+                "name": f"random/{seed}",
+                "events": random_events(seed),
+                "lag_ms": CFG.replica_lag_time_max_ms,
+                "cfg": {"evict_after_ms": 40_000, "telemetry_gap_ms": 20_000, "status_interval_ms": 5000},
+            }
+        )
+    return cases
+
+
+def worker(path: str, every_run: bool) -> None:
+    """Run every case of the file with this interpreter's replmon; print one JSON line per output."""
+    from replmon.state import codec, monitor
+    from replmon.state.bucket import Bucket
+    from replmon.state.events import EVENT_FIELDS, TIE_RANK
+    from replmon.streaming.settings import monitor_config
+
+    def as_tuple(event: dict) -> tuple:
+        row = dict.fromkeys(EVENT_FIELDS)
+        row.update((k, v) for k, v in event.items() if k in row)
+        for name in ("replicas", "isr", "adding_replicas"):
+            if row[name] is not None:
+                row[name] = tuple(row[name])
+        return tuple(row[f] for f in EVENT_FIELDS)
+
+    if every_run:
+        monitor.SKIP_IDLE_RUNS = False
+    out = sys.stdout
+    for case in json.loads(Path(path).read_text()):
+        cfg = monitor_config(replica_lag_time_max_ms=case["lag_ms"], **case.get("cfg", {}))
+        events = sorted(case["events"], key=lambda e: (e["ts"], TIE_RANK[e["type"]]))
+        for slice_ms in SLICES_MS:
+            for reload in (False, True):
+                label = f"{case['name']} slice={slice_ms} reload={reload}"
+                bucket = Bucket(0, 1)
+                batches: list[list] = []
+                end = None
+                for ev in events:
+                    if end is None or ev["ts"] >= end:
+                        batches.append([])
+                        end = (ev["ts"] // slice_ms + 1) * slice_ms
+                    batches[-1].append(as_tuple(ev))
+                for n, batch in enumerate(batches):
+                    if reload and n:
+                        blob = codec.encode(bucket)
+                        bucket = codec.decode_chunks(
+                            blob, bucket_id=0, buckets=1, cfg=cfg, lazy=True, needed=lambda: 0
+                        )[0]
+                    alerts: list = []
+                    quarantine: list = []
+                    partitions: list = []
+                    replicas: list = []
+                    bucket.process(batch, cfg, alerts, quarantine)
+                    bucket.advance(cfg, alerts)
+                    bucket.statuses(cfg, partitions, replicas, force=n == len(batches) - 1)
+                    for kind, records in (
+                        ("alert", alerts),
+                        ("quarantine", quarantine),
+                        ("partition_status", partitions),
+                        ("replica_status", replicas),
+                    ):
+                        for r in records:
+                            out.write(json.dumps([label, n, kind, r], sort_keys=True) + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--against", help="the other checkout's Python (its replmon is the reference)")
+    ap.add_argument("--statuses", action="store_true", help="compare the status records too")
+    ap.add_argument("--every-run", action="store_true", help="the reference: this code, every run evaluated")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker, args.every_run)
+        return 0
+    if not args.against and not args.every_run:
+        ap.error("--against or --every-run is required")
+    with tempfile.TemporaryDirectory(prefix="replmon-engine-diff-") as folder:
+        path = Path(folder) / "cases.json"
+        cases = inputs()
+        path.write_text(json.dumps(cases))
+        outputs = []
+        reference = [args.against or sys.executable, __file__, "--worker", str(path)]
+        for command in (
+            reference + (["--every-run"] if args.every_run else []),
+            [sys.executable, __file__, "--worker", str(path)],
+        ):
+            run = subprocess.run(command, capture_output=True, text=True, check=True)
+            outputs.append(run.stdout.splitlines())
+    kinds = (
+        ("alert", "quarantine", "partition_status", "replica_status")
+        if args.statuses
+        else ("alert", "quarantine")
+    )
+    theirs, ours = ([line for line in lines if json.loads(line)[2] in kinds] for lines in outputs)
+    print(
+        f"{len(cases)} cases x {len(SLICES_MS)} batch lengths x kept/reloaded: "
+        f"{len(theirs)} records against {len(ours)} ({', '.join(kinds)})"
+    )
+    if theirs != ours:
+        batch = next(i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b)
+        where = json.loads(theirs[batch])[:2]
+        same = [line for line in theirs if json.loads(line)[:2] == where]
+        mine = [line for line in ours if json.loads(line)[:2] == where]
+        print(f"first difference in {where[0]}, batch {where[1]}:")
+        for line in sorted(set(same) - set(mine)):
+            print(f"  only in the reference: {line}")
+        for line in sorted(set(mine) - set(same)):
+            print(f"  only in this code:     {line}")
+        if sorted(same) == sorted(mine):
+            print("  (the same records in another order)")
+        print(f"{sum(a != b for a, b in zip(theirs, ours, strict=False))} records differ in place")
+        return 1
+    all_theirs, all_ours = outputs
+    print(f"identical; statuses: {len(all_theirs) - len(theirs)} against {len(all_ours) - len(ours)} records")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""A healthy partition's status goes out when its health changes and at the refresh; between,
+its moving offsets go out as series points (docs/outputs.md, `series_point`)."""
+
+from __future__ import annotations
+
+from replmon.state.bucket import Bucket
+from replmon.streaming.settings import monitor_config
+from tests.state.test_monitor import T0, L, meta, steady
+
+
+def per_second(events, cfg, seconds):
+    """Feed `events` a second at a time; each second's (partition statuses, series points)."""
+    bucket, alerts, quarantine, out = Bucket(0, 1), [], [], []
+    for s in range(seconds):
+        lo, hi = T0 + s * 1000, T0 + (s + 1) * 1000
+        bucket.process([e for e in events if lo <= e[1] < hi], cfg, alerts, quarantine)
+        bucket.advance(cfg, alerts)
+        partitions: list = []
+        points: list = []
+        bucket.statuses(cfg, partitions, [], points=points)
+        out.append((partitions, points))
+    assert alerts == []
+    return out
+
+
+CFG = monitor_config(replica_lag_time_max_ms=L, status_refresh_ms=10_000)
+
+
+def test_a_busy_healthy_partition_sends_points_between_its_statuses():
+    # Appends of 10 messages every 100 ms from +100, both followers fetching at the LEO 1 and
+    # 2 ms after each: healthy throughout. Statuses at +0 s (the first) and +10 s (the refresh);
+    # every other second, points.
+    out = per_second([meta(T0), *steady(T0 + 100, T0 + 20_000)], CFG, 20)
+    assert [s for s, (statuses, _) in enumerate(out) if statuses] == [0, 10]
+    assert [s for s, (_, points) in enumerate(out) if points] == [*range(1, 10), *range(11, 20)]
+    # Second 1: the last append is at +1900, the 19th: LEO 190; follower 2 fetches it at +1901
+    # and follower 3 at +1902, the partition's time; both at the LEO, so the HW is 190 too, each
+    # caught up at its own fetch (lag = the time since: 1 ms and 0 ms).
+    ts = T0 + 1902
+    key = {"cluster": "c1", "topic": "t", "partition": 0}
+    assert out[1][1] == [
+        {**key, "replica": None, "ts": ts, "hw": 190, "leader_leo": 190, "hw_stalled_ms": 0, "isr_size": 3},
+        {**key, "replica": 2, "ts": ts, "lag_ms": 1, "lag_messages": 0, "leo": 190},
+        {**key, "replica": 3, "ts": ts, "lag_ms": 0, "lag_messages": 0, "leo": 190},
+    ]
+
+
+def test_an_idle_healthy_partition_sends_no_points():
+    # No appends: the offsets do not move, so between the refreshes nothing goes out at all.
+    out = per_second([meta(T0), *steady(T0 + 100, T0 + 30_000, per_step=0)], CFG, 30)
+    assert [s for s, (statuses, _) in enumerate(out) if statuses] == [0, 10, 20]
+    assert [s for s, (_, points) in enumerate(out) if points] == []
