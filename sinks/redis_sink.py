@@ -37,6 +37,7 @@ SCRIPTS = {
     "write_alert": lua.WRITE_ALERT,
     "write_quarantine": lua.WRITE_QUARANTINE,
     "cluster_point": lua.CLUSTER_POINT,
+    "write_verdict": lua.WRITE_VERDICT,
 }
 
 # Worth another try: the server is unreachable, timed out, loading, or a replica mid-failover.
@@ -86,6 +87,7 @@ class WriteReport:
     alerts_notified: int = 0
     series_points_written: int = 0
     cluster_points_written: int = 0
+    verdicts_written: int = 0
     round_trips: int = 0
 
     @property
@@ -138,13 +140,17 @@ class RedisSink:
         replica_status: list[dict],
         quarantine: list[dict],
         clocks: dict[str, int] | None = None,
+        verdicts: list[dict] | None = None,
     ) -> WriteReport:
         """Write one micro-batch; safe to call again with the same batch. `clocks`: each
         cluster's newest event time in the batch beyond its records' (a healthy cluster whose
-        statuses did not change still gets its cluster series point)."""
+        statuses did not change still gets its cluster series point). `verdicts`: the restart
+        gate's, one per broker (state/restart_gate.py)."""
         counts: Counter[str] = Counter()
         for chunk in _round_trips(
-            self._calls(batch_id, alerts, partition_status, replica_status, quarantine, clocks or {}),
+            self._calls(
+                batch_id, alerts, partition_status, replica_status, quarantine, clocks or {}, verdicts or []
+            ),
             self._settings.chunk_size,
         ):
             results = self._execute(batch_id, chunk)
@@ -162,7 +168,7 @@ class RedisSink:
         return report
 
     def _calls(
-        self, batch_id, alerts, partition_status, replica_status, quarantine, clocks
+        self, batch_id, alerts, partition_status, replica_status, quarantine, clocks, verdicts
     ) -> Iterator[rec.ScriptCall]:
         s, keys = self._settings, self._keys
         for kind, records, spec in (
@@ -184,6 +190,8 @@ class RedisSink:
                 newest[cluster] = max(ts, newest.get(cluster, ts))
             for cluster, ts in sorted(newest.items()):
                 yield rec.cluster_point_call(keys, cluster, ts, s.cluster_series_maxlen)
+        for verdict in verdicts:
+            yield rec.verdict_call(keys, verdict)
 
     def _execute(self, batch_id: int, chunk: list[rec.ScriptCall]) -> list[Any]:
         """One pipeline round trip, retried with capped exponential backoff."""
@@ -247,6 +255,8 @@ def _count(counts: Counter[str], call: rec.ScriptCall, result: Any) -> None:
         counts[f"{call.kind}_{'written' if result else 'skipped'}"] += 1
     elif call.script == "cluster_point":
         counts["cluster_points_written"] += result
+    elif call.script == "write_verdict":
+        counts["verdicts_written"] += result
 
 
 def _round_trips(calls: Iterable[rec.ScriptCall], size: int) -> Iterator[list[rec.ScriptCall]]:

@@ -114,11 +114,21 @@ class ClusterStepRunner:
         self.folder = state_folder(checkpoint_dir, spark)
         self._memory: dict[int, dict] = {}
         self.last_batch = -1
+        self.verdicts: list[dict] = []  # the restart gate's, after the last batch run
 
-    def run(self, batch_id: int, alerts: list[dict], activity: list[dict], flush: bool = False) -> list[dict]:
-        """The alert records of batch `batch_id`, decided (state/cluster.py)."""
+    def run(
+        self,
+        batch_id: int,
+        alerts: list[dict],
+        activity: list[dict],
+        flush: bool = False,
+        statuses: tuple[list[dict], list[dict]] = ([], []),
+    ) -> list[dict]:
+        """The alert records of batch `batch_id`, decided (state/cluster.py). The restart gate's
+        verdicts after it are in `self.verdicts`."""
         step = ClusterStep.from_doc(self.cfg, self._load(batch_id))
-        out = step.step(alerts, activity, flush=flush)
+        out = step.step(alerts, activity, flush=flush, statuses=statuses)
+        self.verdicts = step.restart_verdicts()
         self._save(batch_id, step.to_doc())
         self.last_batch = max(self.last_batch, batch_id)
         return out

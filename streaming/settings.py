@@ -259,6 +259,14 @@ class Stream(_Section):
     profile_dir: str | None = None
 
 
+class Gate(_Section):
+    """The rolling-restart gate (state/restart_gate.py, `replmon safe-to-stop`)."""
+
+    # A follower Kafka still lists in the ISR but not caught up for more than this share of
+    # replica.lag.time.max.ms counts as out of the effective ISR: it is the next to be dropped.
+    lag_share: float = Field(default=0.5, gt=0, le=1)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="REPLMON_", env_nested_delimiter="__", env_file=".env", extra="forbid", frozen=True
@@ -276,6 +284,7 @@ class Settings(BaseSettings):
     rules: Rules = Rules()
     alerts: Alerts = Alerts()
     stream: Stream = Stream()
+    gate: Gate = Gate()
 
     @classmethod
     def settings_customise_sources(
@@ -310,7 +319,7 @@ class Settings(BaseSettings):
 
 # The sections whose settings the engine reads: every MonitorConfig field is the setting of the
 # same name in exactly one of them (checked below, on import, and by tests/test_config_once.py).
-ENGINE_SECTIONS = ("rules", "alerts", "stream")
+ENGINE_SECTIONS = ("rules", "alerts", "stream", "gate")
 
 
 def _section_model(section: str) -> type[BaseModel]:
