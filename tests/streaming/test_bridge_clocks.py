@@ -30,7 +30,9 @@ class Sink:
     def __init__(self):
         self.calls = []
 
-    def write_batch(self, batch_id, alerts, partition_status, replica_status, quarantine, clocks=None, verdicts=None):
+    def write_batch(
+        self, batch_id, alerts, partition_status, replica_status, quarantine, clocks=None, verdicts=None
+    ):
         self.calls.append((batch_id, len(alerts) + len(partition_status) + len(replica_status), clocks))
 
 
