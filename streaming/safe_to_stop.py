@@ -57,6 +57,10 @@ def add_arguments(p) -> None:
     )
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def _unescape(member: str) -> str:
     return member.replace("%3A", ":").replace("%25", "%")
 
@@ -69,7 +73,7 @@ def read_verdict(
 
     keys = Keys(prefix)
     if cluster is None:
-        known = sorted(_unescape(m.decode()) for m in client.smembers(keys.clusters()))
+        known = sorted(_unescape(_text(m)) for m in client.smembers(keys.clusters()))
         if len(known) != 1:
             return _unknown(
                 cluster,
@@ -85,7 +89,7 @@ def read_verdict(
             return _unknown(
                 cluster, broker, f"replmon itself is behind or stopped: {alert.get('reason', '')}"
             )
-    stored = {k.decode(): v.decode() for k, v in client.hgetall(keys.restart_gate(cluster, broker)).items()}
+    stored = {_text(k): _text(v) for k, v in client.hgetall(keys.restart_gate(cluster, broker)).items()}
     if not stored:
         return _unknown(cluster, broker, f"no verdict for broker {broker} of cluster {cluster}")
     clock_ms = int(stored["clock_ms"])
