@@ -183,7 +183,7 @@ class ClusterStep:
         for name, facts in self.clusters.items():
             if facts.newest_activity_ms == -NEVER:
                 continue
-            down = {b: ep.cause for b, ep in facts.episodes.items()}
+            down = {b: (ep.cause, ep.alert_id) for b, ep in facts.episodes.items()}
             for broker in sorted(restart_gate.brokers_of(facts.gate) | set(facts.segments)):
                 v = restart_gate.verdict(facts.gate, broker, facts.newest_activity_ms, down, cfg)
                 out.append({"cluster": name, **v})

@@ -63,6 +63,7 @@ class PartitionView:
     behind: dict[int, int] = field(default_factory=dict)  # follower -> last_caught_up_ms, if not caught up
     stalled: set[int] = field(default_factory=set)  # followers not fetching
     reassigning: bool = False
+    leader: int = -1
 
 
 @dataclass(slots=True)
@@ -70,7 +71,8 @@ class GateFacts:
     """The gate's view of one cluster."""
 
     partitions: dict[str, PartitionView] = field(default_factory=dict)  # 'topic-partition' ->
-    open_alerts: dict[str, list[Any]] = field(default_factory=dict)  # alert_id -> [name, replica, subject]
+    # alert_id -> [name, replica, subject, caused_by]
+    open_alerts: dict[str, list[Any]] = field(default_factory=dict)
 
 
 # -- the rules ---------------------------------------------------------------------------------
@@ -79,8 +81,14 @@ def is_lagging(last_caught_up_ms: int, now_ms: int, lag_limit_ms: int, share: fl
     return now_ms - last_caught_up_ms > share * lag_limit_ms
 
 
-def why_out(view: PartitionView, follower: int, now_ms: int, share: float) -> str | None:
-    """Why a follower Kafka lists in the ISR does not count in the effective ISR (None: it does)."""
+def why_out(
+    view: PartitionView, follower: int, now_ms: int, share: float, leader_down: bool = False
+) -> str | None:
+    """Why a follower Kafka lists in the ISR does not count in the effective ISR (None: it does).
+    `leader_down`: the partition's leader is unavailable: its followers fetch from nothing, and
+    the controller elects the next leader from the listed ISR, so the listed ISR stands."""
+    if leader_down:
+        return None
     if follower in view.stalled:
         return "stalled"  # not fetching: it will not catch up, whatever the leader appends
     lcu = view.behind.get(follower)
@@ -89,18 +97,20 @@ def why_out(view: PartitionView, follower: int, now_ms: int, share: float) -> st
     return None
 
 
-def effective_isr(view: PartitionView, now_ms: int, share: float) -> list[int]:
+def effective_isr(view: PartitionView, now_ms: int, share: float, leader_down: bool = False) -> list[int]:
     """The listed ISR less the followers that are on their way out."""
-    return [b for b in view.isr if why_out(view, b, now_ms, share) is None]
+    return [b for b in view.isr if why_out(view, b, now_ms, share, leader_down) is None]
 
 
-def stop_outcome(view: PartitionView, broker: int, now_ms: int, share: float) -> str | None:
+def stop_outcome(
+    view: PartitionView, broker: int, now_ms: int, share: float, leader_down: bool = False
+) -> str | None:
     """What stopping `broker` does to this partition: 'offline', 'under_min_isr', 'at_min_isr',
     'self_out_of_sync' (the broker is not in the effective ISR: stopping it removes nothing), or
     None (nothing worth saying)."""
     if broker not in view.replicas:
         return None
-    eff = effective_isr(view, now_ms, share)
+    eff = effective_isr(view, now_ms, share, leader_down)
     if broker not in eff:
         return "self_out_of_sync"
     left = len(eff) - 1
@@ -122,12 +132,13 @@ def verdict(
     facts: GateFacts,
     broker: int,
     now_ms: int,
-    unavailable: dict[int, str],
+    unavailable: dict[int, tuple[str, str]],
     cfg: GateConfig,
 ) -> dict[str, Any]:
     """The verdict for stopping `broker` at `now_ms` (the cluster's event time):
     {verdict, clock_ms, reasons: {class: {count, blocks, examples}}}. `unavailable`: broker ->
-    why (the cluster step's open outages)."""
+    (cause, its BrokerUnavailable's alert id), the cluster step's open outages. What the
+    broker's own outage explains (alerts it caused) does not block stopping it."""
     share = cfg.lag_share
     found: dict[str, list[str]] = {c: [] for c in CLASSES}
     for name in sorted(facts.partitions):
@@ -136,8 +147,9 @@ def verdict(
             found["reassignment"].append(name)
         if broker not in view.replicas:
             continue
-        outcome = stop_outcome(view, broker, now_ms, share)
-        outs = {b: why_out(view, b, now_ms, share) for b in view.isr if b != broker}
+        down = view.leader in unavailable
+        outcome = stop_outcome(view, broker, now_ms, share, down)
+        outs = {b: why_out(view, b, now_ms, share, down) for b in view.isr if b != broker}
         if outcome is not None:
             blocked = outcome in ("offline", "under_min_isr")
             found[outcome].append(_with_outs(name, view, outs, now_ms) if blocked else name)
@@ -145,8 +157,13 @@ def verdict(
             if why is not None:
                 found["followers_out"].append(f"{name}/{b} ({why})")
     for b in sorted(unavailable):
-        found["self_unavailable" if b == broker else "brokers_unavailable"].append(f"{b} ({unavailable[b]})")
-    for name, replica, subject in sorted(facts.open_alerts.values(), key=lambda a: (a[0], a[2])):
+        found["self_unavailable" if b == broker else "brokers_unavailable"].append(
+            f"{b} ({unavailable[b][0]})"
+        )
+    own = unavailable[broker][1] if broker in unavailable else None
+    for name, replica, subject, caused_by in sorted(facts.open_alerts.values(), key=lambda a: (a[0], a[2])):
+        if own is not None and caused_by == own:
+            continue
         if name == "ReplicaOutOfSync" and replica != broker:
             found["replicas_out_of_sync"].append(subject)
         elif name == "UnderMinIsr":
@@ -205,6 +222,7 @@ def observe(
             isr=tuple(p["isr"] if listed is None else listed),
             min_isr=p["min_insync_replicas"],
             lag_limit_ms=p["replica_lag_time_max_ms"],
+            leader=p.get("leader", -1),
         )
         if old is not None:  # followers whose status did not come with this one stay as they were
             view.behind = {b: t for b, t in old.behind.items() if b in view.replicas}
@@ -233,7 +251,7 @@ def observe(
             facts.open_alerts.pop(a["alert_id"], None)
         else:
             name = a["name"] if a["name"] in WATCHED_ALERTS else "reassignment"
-            facts.open_alerts[a["alert_id"]] = [name, a.get("replica"), a["subject"]]
+            facts.open_alerts[a["alert_id"]] = [name, a.get("replica"), a["subject"], a.get("caused_by")]
 
 
 # -- persistence (with the cluster step's state) -------------------------------------------------
@@ -250,6 +268,7 @@ def to_doc(facts: GateFacts) -> dict[str, Any]:
                 [[b, t] for b, t in v.behind.items()],
                 sorted(v.stalled),
                 v.reassigning,
+                v.leader,
             ]
             for name, v in facts.partitions.items()
         ],
@@ -261,16 +280,9 @@ def from_doc(d: dict[str, Any] | None) -> GateFacts:
     facts = GateFacts()
     if not d:
         return facts
-    for name, ts, replicas, isr, min_isr, lag, behind, stalled, reassigning in d["partitions"]:
+    for name, ts, replicas, isr, min_isr, lag, behind, stalled, reassigning, leader in d["partitions"]:
         facts.partitions[name] = PartitionView(
-            ts,
-            tuple(replicas),
-            tuple(isr),
-            min_isr,
-            lag,
-            dict(behind),
-            set(stalled),
-            reassigning,
+            ts, tuple(replicas), tuple(isr), min_isr, lag, dict(behind), set(stalled), reassigning, leader
         )
     facts.open_alerts = {k: list(v) for k, v in d["open_alerts"].items()}
     return facts

@@ -26,10 +26,10 @@ CFG = GateConfig(lag_share=SHARE)
 
 
 def view(
-    isr=(1, 2, 3), replicas=(1, 2, 3), min_isr=2, behind=None, stalled=(), reassigning=False
+    isr=(1, 2, 3), replicas=(1, 2, 3), min_isr=2, behind=None, stalled=(), reassigning=False, leader=1
 ) -> PartitionView:
     return PartitionView(
-        NOW, tuple(replicas), tuple(isr), min_isr, L, dict(behind or {}), set(stalled), reassigning
+        NOW, tuple(replicas), tuple(isr), min_isr, L, dict(behind or {}), set(stalled), reassigning, leader
     )
 
 
@@ -109,11 +109,11 @@ def test_healthy_cluster_every_broker_safe_at_min_isr():
 
 def test_a_shrunk_broker_makes_its_partners_not_safe_and_itself_safe():
     facts = facts_of(**{f"orders-{p}": view(isr=(1, 3)) for p in range(3)})
-    v1 = verdict(facts, 1, NOW, {2: "broker_silent"}, CFG)
+    v1 = verdict(facts, 1, NOW, {2: ("broker_silent", "ep2")}, CFG)
     assert v1["verdict"] == NOT_SAFE
     assert v1["reasons"]["under_min_isr"]["examples"] == ["orders-0", "orders-1", "orders-2"]
     assert v1["reasons"]["brokers_unavailable"]["examples"] == ["2 (broker_silent)"]
-    v2 = verdict(facts, 2, NOW, {2: "broker_silent"}, CFG)
+    v2 = verdict(facts, 2, NOW, {2: ("broker_silent", "ep2")}, CFG)
     # its own outage and its own out-of-sync replicas do not block stopping it
     assert v2["verdict"] == SAFE, v2
     assert v2["reasons"]["self_out_of_sync"]["count"] == 3
@@ -132,18 +132,33 @@ def test_a_lagging_listed_follower_is_named_in_its_partners_reasons():
     "alert, blocks_broker_1",
     [
         # another broker's replica out of sync: the next stop may be one too many
-        (["ReplicaOutOfSync", 2, "c/orders-0/2"], True),
+        (["ReplicaOutOfSync", 2, "c/orders-0/2", None], True),
         # broker 1's own replica out of sync: stopping it removes no in-sync replica
-        (["ReplicaOutOfSync", 1, "c/orders-0/1"], False),
+        (["ReplicaOutOfSync", 1, "c/orders-0/1", None], False),
         # writes already refused somewhere: no restart on top of that
-        (["UnderMinIsr", None, "c/orders-0"], True),
-        (["OfflinePartition", None, "c/orders-0"], True),
+        (["UnderMinIsr", None, "c/orders-0", None], True),
+        (["OfflinePartition", None, "c/orders-0", None], True),
     ],
 )
 def test_open_alerts_anywhere_block(alert, blocks_broker_1):
     facts = facts_of(**{"orders-0": view()})
     facts.open_alerts = {"a1": alert}
     assert (verdict(facts, 1, NOW, {}, CFG)["verdict"] == NOT_SAFE) is blocks_broker_1
+
+
+def test_a_paused_leader_is_not_safe_to_stop_for_its_partners_but_its_own_stop_is():
+    """Broker 2 leads orders-0 and is paused: its followers fetch nothing (stalled), and Kafka
+    still lists them. The controller elects from the listed ISR, so they are not 'out'; the
+    alerts its outage explains (its followers' ReplicaOutOfSync) do not block stopping it."""
+    facts = facts_of(**{"orders-0": view(leader=2, stalled={1, 3})})
+    facts.open_alerts = {"a": ["ReplicaOutOfSync", 3, "c/orders-0/3", "ep2"]}
+    down = {2: ("broker_silent", "ep2")}
+    own = verdict(facts, 2, NOW, down, CFG)
+    assert own["verdict"] == SAFE, own
+    assert "offline" not in own["reasons"] and own["reasons"]["at_min_isr"]["examples"] == ["orders-0"]
+    partner = verdict(facts, 1, NOW, down, CFG)
+    assert partner["verdict"] == NOT_SAFE
+    assert set(partner["reasons"]) >= {"brokers_unavailable", "replicas_out_of_sync"}
 
 
 def test_a_reassignment_anywhere_blocks():
@@ -222,14 +237,14 @@ def test_observe_tracks_watched_alerts_until_resolved():
         "subject": "c/orders-0",
     }
     observe(facts, [], [], [firing, {**firing, "alert_id": "y", "name": "UnderReplicated"}])
-    assert facts.open_alerts == {"x": ["UnderMinIsr", None, "c/orders-0"]}
+    assert facts.open_alerts == {"x": ["UnderMinIsr", None, "c/orders-0", None]}
     observe(facts, [], [], [{**firing, "status": "resolved"}])
     assert facts.open_alerts == {}
 
 
 def test_the_view_survives_its_document():
     facts = facts_of(**{"orders-0": view(isr=(1, 3), behind={2: 5}, stalled={2}, reassigning=True)})
-    facts.open_alerts = {"x": ["UnderMinIsr", None, "c/orders-0"]}
+    facts.open_alerts = {"x": ["UnderMinIsr", None, "c/orders-0", "ep2"]}
     again = from_doc(to_doc(facts))
     assert again == facts
     assert from_doc(None) == GateFacts()
