@@ -87,8 +87,8 @@ def why_out(
     """Why a follower Kafka lists in the ISR does not count in the effective ISR (None: it does).
     `leader_down`: the partition's leader is unavailable: its followers fetch from nothing, and
     the controller elects the next leader from the listed ISR, so the listed ISR stands."""
-    if leader_down:
-        return None
+    if leader_down or follower == view.leader:
+        return None  # (the leader: a follower's status from before it took over says nothing now)
     if follower in view.stalled:
         return "stalled"  # not fetching: it will not catch up, whatever the leader appends
     lcu = view.behind.get(follower)

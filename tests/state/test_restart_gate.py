@@ -48,6 +48,11 @@ def view(
         ),
         pytest.param(view(stalled={3}), [1, 2], id="3 not fetching: out however recently it was caught up"),
         pytest.param(
+            view(leader=1, stalled={1}, behind={1: 0}),
+            [1, 2, 3],
+            id="1 was a stuck follower before it took over: as the leader it is in its own ISR",
+        ),
+        pytest.param(
             view(isr=(1, 3), behind={2: 0}),
             [1, 3],
             id="2 not listed (Kafka shrank it): not in, whatever its lag",
