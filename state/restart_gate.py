@@ -225,8 +225,9 @@ def observe(
             leader=p.get("leader", -1),
         )
         if old is not None:  # followers whose status did not come with this one stay as they were
-            view.behind = {b: t for b, t in old.behind.items() if b in view.replicas}
-            view.stalled = {b for b in old.stalled if b in view.replicas}
+            # (the leader's own status as a follower, from before it took over, is gone)
+            view.behind = {b: t for b, t in old.behind.items() if b in view.replicas and b != view.leader}
+            view.stalled = {b for b in old.stalled if b in view.replicas and b != view.leader}
             view.reassigning = old.reassigning
         facts.partitions[name] = view
     for name, records in followers.items():
