@@ -7,7 +7,9 @@ pipeline for the module; the cases run in order and each leaves the cluster whol
 2. one broker paused past L and shrunk out by the leaders: its partners are not safe, naming the
    partitions; stop one of them for real, and acks=all gets NotEnoughReplicas on exactly those;
    the paused one is safe for availability and said out of sync;
-3. the monitor stopped: unknown (exit 2), never safe.
+3. a follower throttled but still listed in the ISR, lagging past half of L: its partners are
+   not safe, naming it, before its leader shrinks it out (skipped when the brokers keep up);
+4. the monitor stopped: unknown (exit 2), never safe.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from replmon.streaming.cli import build_parser
 from replmon.streaming.safe_to_stop import run as safe_to_stop
 from tests.judge.cluster import wait_for
 from tests.judge.conftest import LAG_MS
-from tests.judge.pipeline import CLUSTER, controller, describe, wait_full_isr
+from tests.judge.pipeline import CLUSTER, JavaProducer, controller, describe, wait_full_isr
 from tests.judge.verdicts import report
 
 pytestmark = [pytest.mark.services, pytest.mark.spark, pytest.mark.judge]
@@ -231,6 +233,63 @@ def test_paused_broker_shrunk_out_partners_not_safe_and_kafka_agrees(
                 producer.close(timeout=5)
         judge_cluster.services("up", "--brokers", "3")
     wait_full_isr(judge_admin, GATE_TOPIC, 180)
+
+
+def test_throttled_follower_named_before_kafka_drops_it(judge_cluster, judge_admin, pipeline, roles):
+    """A follower that keeps fetching but falls behind (test_judge.test_slow_follower's fault:
+    fetches capped at 2 KB, the process CPU-throttled, 4,000 records/s of 1 KB): while Kafka
+    still lists it in the ISR and it is behind for more than half of L, its partners' verdict
+    is not safe, naming it lagging; that verdict's clock is before the leader's shrink."""
+    from tests.judge.test_judge import SLOW_LOAD_PER_S, SLOW_PROPS, CpuThrottle
+
+    victim, kept, stopped = roles
+    stop_broker(judge_cluster, victim)
+    judge_cluster.restart_node_with(victim, SLOW_PROPS)
+    wait_full_isr(judge_admin, GATE_TOPIC, 120)
+    wait_for("every broker to be safe to stop again", lambda: all_safe(pipeline), 180, 1.0)
+    started_ms = int(time.time() * 1000)
+    throttle = CpuThrottle(judge_cluster.pid(victim)).start()
+    producer = JavaProducer(
+        judge_cluster.bootstrap,
+        GATE_TOPIC,
+        per_second=SLOW_LOAD_PER_S,
+        seconds=3 * LAG_MS / 1000 + 10,
+        size=1000,
+        log=pipeline.workdir / "gate-slow-producer.log",
+    ).start()
+    lagging = f"({victim} lagging"
+    seen = []  # (partition, verdict clock) of each partner's answer naming the victim lagging
+    try:
+        deadline = time.time() + 3 * LAG_MS / 1000 + 10
+        while time.time() < deadline:
+            for b in (kept, stopped):
+                code, answer = gate(pipeline, b)
+                for e in answer["reasons"].get("under_min_isr", {}).get("examples", []):
+                    if code == 1 and lagging in e and e.startswith(f"{GATE_TOPIC}-"):
+                        seen.append((int(e.split()[0].rsplit("-", 1)[1]), answer["clock_ms"]))
+            if [s for s in judge_cluster.shrinks(GATE_TOPIC, started_ms) if s.replica == victim] and seen:
+                break
+            time.sleep(0.3)
+    finally:
+        throttle.stop()
+        sent = producer.stop()
+    shrinks = [s for s in judge_cluster.shrinks(GATE_TOPIC, started_ms) if s.replica == victim]
+    wait_full_isr(judge_admin, GATE_TOPIC, 180)
+    if not shrinks:
+        pytest.skip(f"broker {victim} never fell out of the ISR: the fault did not happen ({sent})")
+    first = {}
+    for p, clock in seen:
+        first.setdefault(p, clock)
+    report(
+        f"throttled follower {victim}; producer: {sent}",
+        [
+            f"{GATE_TOPIC}-{s.partition}: leader {s.leader} shrank it at {s.log_ms}; the gate named it "
+            f"lagging at event time {first.get(s.partition)} "
+            f"({'' if s.partition not in first else s.log_ms - first[s.partition]} ms before)"
+            for s in shrinks
+        ],
+    )
+    assert any(s.partition in first and first[s.partition] < s.log_ms for s in shrinks), (seen, shrinks)
 
 
 def test_monitor_stopped_is_unknown_never_safe(judge_admin, pipeline, roles):
