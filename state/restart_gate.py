@@ -81,6 +81,12 @@ def is_lagging(last_caught_up_ms: int, now_ms: int, lag_limit_ms: int, share: fl
     return now_ms - last_caught_up_ms > share * lag_limit_ms
 
 
+def is_behind(replica_status: dict[str, Any]) -> bool:
+    """Not at the leader's LEO: its time since last caught up counts (Kafka's isCaughtUp stays
+    true for L after that, so `caught_up` alone would hide a follower 0.9 L behind)."""
+    return replica_status["lag_messages"] > 0 or not replica_status["caught_up"]
+
+
 def why_out(
     view: PartitionView, follower: int, now_ms: int, share: float, leader_down: bool = False
 ) -> str | None:
@@ -239,7 +245,7 @@ def observe(
             b = r["replica"]
             known.behind.pop(b, None)
             known.stalled.discard(b)
-            if not r["caught_up"]:
+            if is_behind(r):
                 known.behind[b] = r["last_caught_up_ms"]
             if r["state"] == "stuck":
                 known.stalled.add(b)

@@ -198,8 +198,9 @@ def status(p=0, ts=NOW, isr=(1, 2, 3), reported=None, **kw):
     }
 
 
-def replica(r, ts=NOW, caught_up=True, lcu=NOW, state="caught_up", cause=None):
+def replica(r, ts=NOW, caught_up=True, lcu=NOW, state="caught_up", cause=None, lag_messages=0):
     return {
+        "lag_messages": lag_messages,
         "cluster": "c",
         "topic": "orders",
         "partition": 0,
@@ -230,6 +231,10 @@ def test_observe_folds_statuses_and_never_rolls_back():
     assert facts.partitions["orders-0"].isr == (1, 3)
     observe(facts, [], [replica(2, ts=NOW + 2000), replica(3, ts=NOW + 2000, state="stuck")], [])
     assert facts.partitions["orders-0"].behind == {} and facts.partitions["orders-0"].stalled == {3}
+    # Kafka's isCaughtUp holds for L after the last catch-up: 100 messages behind for 4 s is
+    # still caught_up, yet behind the leader's LEO, and its 4 s count
+    observe(facts, [], [replica(2, ts=NOW + 3000, caught_up=True, lcu=NOW - 1000, lag_messages=100)], [])
+    assert facts.partitions["orders-0"].behind == {2: NOW - 1000}
 
 
 def test_observe_tracks_watched_alerts_until_resolved():
