@@ -26,12 +26,15 @@ import pytest
 from replmon.streaming.cli import build_parser
 from replmon.streaming.safe_to_stop import run as safe_to_stop
 from tests.judge.cluster import wait_for
-from tests.judge.conftest import LAG_MS
 from tests.judge.pipeline import CLUSTER, JavaProducer, controller, describe, wait_full_isr
 from tests.judge.verdicts import report
 
 pytestmark = [pytest.mark.services, pytest.mark.spark, pytest.mark.judge]
 
+# replica.lag.time.max.ms of this module's cluster: the throttled follower's window, from half
+# of L behind to the leader's shrink (L to 1.5 L), must hold a micro-batch's end, and the loaded
+# machine's batches came up to 9 s apart.
+LAG_MS = 15_000
 GATE_TOPIC = "gate"
 GATE_PARTITIONS = 3
 
@@ -277,6 +280,14 @@ def test_throttled_follower_named_before_kafka_drops_it(judge_cluster, judge_adm
     wait_full_isr(judge_admin, GATE_TOPIC, 180)
     if not shrinks:
         pytest.skip(f"broker {victim} never fell out of the ISR: the fault did not happen ({sent})")
+    # the verdict is computed as of each micro-batch's end (its cluster series point)
+    ends = [
+        int(i.split("-")[0]) for i, _ in pipeline.redis.xrange(f"{pipeline.prefix}:series:cluster:{CLUSTER}")
+    ]
+    if not any(s.last_caught_up_ms + LAG_MS // 2 < t < s.log_ms for s in shrinks for t in ends):
+        pytest.skip(
+            f"no micro-batch ended while the follower was past L/2 and still listed: {shrinks}, {ends[-20:]}"
+        )
     first = {}
     for p, clock in seen:
         first.setdefault(p, clock)
