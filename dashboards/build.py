@@ -159,6 +159,7 @@ def broker(keys: Keys) -> dict:
                     (p.broker_out_of_sync_count(keys), 6, 4),
                     (p.broker_out_of_sync_table(keys), 12, 4),
                 ],
+                [(p.restart_gate_table(keys), 24, 4)],
                 [(p.broker_alerts_table(keys), 24, 8)],
                 [(p.stalled_fetchers_table(keys), 24, 6)],
                 [(p.hosted_follower_lag(keys), 24, 8)],

@@ -471,6 +471,27 @@ def broker_out_of_sync_table(keys: Keys) -> dict:
     )
 
 
+def restart_gate_table(keys: Keys) -> dict:
+    """The restart gate's verdict for this broker (`replmon safe-to-stop` reads the same hash)."""
+    return _table(
+        "Safe to stop broker $broker?",
+        "What stopping this broker now would do: verdict (safe, not_safe, unknown), the answer "
+        "line, and the reasons by class with counts and the first partitions (docs/cli.md). "
+        "clock_ms is the cluster's event time it was computed at.",
+        [live(command("hgetall", keys.restart_gate(CLUSTER, BROKER)))],
+        [
+            {
+                "id": "organize",
+                "options": {
+                    "excludeByName": {"cluster": True, "broker": True},
+                    "indexByName": {"verdict": 0, "summary": 1, "reasons": 2, "clock_ms": 3},
+                    "renameByName": {},
+                },
+            }
+        ],
+    )
+
+
 def broker_alerts_table(keys: Keys) -> dict:
     """Firing alerts that name this broker: as the follower (replica) or as the broker."""
     return _table(

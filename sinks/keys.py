@@ -149,6 +149,12 @@ class Keys:
         """Set of 'topic:partition' whose follower on this broker is out of the ISR."""
         return self._key("broker-out-of-sync", cluster, broker)
 
+    # --- the rolling-restart gate ---------------------------------------------------------
+    def restart_gate(self, cluster: str, broker: int | str) -> str:
+        """Hash: what stopping this broker now would do (state/restart_gate.py): `verdict`,
+        `clock_ms`, `summary`, `reasons` (JSON); only ever replaced by a newer clock."""
+        return self._key("restart-gate", cluster, broker)
+
     # --- metric series (streams with entry id '{ts}-0', event time in ms) ----------------
     def replica_series(self, cluster: str, topic: str, partition: int | str, replica: int | str) -> str:
         """Stream: lag_ms, lag_messages, leo of one follower over event time."""

@@ -143,3 +143,16 @@ return xadd_at(KEYS[1], ARGV[2], ARGV[1], {
   'firing_alerts', redis.call('HLEN', KEYS[5])})
 """
 )
+
+# Replace one broker's restart-gate verdict unless the stored one is newer (a replayed batch
+# cannot roll it back; the same clock rewrites the same values).
+# KEYS: 1 the verdict hash
+# ARGV: 1 clock_ms, 2.. field/value pairs
+# Returns 1 if written, else 0.
+WRITE_VERDICT = """
+local stored = redis.call('HGET', KEYS[1], 'clock_ms')
+if stored and tonumber(stored) > tonumber(ARGV[1]) then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+return 1
+"""

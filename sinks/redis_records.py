@@ -325,3 +325,22 @@ def cluster_point_call(keys: Keys, cluster: str, ts: int, maxlen: int) -> Script
         (str(ts), str(maxlen)),
         "cluster",
     )
+
+
+def verdict_call(keys: Keys, verdict: Mapping[str, Any]) -> ScriptCall:
+    """One broker's restart-gate verdict (state/restart_gate.py): the hash `restart_gate`."""
+    _need(verdict, "verdict", "cluster", "broker", "verdict", "clock_ms")
+    fields = {
+        "cluster": verdict["cluster"],
+        "broker": verdict["broker"],
+        "verdict": verdict["verdict"],
+        "clock_ms": int(verdict["clock_ms"]),
+        "summary": verdict.get("summary", ""),
+        "reasons": verdict.get("reasons", {}),
+    }
+    return ScriptCall(
+        "write_verdict",
+        (keys.restart_gate(verdict["cluster"], verdict["broker"]),),
+        (str(fields["clock_ms"]), *flatten(fields, ("verdict", "clock_ms", "summary"))),
+        "verdict",
+    )

@@ -40,6 +40,7 @@ SCRIPTS = {
     "write_alert": lua.WRITE_ALERT,
     "write_quarantine": lua.WRITE_QUARANTINE,
     "cluster_point": lua.CLUSTER_POINT,
+    "write_verdict": lua.WRITE_VERDICT,
 }
 
 # Worth another try: the server is unreachable, timed out, loading, or a replica mid-failover.
@@ -94,6 +95,7 @@ class WriteReport:
     series_points_written: int = 0
     cluster_points_written: int = 0
     indexes_rewritten: int = 0  # status records sent again with their index adds (their hash was gone)
+    verdicts_written: int = 0
     round_trips: int = 0
 
     @property
@@ -150,16 +152,25 @@ class RedisSink:
         quarantine: list[dict],
         clocks: dict[str, int] | None = None,
         series_points: list[dict] | None = None,
+        verdicts: list[dict] | None = None,
     ) -> WriteReport:
         """Write one micro-batch; safe to call again with the same batch. `clocks`: each
         cluster's newest event time in the batch beyond its records' (a healthy cluster whose
         statuses did not change still gets its cluster series point). `series_points`: the
-        healthy partitions' points (docs/outputs.md)."""
+        healthy partitions' points (docs/outputs.md). `verdicts`: the restart gate's, one per
+        broker (state/restart_gate.py)."""
         counts: Counter[str] = Counter()
         lost: list[rec.ScriptCall] = []
         for chunk in _round_trips(
             self._calls(
-                batch_id, alerts, partition_status, replica_status, quarantine, clocks or {}, series_points
+                batch_id,
+                alerts,
+                partition_status,
+                replica_status,
+                quarantine,
+                clocks or {},
+                series_points,
+                verdicts or [],
             ),
             self._settings.chunk_size,
         ):
@@ -208,7 +219,7 @@ class RedisSink:
         return [rec.status_call(call.kind, again, self._settings.series_maxlen)]
 
     def _calls(
-        self, batch_id, alerts, partition_status, replica_status, quarantine, clocks, series_points
+        self, batch_id, alerts, partition_status, replica_status, quarantine, clocks, series_points, verdicts
     ) -> Iterator[rec.ScriptCall]:
         s, keys = self._settings, self._keys
         for kind, records, spec in (
@@ -233,6 +244,8 @@ class RedisSink:
                 newest[cluster] = max(ts, newest.get(cluster, ts))
             for cluster, ts in sorted(newest.items()):
                 yield rec.cluster_point_call(keys, cluster, ts, s.cluster_series_maxlen)
+        for verdict in verdicts:
+            yield rec.verdict_call(keys, verdict)
 
     def _execute(self, batch_id: int, chunk: list[rec.ScriptCall]) -> list[Any]:
         """One pipeline round trip, retried with capped exponential backoff."""
@@ -298,6 +311,8 @@ def _count(counts: Counter[str], call: rec.ScriptCall, result: Any) -> None:
         counts[f"{call.kind}_{'written' if result else 'skipped'}"] += 1
     elif call.script == "cluster_point":
         counts["cluster_points_written"] += result
+    elif call.script == "write_verdict":
+        counts["verdicts_written"] += result
 
 
 def _round_trips(calls: Iterable[rec.ScriptCall], size: int) -> Iterator[list[rec.ScriptCall]]:

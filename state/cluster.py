@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from replmon.state import texts
+from replmon.state import restart_gate, texts
 from replmon.state.alert_rules import REPLICA_ALERTS
 from replmon.state.alerts import ALWAYS_NOTIFIED, SEVERITY, alert_id, is_notified
 from replmon.state.root_cause import (
@@ -64,6 +64,7 @@ class ClusterConfig:
     silent_after_ms: int  # a broker with no activity anywhere for longer than this is silent
     group_wait_ms: int  # every alert is held this long (event time) for a root to claim it
     slack_ms: int  # decisions wait until activity this far past them has been seen
+    lag_share: float  # the restart gate: a listed follower lagging past this share of L is out
 
 
 @dataclass(slots=True)
@@ -110,6 +111,7 @@ class ClusterFacts:
     lagging: dict = field(default_factory=dict)
     controller_exits: dict = field(default_factory=dict)  # broker -> last time the controller took it out
     decided: dict = field(default_factory=dict)  # released, still firing: alert_id -> decision
+    gate: restart_gate.GateFacts = field(default_factory=restart_gate.GateFacts)  # the restart gate's view
 
 
 class ClusterStep:
@@ -122,10 +124,17 @@ class ClusterStep:
         self._release_due: Callable[[Episode], None] = lambda ep: None
 
     # -- input -----------------------------------------------------------------------------
-    def step(self, alerts: list[dict], activity: list[dict], flush: bool = False) -> list[dict]:
+    def step(
+        self,
+        alerts: list[dict],
+        activity: list[dict],
+        flush: bool = False,
+        statuses: tuple[list[dict], list[dict]] = ([], []),
+    ) -> list[dict]:
         """Fold one micro-batch: the buckets' alert records and activity reports in, the alert
         records to output (decided, in event-time order) out. `flush`: the input has ended
-        (a bounded run): release every held alert now."""
+        (a bounded run): release every held alert now. `statuses`: the batch's partition and
+        replica statuses, for the restart gate (`restart_verdicts`)."""
         out: list[dict] = []
         for report in activity:
             self._activity(report)
@@ -152,6 +161,28 @@ class ClusterStep:
         for name, facts in self.clusters.items():
             horizon = facts.newest_activity_ms - self.cfg.slack_ms
             self._run(name, facts, max(horizon, facts.horizon_ms), out, flush)
+        self._observe_gate(statuses, out)
+        return out
+
+    def _observe_gate(self, statuses: tuple[list[dict], list[dict]], out: list[dict]) -> None:
+        by_cluster: dict[str, tuple[list, list, list]] = {}
+        for i, records in enumerate((*statuses, out)):
+            for r in records:
+                by_cluster.setdefault(r["cluster"], ([], [], []))[i].append(r)
+        for name, (partitions, replicas, released) in by_cluster.items():
+            restart_gate.observe(self._facts(name).gate, partitions, replicas, released)
+
+    def restart_verdicts(self) -> list[dict]:
+        """The restart gate's verdict for every broker of every cluster, as of its clock."""
+        cfg = restart_gate.GateConfig(self.cfg.lag_share)
+        out = []
+        for name, facts in self.clusters.items():
+            if facts.newest_activity_ms == -NEVER:
+                continue
+            down = {b: (ep.cause, ep.alert_id) for b, ep in facts.episodes.items()}
+            for broker in sorted(restart_gate.brokers_of(facts.gate) | set(facts.segments)):
+                v = restart_gate.verdict(facts.gate, broker, facts.newest_activity_ms, down, cfg)
+                out.append({"cluster": name, **v})
         return out
 
     def _facts(self, cluster: str) -> ClusterFacts:
@@ -652,6 +683,7 @@ def _facts_doc(f: ClusterFacts) -> dict:
         "lagging": f.lagging,
         "controller_exits": f.controller_exits,
         "decided": {aid: decision_doc(d) for aid, d in f.decided.items()},
+        "gate": restart_gate.to_doc(f.gate),
     }
 
 
@@ -678,6 +710,7 @@ def _facts_from_doc(d: dict) -> ClusterFacts:
         }
         for aid, x in d["decided"].items()
     }
+    f.gate = restart_gate.from_doc(d.get("gate"))
     return f
 
 
@@ -687,6 +720,7 @@ def cluster_config(cfg: Any) -> ClusterConfig:
         silent_after_ms=cfg.stuck_after_ms,
         group_wait_ms=cfg.group_wait_ms,
         slack_ms=cfg.reorder_tolerance_ms,
+        lag_share=cfg.lag_share,
     )
 
 

@@ -98,6 +98,7 @@ class MonitorConfig:
     evict_after_ms: int  # a partition with no event for this long leaves the state
     num_replica_fetchers: int  # Kafka's num.replica.fetchers (ReplicaFetcherStalled groups)
     group_wait_ms: int  # every alert waits this long (event time) for a root to claim it (state/cluster.py)
+    lag_share: float  # restart gate: a listed follower lagging past this share of L is out
 
     def partition_config(self, lag_ms: int | None = None, min_isr: int | None = None) -> PartitionConfig:
         return PartitionConfig(

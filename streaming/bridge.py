@@ -42,7 +42,10 @@ def decide_alerts(
     each cluster's newest activity in the batch (event time): where the cluster's clock stands
     even when no status changed (a healthy cluster's repeats wait for stream.status_refresh_ms)."""
     activity = [r for _, r in records.pop(ACTIVITY, [])]
-    decided = cluster_step.run(batch_id, [r for _, r in records["alerts"]], activity, flush=flush)
+    statuses = ([r for _, r in records["partition_status"]], [r for _, r in records["replica_status"]])
+    decided = cluster_step.run(
+        batch_id, [r for _, r in records["alerts"]], activity, flush=flush, statuses=statuses
+    )
     records["alerts"] = [(json.dumps(r, separators=(",", ":")), r) for r in decided]
     return newest_activity(activity)
 
@@ -136,7 +139,7 @@ class OutputRouter:
         self.totals.update(counts)
         if self.output_dir:
             write_files(self.output_dir, batch_id, records)
-        if self.redis_sink is not None and (any(counts.values()) or clocks):
+        if self.redis_sink is not None and (any(counts.values()) or clocks or self.cluster_step.verdicts):
             decoded = {k: [record for _, record in v] for k, v in records.items()}
             self.redis_sink.write_batch(
                 batch_id,
@@ -146,6 +149,7 @@ class OutputRouter:
                 decoded["quarantine"],
                 clocks=clocks,
                 series_points=decoded.get("series_point"),
+                verdicts=self.cluster_step.verdicts,
             )
         if self.alertmanager is not None:
             self.alertmanager.send([record for _, record in records["alerts"]])

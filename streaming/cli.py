@@ -57,7 +57,7 @@ ALL_HELP = (
 def build_parser() -> argparse.ArgumentParser:
     """The `replmon` command line: every subcommand, one grammar (docs/cli.md, checked by
     tests/streaming/test_cli_grammar.py; deployment files by tests/test_deploy.py)."""
-    from replmon.streaming import side_cmds, silence_cmd
+    from replmon.streaming import safe_to_stop, side_cmds, silence_cmd
     from replmon.streaming.collect.cli import add_arguments as collect_arguments
     from replmon.streaming.replay_cmd import add_arguments as replay_arguments
     from replmon.streaming.simulator.cli import add_arguments as simulate_arguments
@@ -92,6 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
         "check the rules engine against scenario files",
         side_cmds.conformance_arguments,
         side_cmds.conformance,
+    )
+    command(
+        "safe-to-stop",
+        "may broker N be stopped now? (a rolling restart's gate; exit 0 safe, 1 not, 2 unknown)",
+        safe_to_stop.add_arguments,
+        _safe_to_stop,
     )
     silence = group("silence", "silence alerts: broker maintenance, an alert id, a matcher")
     silence_cmd.group_arguments(silence)
@@ -182,6 +188,12 @@ def _simulate(args) -> int:
 
 def _silence(args) -> int:
     from replmon.streaming.silence_cmd import run
+
+    return run(args)
+
+
+def _safe_to_stop(args) -> int:
+    from replmon.streaming.safe_to_stop import run
 
     return run(args)
 

@@ -114,14 +114,33 @@ class ClusterStepRunner:
         self.folder = state_folder(checkpoint_dir, spark)
         self._memory: dict[int, dict] = {}
         self.last_batch = -1
+        self._step: ClusterStep | None = None
+        self._verdicts: list[dict] | None = None
 
-    def run(self, batch_id: int, alerts: list[dict], activity: list[dict], flush: bool = False) -> list[dict]:
-        """The alert records of batch `batch_id`, decided (state/cluster.py)."""
+    def run(
+        self,
+        batch_id: int,
+        alerts: list[dict],
+        activity: list[dict],
+        flush: bool = False,
+        statuses: tuple[list[dict], list[dict]] = ([], []),
+    ) -> list[dict]:
+        """The alert records of batch `batch_id`, decided (state/cluster.py). The restart gate's
+        verdicts after it are `self.verdicts`."""
         step = ClusterStep.from_doc(self.cfg, self._load(batch_id))
-        out = step.step(alerts, activity, flush=flush)
+        out = step.step(alerts, activity, flush=flush, statuses=statuses)
+        self._step, self._verdicts = step, None
         self._save(batch_id, step.to_doc())
         self.last_batch = max(self.last_batch, batch_id)
         return out
+
+    @property
+    def verdicts(self) -> list[dict]:
+        """The restart gate's verdicts after the last batch run, computed when first asked for
+        (a scan of every partition per broker: only a run with a Redis sink asks)."""
+        if self._verdicts is None:
+            self._verdicts = self._step.restart_verdicts() if self._step is not None else []
+        return self._verdicts
 
     def next_batch(self) -> int:
         """The id after every batch this step has a state of (a restarted run that processed

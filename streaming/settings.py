@@ -288,6 +288,14 @@ class Collect(_Section):
     partitions: int = Field(default=3, ge=1)  # ...with this many partitions
 
 
+class Gate(_Section):
+    """The rolling-restart gate (state/restart_gate.py, `replmon safe-to-stop`)."""
+
+    # A follower Kafka still lists in the ISR but not caught up for more than this share of
+    # replica.lag.time.max.ms counts as out of the effective ISR: it is the next to be dropped.
+    lag_share: float = Field(default=0.5, gt=0, le=1)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="REPLMON_", env_nested_delimiter="__", env_file=".env", extra="forbid", frozen=True
@@ -306,6 +314,7 @@ class Settings(BaseSettings):
     alerts: Alerts = Alerts()
     stream: Stream = Stream()
     collect: Collect = Collect()
+    gate: Gate = Gate()
 
     @classmethod
     def settings_customise_sources(
@@ -340,7 +349,7 @@ class Settings(BaseSettings):
 
 # The sections whose settings the engine reads: every MonitorConfig field is the setting of the
 # same name in exactly one of them (checked below, on import, and by tests/test_config_once.py).
-ENGINE_SECTIONS = ("rules", "alerts", "stream")
+ENGINE_SECTIONS = ("rules", "alerts", "stream", "gate")
 
 
 def _section_model(section: str) -> type[BaseModel]:

@@ -140,7 +140,12 @@ def test_every_queried_key_is_written_by_the_sink(redis_client):
     sink = RedisSink(redis_client)
     batch = r.full_batch()
     sink.write_batch(
-        1, batch["alerts"], batch["partition_status"], batch["replica_status"], batch["quarantine"]
+        1,
+        batch["alerts"],
+        batch["partition_status"],
+        batch["replica_status"],
+        batch["quarantine"],
+        verdicts=[r.verdict()],
     )
     for where, template in queried_keys():
         key = substitute(template)

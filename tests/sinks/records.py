@@ -86,3 +86,15 @@ def full_batch(ts=1_000) -> dict:
         replica_status=[replica_status(ts=ts), replica_status(replica=2, ts=ts, in_isr=True, lag_ms=0)],
         quarantine=[quarantined()],
     )
+
+
+def verdict(cluster="c1", broker=3, clock_ms=1_000, answer="not_safe") -> dict:
+    """One broker's restart-gate verdict, as the cluster step gives it (state/restart_gate.py)."""
+    return dict(
+        cluster=cluster,
+        broker=broker,
+        verdict=answer,
+        clock_ms=clock_ms,
+        summary=f"broker {broker}: not safe to stop (under_min_isr)",
+        reasons={"under_min_isr": {"count": 1, "blocks": True, "examples": ["orders-0"]}},
+    )

@@ -12,7 +12,7 @@ from replmon.state.alerts import alert_id
 from replmon.state.cluster import ClusterConfig, ClusterStep
 
 T = 1_000_000
-CFG = ClusterConfig(silent_after_ms=3000, group_wait_ms=5000, slack_ms=1000)
+CFG = ClusterConfig(silent_after_ms=3000, group_wait_ms=5000, slack_ms=1000, lag_share=0.5)
 
 
 def act(bucket, runs, cluster="c"):

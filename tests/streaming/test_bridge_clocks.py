@@ -31,7 +31,15 @@ class Sink:
         self.calls = []
 
     def write_batch(
-        self, batch_id, alerts, partition_status, replica_status, quarantine, clocks=None, series_points=None
+        self,
+        batch_id,
+        alerts,
+        partition_status,
+        replica_status,
+        quarantine,
+        clocks=None,
+        series_points=None,
+        verdicts=None,
     ):
         self.calls.append((batch_id, len(alerts) + len(partition_status) + len(replica_status), clocks))
 

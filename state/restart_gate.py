@@ -1,0 +1,334 @@
+"""The rolling-restart gate: what stopping one broker now would do, from replmon's view.
+
+Kafka's own answer looks at ISR membership only. Here the ISR Kafka lists is narrowed to the
+*effective* ISR: a follower still listed that replmon sees lagging past `lag_share` of
+replica.lag.time.max.ms, or not fetching at all, counts as out (it is the next to go, and it
+cannot take over as a caught-up replica). From that, per broker:
+
+* a partition goes **offline** if the broker is the only member of the effective ISR;
+* it falls **under min ISR** if the effective ISR without the broker is below
+  min.insync.replicas (acks=all producers get NotEnoughReplicas);
+* it is **at min ISR** if exactly min.insync.replicas remain (one more failure stops writes);
+  expected of every partition in a rolling restart of RF 3 / min ISR 2, so it does not block.
+
+Blockers that are not partitions: another broker unavailable, an open ReplicaOutOfSync (of
+another broker's replica), UnderMinIsr or OfflinePartition anywhere in the cluster, a
+reassignment in progress. Any of them makes the answer "not_safe". With no partition seen the
+answer is "unknown". Whether the answer is fresh (the clock against the wall clock) is for its
+reader to judge: this module reads no clock.
+
+The view is folded from the statuses the buckets already emit (docs/outputs.md): one compact
+entry per partition, replaced by each newer partition_status and its followers' replica_status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SAFE, NOT_SAFE, UNKNOWN = "safe", "not_safe", "unknown"
+EXAMPLES = 10  # partitions named per reason class (the counts are whole)
+
+# The reason classes, in the order they are told; `True`: the class blocks a stop
+CLASSES = {
+    "offline": True,  # partitions whose only effective ISR member is this broker
+    "under_min_isr": True,  # partitions this stop takes under min.insync.replicas
+    "brokers_unavailable": True,  # other brokers out now
+    "replicas_out_of_sync": True,  # open ReplicaOutOfSync of other brokers' replicas
+    "partitions_under_min_isr": True,  # open UnderMinIsr anywhere in the cluster
+    "partitions_offline": True,  # open OfflinePartition anywhere in the cluster
+    "reassignment": True,  # partitions being reassigned
+    "at_min_isr": False,  # partitions this stop leaves at exactly min.insync.replicas
+    "followers_out": False,  # followers Kafka lists that the effective ISR leaves out
+    "self_out_of_sync": False,  # partitions where this broker itself is out of the effective ISR
+    "self_unavailable": False,  # this broker is unavailable already
+}
+WATCHED_ALERTS = ("ReplicaOutOfSync", "UnderMinIsr", "OfflinePartition")
+
+
+@dataclass(frozen=True, slots=True)
+class GateConfig:
+    lag_share: float  # a listed follower not caught up for more than this share of L is out
+
+
+@dataclass(slots=True)
+class PartitionView:
+    """What the gate keeps of one partition: its latest status, compact."""
+
+    ts: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]  # the ISR Kafka lists (the last metadata's; replmon's derived one before any)
+    min_isr: int
+    lag_limit_ms: int  # replica.lag.time.max.ms (L)
+    behind: dict[int, int] = field(default_factory=dict)  # follower -> last_caught_up_ms, if not caught up
+    stalled: set[int] = field(default_factory=set)  # followers not fetching
+    reassigning: bool = False
+    leader: int = -1
+
+
+@dataclass(slots=True)
+class GateFacts:
+    """The gate's view of one cluster."""
+
+    partitions: dict[str, PartitionView] = field(default_factory=dict)  # 'topic-partition' ->
+    # alert_id -> [name, replica, subject, caused_by]
+    open_alerts: dict[str, list[Any]] = field(default_factory=dict)
+
+
+# -- the rules ---------------------------------------------------------------------------------
+def is_lagging(last_caught_up_ms: int, now_ms: int, lag_limit_ms: int, share: float) -> bool:
+    """Not caught up for more than `share` of L: Kafka drops it at L (isr-expiration), soon."""
+    return now_ms - last_caught_up_ms > share * lag_limit_ms
+
+
+def is_behind(replica_status: dict[str, Any]) -> bool:
+    """Not at the leader's LEO: its time since last caught up counts (Kafka's isCaughtUp stays
+    true for L after that, so `caught_up` alone would hide a follower 0.9 L behind)."""
+    return replica_status["lag_messages"] > 0 or not replica_status["caught_up"]
+
+
+def why_out(
+    view: PartitionView, follower: int, now_ms: int, share: float, leader_down: bool = False
+) -> str | None:
+    """Why a follower Kafka lists in the ISR does not count in the effective ISR (None: it does).
+    `leader_down`: the partition's leader is unavailable: its followers fetch from nothing, and
+    the controller elects the next leader from the listed ISR, so the listed ISR stands."""
+    if leader_down or follower == view.leader:
+        return None  # (the leader: a follower's status from before it took over says nothing now)
+    if follower in view.stalled:
+        return "stalled"  # not fetching: it will not catch up, whatever the leader appends
+    lcu = view.behind.get(follower)
+    if lcu is not None and is_lagging(lcu, now_ms, view.lag_limit_ms, share):
+        return "lagging"
+    return None
+
+
+def effective_isr(view: PartitionView, now_ms: int, share: float, leader_down: bool = False) -> list[int]:
+    """The listed ISR less the followers that are on their way out."""
+    return [b for b in view.isr if why_out(view, b, now_ms, share, leader_down) is None]
+
+
+def stop_outcome(
+    view: PartitionView, broker: int, now_ms: int, share: float, leader_down: bool = False
+) -> str | None:
+    """What stopping `broker` does to this partition: 'offline', 'under_min_isr', 'at_min_isr',
+    'self_out_of_sync' (the broker is not in the effective ISR: stopping it removes nothing), or
+    None (nothing worth saying)."""
+    if broker not in view.replicas:
+        return None
+    eff = effective_isr(view, now_ms, share, leader_down)
+    if broker not in eff:
+        return "self_out_of_sync"
+    left = len(eff) - 1
+    if left == 0:
+        return "offline"  # the leader election finds no effective in-sync replica
+    if left < view.min_isr:
+        return "under_min_isr"  # acks=all produce: NotEnoughReplicas
+    if left == view.min_isr:
+        return "at_min_isr"
+    return None
+
+
+def blocks(reasons: dict[str, dict[str, Any]]) -> bool:
+    return any(CLASSES[c] and r["count"] for c, r in reasons.items())
+
+
+# -- the verdict -------------------------------------------------------------------------------
+def verdict(
+    facts: GateFacts,
+    broker: int,
+    now_ms: int,
+    unavailable: dict[int, tuple[str, str]],
+    cfg: GateConfig,
+) -> dict[str, Any]:
+    """The verdict for stopping `broker` at `now_ms` (the cluster's event time):
+    {verdict, clock_ms, reasons: {class: {count, blocks, examples}}}. `unavailable`: broker ->
+    (cause, its BrokerUnavailable's alert id), the cluster step's open outages. What the
+    broker's own outage explains (alerts it caused) does not block stopping it."""
+    share = cfg.lag_share
+    found: dict[str, list[str]] = {c: [] for c in CLASSES}
+    for name in sorted(facts.partitions):
+        view = facts.partitions[name]
+        if view.reassigning:
+            found["reassignment"].append(name)
+        if broker not in view.replicas:
+            continue
+        down = view.leader in unavailable
+        outcome = stop_outcome(view, broker, now_ms, share, down)
+        outs = {b: why_out(view, b, now_ms, share, down) for b in view.isr if b != broker}
+        if outcome is not None:
+            blocked = outcome in ("offline", "under_min_isr")
+            found[outcome].append(_with_outs(name, view, outs, now_ms) if blocked else name)
+        for b, why in outs.items():
+            if why is not None:
+                found["followers_out"].append(f"{name}/{b} ({why})")
+    for b in sorted(unavailable):
+        found["self_unavailable" if b == broker else "brokers_unavailable"].append(
+            f"{b} ({unavailable[b][0]})"
+        )
+    own = unavailable[broker][1] if broker in unavailable else None
+    for name, replica, subject, caused_by in sorted(facts.open_alerts.values(), key=lambda a: (a[0], a[2])):
+        if own is not None and caused_by == own:
+            continue
+        if name == "ReplicaOutOfSync" and replica != broker:
+            found["replicas_out_of_sync"].append(subject)
+        elif name == "UnderMinIsr":
+            found["partitions_under_min_isr"].append(subject)
+        elif name == "OfflinePartition":
+            found["partitions_offline"].append(subject)
+    reasons = {
+        c: {"count": len(v), "blocks": CLASSES[c], "examples": v[:EXAMPLES]} for c, v in found.items() if v
+    }
+    if not facts.partitions:
+        answer = UNKNOWN  # nothing seen of the cluster yet
+    elif blocks(reasons):
+        answer = NOT_SAFE
+    else:
+        answer = SAFE
+    v = {"broker": broker, "verdict": answer, "clock_ms": now_ms, "reasons": reasons}
+    v["summary"] = answer_line(v)
+    return v
+
+
+def _with_outs(name: str, view: PartitionView, outs: dict[int, str | None], now_ms: int) -> str:
+    """'orders-3' or 'orders-3 (2 lagging 16.2 s)': the partition and who else is out."""
+    said = []
+    for b, why in outs.items():
+        if why == "lagging":
+            said.append(f"{b} lagging {(now_ms - view.behind[b]) / 1000:.1f} s")
+        elif why is not None:
+            said.append(f"{b} {why}")
+    return f"{name} ({', '.join(said)})" if said else name
+
+
+def brokers_of(facts: GateFacts) -> set[int]:
+    return {b for v in facts.partitions.values() for b in v.replicas}
+
+
+# -- folding the statuses ----------------------------------------------------------------------
+def observe(
+    facts: GateFacts,
+    partition_status: list[dict[str, Any]],
+    replica_status: list[dict[str, Any]],
+    alerts: list[dict[str, Any]],
+) -> None:
+    """Fold one batch's statuses (of one cluster) and the alert records the cluster step released."""
+    followers: dict[str, list[dict[str, Any]]] = {}
+    for r in replica_status:
+        followers.setdefault(f"{r['topic']}-{r['partition']}", []).append(r)
+    for p in sorted(partition_status, key=lambda r: r["ts"]):
+        name = f"{p['topic']}-{p['partition']}"
+        old = facts.partitions.get(name)
+        if old is not None and old.ts > p["ts"]:
+            continue  # a replayed older status never rolls the view back
+        listed = p.get("reported_isr")
+        view = PartitionView(
+            ts=p["ts"],
+            replicas=tuple(p["replicas"]),
+            isr=tuple(p["isr"] if listed is None else listed),
+            min_isr=p["min_insync_replicas"],
+            lag_limit_ms=p["replica_lag_time_max_ms"],
+            leader=p.get("leader", -1),
+        )
+        if old is not None:  # followers whose status did not come with this one stay as they were
+            # (the leader's own status as a follower, from before it took over, is gone)
+            view.behind = {b: t for b, t in old.behind.items() if b in view.replicas and b != view.leader}
+            view.stalled = {b for b in old.stalled if b in view.replicas and b != view.leader}
+            view.reassigning = old.reassigning
+        facts.partitions[name] = view
+    for name, records in followers.items():
+        known = facts.partitions.get(name)
+        if known is None:
+            continue
+        reassigning = False
+        for r in sorted(records, key=lambda r: r["ts"]):
+            b = r["replica"]
+            known.behind.pop(b, None)
+            known.stalled.discard(b)
+            if is_behind(r):
+                known.behind[b] = r["last_caught_up_ms"]
+            if r["state"] == "stuck":
+                known.stalled.add(b)
+            reassigning = reassigning or r.get("out_of_isr_cause") == "reassignment"
+        known.reassigning = reassigning
+    for a in alerts:
+        if a["name"] not in WATCHED_ALERTS and a.get("cause") != "reassignment":
+            continue
+        if a["status"] == "resolved":
+            facts.open_alerts.pop(a["alert_id"], None)
+        else:
+            name = a["name"] if a["name"] in WATCHED_ALERTS else "reassignment"
+            facts.open_alerts[a["alert_id"]] = [name, a.get("replica"), a["subject"], a.get("caused_by")]
+
+
+# -- persistence (with the cluster step's state) -------------------------------------------------
+def to_doc(facts: GateFacts) -> dict[str, Any]:
+    return {
+        "partitions": [
+            [
+                name,
+                v.ts,
+                list(v.replicas),
+                list(v.isr),
+                v.min_isr,
+                v.lag_limit_ms,
+                [[b, t] for b, t in v.behind.items()],
+                sorted(v.stalled),
+                v.reassigning,
+                v.leader,
+            ]
+            for name, v in facts.partitions.items()
+        ],
+        "open_alerts": facts.open_alerts,
+    }
+
+
+def from_doc(d: dict[str, Any] | None) -> GateFacts:
+    facts = GateFacts()
+    if not d:
+        return facts
+    for name, ts, replicas, isr, min_isr, lag, behind, stalled, reassigning, leader in d["partitions"]:
+        facts.partitions[name] = PartitionView(
+            ts, tuple(replicas), tuple(isr), min_isr, lag, dict(behind), set(stalled), reassigning, leader
+        )
+    facts.open_alerts = {k: list(v) for k, v in d["open_alerts"].items()}
+    return facts
+
+
+# -- what it says ------------------------------------------------------------------------------
+REASON_TEXTS = {
+    "offline": "{n} partition(s) would go offline (broker {broker} is their only effective ISR member)",
+    "under_min_isr": "{n} partition(s) would fall under min ISR (acks=all gets NotEnoughReplicas)",
+    "brokers_unavailable": "{n} other broker(s) unavailable",
+    "replicas_out_of_sync": "{n} replica(s) of other brokers out of sync (ReplicaOutOfSync)",
+    "partitions_under_min_isr": "{n} partition(s) under min ISR now (UnderMinIsr)",
+    "partitions_offline": "{n} partition(s) offline now (OfflinePartition)",
+    "reassignment": "{n} partition(s) being reassigned",
+    "at_min_isr": "{n} partition(s) would be at min ISR (one more failure stops their writes)",
+    "followers_out": "{n} follower(s) Kafka lists in the ISR but lagging past the share of L or stalled",
+    "self_out_of_sync": "broker {broker} is out of sync on {n} partition(s): its stop removes no ISR member",
+    "self_unavailable": "broker {broker} is unavailable already",
+}
+ANSWERS = {SAFE: "safe", NOT_SAFE: "not safe", UNKNOWN: "unknown"}
+
+
+def answer_line(v: dict[str, Any]) -> str:
+    """'broker 1: not safe to stop (2 blocking reasons)', the first line `safe-to-stop` prints."""
+    blocking = [c for c, r in v["reasons"].items() if r["blocks"]]
+    said = f"broker {v['broker']}: {ANSWERS[v['verdict']]} to stop"
+    if v["verdict"] == SAFE:
+        said += " for availability"
+    if blocking:
+        said += f" ({', '.join(blocking)})"
+    return said
+
+
+def reason_lines(v: dict[str, Any]) -> list[str]:
+    """One line per reason class: what, how many, the first ones by name."""
+    lines = []
+    for c, r in v["reasons"].items():
+        text = REASON_TEXTS[c].format(n=r["count"], broker=v["broker"])
+        more = f", +{r['count'] - len(r['examples'])} more" if r["count"] > len(r["examples"]) else ""
+        mark = "BLOCKS" if r["blocks"] else "info"
+        lines.append(f"  {mark:6} {c}: {text}: {', '.join(r['examples'])}{more}")
+    return lines
