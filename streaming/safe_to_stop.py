@@ -14,7 +14,6 @@ reachable, or a usage error.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -22,34 +21,37 @@ from typing import Any
 
 import redis
 
-from replmon.streaming.cli_flags import UsageError
+from replmon.streaming.cli_flags import UsageError, duration, parse_duration_ms
 
 SAFE, NOT_SAFE, UNKNOWN = 0, 1, 2
 EXIT = {"safe": SAFE, "not_safe": NOT_SAFE, "unknown": UNKNOWN}
-UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 POLL_S = 1.0  # --wait asks again this often (the verdict changes once per micro-batch)
 
 
 def parse_duration(text: str) -> int:
-    """'500ms', '30s', '10m', '1h', '1m30s' -> ms."""
-    if not re.fullmatch(r"(?:\d+(?:ms|s|m|h))+", text.strip()):
-        raise UsageError(f"duration {text!r}: use a number and a unit ms, s, m or h, e.g. 30s, 10m or 500ms")
-    return sum(int(n) * UNITS_MS[u] for n, u in re.findall(r"(\d+)(ms|s|m|h)", text))
+    """'500ms', '30s', '10m', '1h', '1m30s' -> ms: the one duration grammar (cli_flags)."""
+    return parse_duration_ms(text)
 
 
 def add_arguments(p) -> None:
     p.add_argument("--broker", type=int, required=True, metavar="ID", help="the broker to stop")
-    p.add_argument("--cluster", metavar="NAME", help="its cluster (default: the only one in Redis)")
+    p.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="the cluster this command is about: the broker's (default: the only one in Redis)",
+    )
     p.add_argument(
         "--wait",
         metavar="DURATION",
+        type=duration,
         help="poll until the broker is safe to stop or this is up (e.g. 30s, 10m, 500ms)",
     )
     p.add_argument("--json", action="store_true", help="the same content as one JSON object")
     p.add_argument(
         "--max-age",
         metavar="DURATION",
-        default="30s",
+        type=duration,
+        default=30_000,
         help="a verdict whose clock is further behind the wall clock is unknown (default 30s)",
     )
     p.add_argument(
@@ -136,8 +138,8 @@ def run(
     from replmon.streaming.settings import load_settings
 
     out = out or sys.stdout
-    max_age_ms = parse_duration(args.max_age)
-    wait_ms = parse_duration(args.wait) if args.wait else 0
+    max_age_ms = args.max_age
+    wait_ms = args.wait or 0
     conf = load_settings(args.config).redis
     if args.redis_url:
         conf = conf.model_copy(update={"url": args.redis_url})

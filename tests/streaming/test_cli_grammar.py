@@ -230,6 +230,7 @@ def test_what_is_not_a_duration_is_refused(text, why):
 REQUIRED = {
     "replmon collect": ["--cluster", "c", "--bootstrap", "b:1"],
     "replmon silence add": ["--for", "1h"],
+    "replmon safe-to-stop": ["--broker", "1"],
 }
 
 
@@ -249,7 +250,9 @@ def test_no_flag_names_a_unit_and_every_duration_flag_refuses_a_bare_number(caps
                 args = parser.parse_args([*required, action.option_strings[0], "1500ms"])
                 assert getattr(args, action.dest) in (1500, "1500ms")  # replay parses it later
                 durations += 1
-    assert durations == 11, "every DURATION flag: collect 5, replay 4, simulate 1, silence add 1"
+    assert durations == 13, (
+        "every DURATION flag: collect 5, replay 4, simulate 1, silence add 1, safe-to-stop 2"
+    )
 
 
 @pytest.mark.parametrize(
@@ -352,7 +355,13 @@ def test_cluster_is_the_cluster_the_command_is_about_everywhere():
         for command, parser in commands().items()
         if "--cluster" in parser._option_string_actions
     }
-    assert set(helps) == {"replmon replay", "replmon simulate", "replmon collect", "replmon silence add"}
+    assert set(helps) == {
+        "replmon replay",
+        "replmon simulate",
+        "replmon collect",
+        "replmon silence add",
+        "replmon safe-to-stop",
+    }
     for command, text in helps.items():
         assert text.startswith("the cluster this command is about: "), command
 

@@ -159,4 +159,4 @@ def test_durations(text, ms):
 
 def test_a_bad_duration_is_a_usage_error(redis_server, capsys):
     assert main(["safe-to-stop", "--redis-url", redis_server.url, "--broker", "1", "--wait", "10"]) == 2
-    assert "replmon safe-to-stop: duration '10'" in capsys.readouterr().err
+    assert "'10' is not a duration" in capsys.readouterr().err
