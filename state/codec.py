@@ -62,7 +62,7 @@ from typing import Any, cast
 from replmon.state.alerts import AlertBook
 from replmon.state.bucket import Bucket, ClusterView, ColdWatch
 from replmon.state.monitor import MonitorConfig, PartitionWatch
-from replmon.state.partition import PartitionConfig, PartitionLeader
+from replmon.state.partition import PartitionConfig, PartitionLeader, isr_state_from_stored
 from replmon.state.replica import ReplicaState
 from replmon.state.root_cause import (
     BrokerRoot,
@@ -138,6 +138,10 @@ REPLICA_FIELDS = (
     "session_id",
 )
 DERIVED = {"PartitionWatch": ("name", "leader", "book"), "PartitionLeader": ("config", "followers")}
+# PartitionLeader.isr_state (one immutable value) is stored as these fields, read through the
+# leader's read-only properties of the same names; decoding rebuilds it from them
+# (partition.isr_state_from_stored: `maximal_isr` is derived, not read).
+ISR_STATE_FIELDS = ("isr", "maximal_isr", "pending", "pending_ids", "pending_retry")
 # Format 3's index: per partition, beside where its row is, the fields of a ColdWatch
 # (state/bucket.py): its key, its time_ms and what decides whether a micro-batch needs it, with
 # which a lazy decode (`decode_chunks(lazy=True)`) leaves the partition's row encoded until then.
@@ -589,7 +593,7 @@ def _add_partitions(
 def _watch_builder(cfg: MonitorConfig):
     """A function from a row (see _rows_from_columns) to its PartitionWatch."""
     new_watch = _builder(PartitionWatch, WATCH_FIELDS)
-    new_leader = _builder(PartitionLeader, LEADER_FIELDS)
+    new_leader = _leader_builder(LEADER_FIELDS)
     new_replica = _builder(ReplicaState, REPLICA_FIELDS)
     from_rows = AlertBook.from_rows
     configs: dict[tuple[int | None, int | None], PartitionConfig] = {}
@@ -610,6 +614,29 @@ def _watch_builder(cfg: MonitorConfig):
         return watch
 
     return build
+
+
+@functools.cache
+def _leader_builder(names: tuple[str, ...]) -> Callable[[Any], PartitionLeader]:
+    """A function from a row of values (in the order of `names`, LEADER_FIELDS) to its
+    PartitionLeader: the ISR_STATE_FIELDS become its `isr_state`, the others are set by a
+    `_builder` constructor."""
+    plain = tuple(n for n in names if n not in ISR_STATE_FIELDS)
+    build = _builder(PartitionLeader, plain)
+    plain_values = operator.itemgetter(*(names.index(n) for n in plain))
+    state_values = operator.itemgetter(
+        *(names.index(n) for n in ("isr", "pending", "pending_ids", "pending_retry"))
+    )
+    width = len(names)
+
+    def new_leader(row: Any) -> PartitionLeader:
+        if len(row) != width:
+            raise ValueError(f"a leader row has {width} values, got {len(row)}")
+        leader = build(plain_values(row))
+        leader.isr_state = isr_state_from_stored(*state_values(row))
+        return leader
+
+    return new_leader
 
 
 def _add_cold(bucket: Bucket, where: Doc) -> None:
@@ -786,9 +813,18 @@ class _Format0(pickle.Unpickler):
     def find_class(self, module, name):
         if module.startswith("state."):
             module = "replmon." + module
+        if module == "replmon.state.partition" and name == "PartitionLeader":
+            return _Format0Leader
         if module.startswith("replmon.state.") or (module == "builtins" and name in ("set", "frozenset")):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"format 0 state may not name {module}.{name}")
+
+
+class _Format0Leader:
+    """A PartitionLeader as format 0 pickled it: the ISR state as separate fields. Encoding
+    reads it as it reads a leader (by LEADER_FIELDS), and decoding builds the leader."""
+
+    __slots__ = (*LEADER_FIELDS, *DERIVED["PartitionLeader"])
 
 
 def _fill_dataclass_defaults(obj) -> None:

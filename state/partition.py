@@ -8,8 +8,8 @@ Called once per event on the streaming hot path, so it keeps tuples/sets and sma
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, NamedTuple
 
 from .legacy import CURRENT, RULE_SETS, is_out_of_sync
 from .replica import (
@@ -41,6 +41,101 @@ NON_RETRIABLE_ALTER_PARTITION_ERRORS = frozenset(
     }
 )
 # Anything else stays pending and is resubmitted.
+
+
+def _sorted_ids(ids: Iterable[int]) -> tuple[int, ...]:
+    return tuple(sorted(set(ids)))
+
+
+# ---- the ISR state: one immutable value (Kafka's PartitionState) ------------------------------------
+# Kafka keeps a partition's ISR as one `partitionState`, replaced whole on every change: the
+# committed ISR, or an AlterPartition in flight (expand or shrink) with the ISR it started from.
+# Each derives `maximal_isr` (the ISR the HW waits for) and `is_inflight`.
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedIsr:
+    """The ISR the controller last committed; no change in flight (Kafka: CommittedPartitionState)."""
+
+    isr: tuple[int, ...]
+    maximal_isr: tuple[int, ...] = field(init=False, compare=False)
+    is_inflight: ClassVar[bool] = False
+    kind: ClassVar[str | None] = None  # how the state format names it ("pending": none)
+    replica_ids: ClassVar[tuple[int, ...]] = ()
+    retry: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        # Kafka: CommittedPartitionState.maximalIsr = isr (the very tuple: the state format relies on it)
+        object.__setattr__(self, "maximal_isr", self.isr)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingExpandIsr:
+    """An AlterPartition adding replicas is in flight (Kafka: PendingExpandIsr); `isr` is the
+    last committed ISR, `retry` whether the leader resubmits it."""
+
+    isr: tuple[int, ...]
+    replica_ids: tuple[int, ...]
+    retry: bool = True
+    maximal_isr: tuple[int, ...] = field(init=False, compare=False)
+    is_inflight: ClassVar[bool] = True
+    kind: ClassVar[str | None] = PENDING_EXPAND
+
+    def __post_init__(self) -> None:
+        # Kafka: PendingExpandIsr.maximalIsr = isr + newInSyncReplicaId: the HW waits for it at once
+        object.__setattr__(self, "maximal_isr", _sorted_ids(self.isr + self.replica_ids))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingShrinkIsr:
+    """An AlterPartition removing replicas is in flight (Kafka: PendingShrinkIsr); `isr` is the
+    last committed ISR, `retry` whether the leader resubmits it."""
+
+    isr: tuple[int, ...]
+    replica_ids: tuple[int, ...]
+    retry: bool = True
+    maximal_isr: tuple[int, ...] = field(init=False, compare=False)
+    is_inflight: ClassVar[bool] = True
+    kind: ClassVar[str | None] = PENDING_SHRINK
+
+    def __post_init__(self) -> None:
+        # Kafka: PendingShrinkIsr.maximalIsr = lastCommittedState.isr: the HW still waits for the leaving
+        object.__setattr__(self, "maximal_isr", self.isr)
+
+
+IsrState = CommittedIsr | PendingExpandIsr | PendingShrinkIsr
+
+
+def isr_after_commit(state: PendingExpandIsr | PendingShrinkIsr) -> CommittedIsr:
+    # Kafka: Partition.handleAlterPartitionUpdate commits the ISR the change proposed.
+    if isinstance(state, PendingExpandIsr):
+        return CommittedIsr(state.maximal_isr)
+    removed = state.replica_ids
+    return CommittedIsr(tuple(r for r in state.isr if r not in removed))
+
+
+def does_error_revert(error: str | None) -> bool:
+    # Kafka: Partition.handleAlterPartitionError: these errors go back to the last committed state.
+    return error in REVERTING_ALTER_PARTITION_ERRORS
+
+
+def is_error_retried(error: str | None) -> bool:
+    # Kafka: Partition.handleAlterPartitionError: other errors stay pending; these wait for new metadata.
+    return error not in NON_RETRIABLE_ALTER_PARTITION_ERRORS
+
+
+def isr_state_from_stored(
+    isr: tuple[int, ...], pending: str | None, replica_ids: tuple[int, ...], retry: bool
+) -> IsrState:
+    """The ISR state the state format stores as its fields (`pending` is "expand", "shrink" or
+    None; `maximal_isr` is derived, so it is not read)."""
+    if pending is None:
+        return CommittedIsr(isr)
+    if pending == PENDING_EXPAND:
+        return PendingExpandIsr(isr, replica_ids, retry)
+    if pending == PENDING_SHRINK:
+        return PendingShrinkIsr(isr, replica_ids, retry)
+    raise ValueError(f"pending must be {PENDING_EXPAND!r}, {PENDING_SHRINK!r} or None, got {pending!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +177,6 @@ class FetchOutcome(NamedTuple):
 _new_outcome = tuple.__new__  # FetchOutcome without the keyword-handling __new__: fetch() is the hot path
 
 
-def _sorted_ids(ids: Iterable[int]) -> tuple[int, ...]:
-    return tuple(sorted(set(ids)))
-
-
 class PartitionLeader:
     """One partition as its leader sees it. Read the attributes; change state only through the methods
     (except `config`, which the streaming job replaces when metadata changes L or min ISR)."""
@@ -99,18 +190,14 @@ class PartitionLeader:
         "fenced",
         "followers",
         "hw",
-        "isr",
         "isr_expands",
         "isr_shrinks",
+        "isr_state",
         "leader",
         "leader_epoch",
         "leader_epoch_start_offset",
         "leader_leo",
         "leader_log_start_offset",
-        "maximal_isr",
-        "pending",
-        "pending_ids",
-        "pending_retry",
         "replicas",
         "shutting_down",
     )
@@ -140,10 +227,7 @@ class PartitionLeader:
         self.leader_epoch = leader_epoch
         self.replicas = tuple(replicas)  # the assignment, leader included (leader -1: not known yet)
         self.adding_replicas = tuple(adding_replicas)
-        self.isr = self.maximal_isr = _sorted_ids(isr)
-        self.pending: str | None = None
-        self.pending_ids: tuple[int, ...] = ()
-        self.pending_retry = False
+        self.isr_state: IsrState = CommittedIsr(_sorted_ids(isr))
         self.leader_leo = leader_leo
         self.hw = hw
         self.leader_epoch_start_offset = (
@@ -164,7 +248,7 @@ class PartitionLeader:
                     now_ms=now_ms,
                     leader_leo=leader_leo,
                     is_new_leader=True,
-                    is_follower_in_sync=r in self.isr,
+                    is_follower_in_sync=r in self.isr_state.isr,
                 )
                 self.followers[r] = state
         for r, override in (followers or {}).items():
@@ -176,6 +260,32 @@ class PartitionLeader:
             self.followers[r] = _override(self.followers[r], r, override)
         self._maybe_increment_hw(now_ms)  # makeLeader always ends with maybeIncrementLeaderHW
 
+    # ---- the ISR state, read as fields (the state format stores them so) ---------------------------------
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        # Kafka: Partition.inSyncReplicaIds = partitionState.isr: the committed ISR, also during a change.
+        return self.isr_state.isr
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        return self.isr_state.maximal_isr
+
+    @property
+    def pending(self) -> str | None:
+        """The change in flight: "expand", "shrink" or None."""
+        return self.isr_state.kind
+
+    @property
+    def pending_ids(self) -> tuple[int, ...]:
+        """The replicas the change in flight adds or removes; () when none."""
+        return self.isr_state.replica_ids
+
+    @property
+    def pending_retry(self) -> bool:
+        """Whether the change in flight is resubmitted (False when none)."""
+        return self.isr_state.retry
+
     # ---- partition predicates (docs/kafka-rules.md §3.4, §7) -----------------------------------------------
 
     @property
@@ -186,17 +296,17 @@ class PartitionLeader:
     @property
     def under_min_isr(self) -> bool:
         # Kafka: Partition.isUnderMinIsr (committed ISR).
-        return len(self.isr) < self.effective_min_isr
+        return len(self.isr_state.isr) < self.effective_min_isr
 
     @property
     def at_min_isr(self) -> bool:
         # Kafka: Partition.isAtMinIsr (committed ISR).
-        return len(self.isr) == self.effective_min_isr
+        return len(self.isr_state.isr) == self.effective_min_isr
 
     @property
     def under_replicated(self) -> bool:
         # Kafka: Partition.isUnderReplicated; the factor excludes adding replicas (OngoingReassignmentState).
-        return len(self.isr) < len(self.replicas) - len(self.adding_replicas)
+        return len(self.isr_state.isr) < len(self.replicas) - len(self.adding_replicas)
 
     # ---- per-follower rules ---------------------------------------------------------------------------
 
@@ -236,16 +346,17 @@ class PartitionLeader:
 
     def may_join_isr(self, replica: int) -> bool:
         # Kafka: Partition.maybeExpandIsr's test (canAddReplicaToIsr && isFollowerInSync).
+        state = self.isr_state
         return (
-            self.pending is None
-            and replica not in self.isr
+            not state.is_inflight
+            and replica not in state.isr
             and self.is_isr_eligible(replica)
             and self.is_follower_in_sync(replica)
         )
 
     def does_hw_wait_for(self, replica: int, now_ms: int) -> bool:
         # Kafka: Partition.maybeIncrementLeaderHW: maximal ISR, or caught up and eligible (KAFKA-4485/15021).
-        return replica in self.maximal_isr or (
+        return replica in self.isr_state.maximal_isr or (
             self.is_caught_up(replica, now_ms) and self.is_isr_eligible(replica)
         )
 
@@ -266,9 +377,10 @@ class PartitionLeader:
         self, now_ms: int, *, ignore_inflight: bool = False, rule_set: str | None = None
     ) -> tuple[int, ...]:
         # Kafka: Partition.getOutOfSyncReplicas: committed ISR minus the leader; none while a change pends.
-        if self.pending is not None and not ignore_inflight:
+        state = self.isr_state
+        if state.is_inflight and not ignore_inflight:
             return ()
-        return tuple(r for r in self.isr if r != self.leader and self.lags_out(r, now_ms, rule_set))
+        return tuple(r for r in state.isr if r != self.leader and self.lags_out(r, now_ms, rule_set))
 
     # ---- events ---------------------------------------------------------------------------------------
 
@@ -316,8 +428,10 @@ class PartitionLeader:
             log_start_offset=log_start_offset,
             broker_epoch=broker_epoch,
         )
-        if self.pending is None and replica not in self.isr and self.may_join_isr(replica):
-            self._propose(now_ms, PENDING_EXPAND, (replica,))  # against the HW before this fetch's update
+        isr_state = self.isr_state
+        if not isr_state.is_inflight and replica not in isr_state.isr and self.may_join_isr(replica):
+            # against the HW before this fetch's update
+            self._propose(now_ms, PendingExpandIsr(isr_state.isr, (replica,)))
         if fetch_offset != leo_before:
             self._maybe_increment_hw(now_ms)
             return _new_outcome(FetchOutcome, (True, None, hw_before, True, self.hw != hw_before))
@@ -354,11 +468,12 @@ class PartitionLeader:
 
     def isr_expiration(self, now_ms: int) -> tuple[int, ...]:
         """One run of the `isr-expiration` task (Partition.maybeShrinkIsr); returns the shrink proposed."""
-        if self.pending is not None:
+        isr_state = self.isr_state
+        if isr_state.is_inflight:
             return ()
         out = self.out_of_sync_replicas(now_ms)
         if out:
-            self._propose(now_ms, PENDING_SHRINK, out)
+            self._propose(now_ms, PendingShrinkIsr(isr_state.isr, out))
         return out
 
     def alter_partition_response(self, now_ms: int, result: str, error: str | None = None) -> None:
@@ -367,16 +482,17 @@ class PartitionLeader:
         Kafka: Partition.handleAlterPartitionUpdate / handleAlterPartitionError."""
         if result not in ("success", "error"):
             raise ValueError(f"result must be 'success' or 'error', got {result!r}")
-        if self.pending is None:  # stale answer: the state changed meanwhile
+        state = self.isr_state
+        if isinstance(state, CommittedIsr):  # stale answer: the state changed meanwhile
             return
         if result == "success":
-            self._commit_pending(now_ms)
+            self._commit_pending(now_ms, state)
             return
         self.failed_isr_updates += 1
-        if error in REVERTING_ALTER_PARTITION_ERRORS:
-            self._clear_pending()
+        if does_error_revert(error):
+            self.isr_state = CommittedIsr(state.isr)
         else:
-            self.pending_retry = error not in NON_RETRIABLE_ALTER_PARTITION_ERRORS
+            self.isr_state = replace(state, retry=is_error_retried(error))
 
     def controller_update(
         self,
@@ -416,8 +532,7 @@ class PartitionLeader:
                     is_new_leader=is_new_leader,
                     is_follower_in_sync=r in new_isr,
                 )
-        self.isr = self.maximal_isr = new_isr  # a new CommittedPartitionState
-        self._clear_pending()
+        self.isr_state = CommittedIsr(new_isr)  # a new CommittedPartitionState: a change in flight is dropped
         self._maybe_increment_hw(now_ms)  # makeLeader always ends with maybeIncrementLeaderHW
 
     def set_broker_state(
@@ -440,7 +555,7 @@ class PartitionLeader:
 
     def _maybe_increment_hw(self, now_ms: int) -> bool:
         # Kafka: Partition.maybeIncrementLeaderHW + UnifiedLog.maybeIncrementHighWatermark (never decreases).
-        isr_size = len(self.isr)
+        isr_size = len(self.isr_state.isr)
         config = self.config
         if isr_size < config.min_insync_replicas and isr_size < len(
             self.replicas
@@ -456,33 +571,20 @@ class PartitionLeader:
             return True
         return False
 
-    def _propose(self, now_ms: int, kind: str, ids: tuple[int, ...]) -> None:
+    def _propose(self, now_ms: int, change: PendingExpandIsr | PendingShrinkIsr) -> None:
         # Kafka: Partition.prepareIsrExpand / prepareIsrShrink + submitAlterPartition.
-        self.pending = kind
-        self.pending_ids = ids
-        self.pending_retry = True
-        if kind == PENDING_EXPAND:
-            self.maximal_isr = _sorted_ids(self.isr + ids)  # PendingExpandIsr assumes the new member
+        self.isr_state = change
         if self.config.alter_partition == IMMEDIATE:
-            self._commit_pending(now_ms)
+            self._commit_pending(now_ms, change)
 
-    def _commit_pending(self, now_ms: int) -> None:
+    def _commit_pending(self, now_ms: int, change: PendingExpandIsr | PendingShrinkIsr) -> None:
         # Kafka: Partition.handleAlterPartitionUpdate: the controller's ISR is committed, then the HW may move
-        if self.pending == PENDING_EXPAND:
-            self.isr = self.maximal_isr
+        self.isr_state = isr_after_commit(change)
+        if isinstance(change, PendingExpandIsr):
             self.isr_expands += 1
         else:
-            removed = self.pending_ids
-            self.isr = tuple(r for r in self.isr if r not in removed)
             self.isr_shrinks += 1
-        self._clear_pending()
         self._maybe_increment_hw(now_ms)
-
-    def _clear_pending(self) -> None:
-        self.pending = None
-        self.pending_ids = ()
-        self.pending_retry = False
-        self.maximal_isr = self.isr
 
     def _set_assignment(self, now_ms: int, replicas: Iterable[int], adding_replicas: Iterable[int]) -> None:
         # Kafka: Partition.updateAssignmentAndIsr: new replicas start as ReplicaState.Empty, removed ones go.

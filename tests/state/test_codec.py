@@ -24,6 +24,7 @@ from replmon.state.replica import ReplicaState
 from replmon.streaming.settings import monitor_config
 from replmon.streaming.simulator import scenarios
 from replmon.streaming.simulator.model import simulate
+from tests.state.helpers import T, make
 from tests.state.test_monitor_vs_truth import TYPE_RANK, as_tuple
 
 DATA = Path(__file__).parent / "data"
@@ -76,6 +77,8 @@ def test_every_slot_is_stored_or_declared_derived(cls, fields):
     # A slot added to an engine class without a place in the format would be lost at every
     # batch: this fails first. Add it to the field list (and DEFAULTS for older blobs).
     derived = set(codec.DERIVED.get(cls.__name__, ()))
+    if cls is PartitionLeader:  # its ISR state is one value, stored as several fields
+        fields = (*(f for f in fields if f not in codec.ISR_STATE_FIELDS), "isr_state")
     assert set(cls.__slots__) == set(fields) | derived
 
 
@@ -83,7 +86,7 @@ def test_every_slot_is_stored_or_declared_derived(cls, fields):
     "cls, fields",
     [
         (PartitionWatch, codec.WATCH_FIELDS),
-        (PartitionLeader, codec.LEADER_FIELDS),
+        (PartitionLeader, tuple(f for f in codec.LEADER_FIELDS if f not in codec.ISR_STATE_FIELDS)),
         (ReplicaState, codec.REPLICA_FIELDS),
     ],
 )
@@ -105,6 +108,48 @@ def test_the_generated_constructor_builds_what_a_setattr_per_field_builds(cls, f
         codec._builder(cls, fields)(row[:-1])
     with pytest.raises(ValueError):
         codec._builder(cls, ("leo", "x = 1; y"))
+
+
+def _committed():
+    return make(replicas=(1, 2, 3), isr=(1, 3, 2), mode="manual")
+
+
+def _expand_not_retried():
+    p = make(replicas=(1, 2, 3), isr=(1, 2), leo=100, hw=100, mode="manual")
+    p.fetch(T, 3, 100)
+    p.alter_partition_response(T + 1, "error", "FENCED_LEADER_EPOCH")
+    return p
+
+
+def _shrink():
+    p = make(replicas=(1, 2, 3), isr=(1, 2, 3), leo=100, hw=0, mode="manual")
+    p.fetch(T, 2, 100)
+    p.isr_expiration(T + 30001)
+    return p
+
+
+@pytest.mark.parametrize(
+    "make_leader, stored",
+    [
+        # (isr, maximal_isr, pending, pending_ids, pending_retry), as the format has always stored them
+        pytest.param(_committed, ((1, 2, 3), (1, 2, 3), None, (), False), id="committed"),
+        pytest.param(
+            _expand_not_retried,
+            ((1, 2), (1, 2, 3), "expand", (3,), False),
+            id="expand in flight, not retried: the maximal ISR has the new replica",
+        ),
+        pytest.param(_shrink, ((1, 2, 3), (1, 2, 3), "shrink", (3,), True), id="shrink in flight, retried"),
+    ],
+)
+def test_the_isr_state_is_stored_as_its_fields_and_rebuilt_from_them(make_leader, stored):
+    p = make_leader()
+    row = codec._leader_values(p)
+    assert tuple(row[codec.LEADER_FIELDS.index(f)] for f in codec.ISR_STATE_FIELDS) == stored
+    built = codec._leader_builder(codec.LEADER_FIELDS)(row)
+    assert built.isr_state == p.isr_state and type(built.isr_state) is type(p.isr_state)
+    assert codec._leader_values(built) == row
+    # the maximal ISR of a committed or shrinking state is the ISR itself: one tuple in the blob
+    assert (built.maximal_isr is built.isr) is (stored[2] != "expand")
 
 
 def _bucket_with_alerts(buckets: int = 1) -> tuple[Bucket, MonitorConfig]:

@@ -2,9 +2,16 @@
 
 docs/kafka-rules.md §1.4, §3, §10.3."""
 
+import dataclasses
+
 import pytest
 
-from replmon.state.partition import NON_RETRIABLE_ALTER_PARTITION_ERRORS
+from replmon.state.partition import (
+    NON_RETRIABLE_ALTER_PARTITION_ERRORS,
+    CommittedIsr,
+    PendingExpandIsr,
+    PendingShrinkIsr,
+)
 
 from .helpers import T, make, play
 
@@ -264,3 +271,31 @@ def test_new_epoch_clears_pending_and_timers_start_at_election():
     assert (p.pending, p.maximal_isr) == (None, (1, 2, 3))
     assert p.out_of_sync_replicas(T + 2 * L + 5) == (), "ISR members' lcu restarts at the election"
     assert p.out_of_sync_replicas(T + 2 * L + 6) == (3,)
+
+
+@pytest.mark.parametrize(
+    "state, maximal_isr, is_inflight",
+    [
+        pytest.param(CommittedIsr((1, 2)), (1, 2), False, id="committed: the HW waits for the ISR"),
+        pytest.param(
+            PendingExpandIsr((1, 2), (3,)), (1, 2, 3), True, id="expand: the HW waits for the joiner at once"
+        ),
+        pytest.param(
+            PendingShrinkIsr((1, 2, 3), (3,)), (1, 2, 3), True, id="shrink: the HW still waits for the leaver"
+        ),
+    ],
+)
+def test_each_isr_state_derives_its_maximal_isr_and_whether_a_change_is_in_flight(
+    state, maximal_isr, is_inflight
+):
+    assert (state.maximal_isr, state.is_inflight) == (maximal_isr, is_inflight)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.isr = ()  # one value, replaced whole on every change
+
+
+def test_every_answer_replaces_the_isr_state_whole():
+    p = _pending_expand()
+    before = p.isr_state
+    p.alter_partition_response(T + L + 2, "error", "FENCED_LEADER_EPOCH")
+    assert (before.retry, p.isr_state.retry, p.isr_state.replica_ids) == (True, False, (3,))
+    assert before is not p.isr_state, "the state a caller read is not changed under it"
