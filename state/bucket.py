@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.state import alert_rules, sessions, texts
-from replmon.state.alerts import AlertBook, is_notified
+from replmon.state.alerts import AlertBook
+from replmon.state.broker_replay import BrokerReplay, apply_brokers
 from replmon.state.events import (
     ADDING,
     BROKER,
@@ -47,23 +48,13 @@ from replmon.state.events import (
     TYPE,
 )
 from replmon.state.explain import CAUGHT_UP
-from replmon.state.fetcher import (
-    FETCHER_STALLED,
-    Member,
-    fetcher_id,
-    fetcher_key,
-    fetcher_root,
-    fetcher_subject,
-    stalled_since,
-)
-from replmon.state.monitor import MonitorConfig, PartitionWatch, quiet_after_ms
+from replmon.state.fetcher import FetcherWatch
+from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionLeader
 from replmon.state.root_cause import BROKER_UNAVAILABLE, broker_root, broker_subject, cause_of
 from replmon.state.sessions import SessionTable
 from replmon.state.texts import fmt_clock
 
-# the replica alerts a root decided after they fired adopts (not IsrFlapping: a count of exits)
-REPLICA_ROOTED = tuple(name for name in alert_rules.REPLICA_ALERTS if name != "IsrFlapping")
 # What a series point carries (docs/outputs.md, `series_point`): the values of a status that move
 # while a partition stays healthy; a partition's point also has `isr_size`.
 PARTITION_POINT_FIELDS = ("hw", "leader_leo", "hw_stalled_ms")
@@ -188,8 +179,8 @@ class Bucket:
         self.partitions: dict[tuple, PartitionWatch] = {}
         self.clusters: dict[str, ClusterView] = {}
         self.global_ms = 0
-        # partition key -> how many entries of its cluster's broker log it has applied (absent: 0)
-        self.broker_pos: dict[tuple, int] = {}
+        self.replay = BrokerReplay()  # how far each partition has applied its cluster's broker log
+        self.fetchers = FetcherWatch(self)  # fetcher-stall detection over these partitions
         # The partitions whose stored state changed since the bucket was last written (keys; a
         # key evicted since may be in it): state/codec.encode_chunks re-encodes only these. A
         # partition moved up to its cluster's settled time and nothing else is not in it (the
@@ -225,7 +216,7 @@ class Bucket:
         touched = self.touched
         for ev in events:
             if len(alerts) > mark:
-                self._fetcher_triggers(cfg, alerts, mark)
+                self.fetchers.after(cfg, alerts, mark)
                 mark = len(alerts)
             ts = ev[TS]
             cluster = ev[CLUSTER]
@@ -257,7 +248,7 @@ class Bucket:
                     watch = self.warm(key)
                 # Broker events come first on equal times (streaming/stateful.py's order).
                 if view.broker_log:
-                    self._apply_broker_log(key, watch, view, ts + 1, cfg, alerts)
+                    self.replay.apply(key, watch, view, ts + 1, cfg, alerts)
                 if view.sessions.reads:  # its followers' session reads before this event
                     sessions.sync(view.sessions, watch, ts)
                 if ts < watch.time_ms:
@@ -288,7 +279,9 @@ class Bucket:
                         continue
                     ts = watch.time_ms
                 if watch.deadline_ms <= ts:
-                    self._advance_watch(watch, ts, alerts, cfg, self._roots(key, view), view)
+                    sessions.advance_watch(
+                        view.sessions, watch, ts, alerts, cfg, self.replay.roots(key, view)
+                    )
                 elif ts > watch.time_ms:  # what advance_to does when no deadline is due
                     watch.time_ms = ts
                 watch.last_event_ms = ts
@@ -303,7 +296,7 @@ class Bucket:
                     # new leader whose metadata has not arrived yet: not the old one's doing)
                     view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
                 if view.fetcher_roots:  # does this fetch end a stall?
-                    self._fetch_resumed(cluster, view, watch, ev[REPLICA], ts, cfg, alerts)
+                    self.fetchers.fetch_resumed(cluster, watch, ev[REPLICA], ts, cfg, alerts)
             elif kind == "append":
                 if watch is None:
                     watch = self._start(key, ev, ts, view, cfg, auto=True)
@@ -331,12 +324,12 @@ class Bucket:
                     self._metadata(watch, ev, ts, view, cfg)
                 watch.reported_isr = tuple(sorted(ev[ISR]))
                 watch.significant = True
-                watch.evaluate(ts, alerts, cfg, self._roots(key, view))
+                watch.evaluate(ts, alerts, cfg, self.replay.roots(key, view))
                 continue
             assert watch is not None  # a fetch or an append started it; the contract has no other kind
-            watch.observe(ts, alerts, cfg, self._roots(key, view), ev[REPLICA])
+            watch.observe(ts, alerts, cfg, self.replay.roots(key, view), ev[REPLICA])
         if len(alerts) > mark:
-            self._fetcher_triggers(cfg, alerts, mark)
+            self.fetchers.after(cfg, alerts, mark)
 
     def _session(self, ev, view: ClusterView, cfg: MonitorConfig, alerts: list, quarantine: list) -> None:
         """A fetch session read (state/sessions.py): one entry in the cluster's table; the
@@ -351,30 +344,7 @@ class Bucket:
         view.active(replica, ts, cfg.stuck_after_ms)
         view.active(leader, ts, cfg.stuck_after_ms)
         if view.fetcher_roots:  # rare: does this read end a stall?
-            self._session_resumed(ev[CLUSTER], view, replica, leader, ev[SESSION_ID], ts, cfg, alerts)
-
-    def _session_resumed(
-        self, cluster: str, view: ClusterView, replica: int, leader: int, sid: int, ts: int, cfg, alerts
-    ) -> None:
-        """A session read of a stalled fetcher's partitions ends the stall at its time."""
-        self.warm_all()
-        for key in [k for k in view.fetcher_roots if k[1] == replica and k[2] == leader]:
-            members = self._fetcher_group(cluster, key, cfg)
-            if any(st.session_id == sid and sessions.carries(w, replica, st) for w, st in members):
-                for w, _ in members:
-                    if sessions.sync(view.sessions, w, ts):
-                        self.touched.add((w.cluster, w.topic, w.partition))
-                self._close_fetcher_root(cluster, key, view.fetcher_roots[key], view, alerts, ts)
-
-    def _advance_watch(
-        self, watch: PartitionWatch, t: int, alerts: list, cfg, roots, view: ClusterView
-    ) -> None:
-        """`watch.advance_to(t)`; with fetch sessions, each deadline takes its followers'
-        session reads up to its own time first (state/sessions.py)."""
-        if view.sessions.reads:
-            sessions.advance(view.sessions, watch, t, alerts, cfg, roots)
-        else:
-            watch.advance_to(t, alerts, cfg, roots)
+            self.fetchers.session_resumed(ev[CLUSTER], replica, leader, ev[SESSION_ID], ts, cfg, alerts)
 
     def _session_kept(self, key: tuple, view: ClusterView, target: int, cfg: MonitorConfig) -> bool:
         """Whether a partition with no event of its own for stream.evict_after_ms is still
@@ -385,14 +355,6 @@ class Bucket:
         if sessions.sync(view.sessions, watch, target):
             self.touched.add(key)
         return target < watch.last_event_ms + cfg.evict_after_ms
-
-    def _roots(self, key: tuple, view: ClusterView) -> dict:
-        if not (view.broker_log or view.fetcher_roots):
-            return view.base_roots  # the common case: no broker event pending, nothing stalled
-        roots = view.roots_at(key[0], self.broker_pos.get(key, 0))
-        if view.fetcher_roots:  # rare: a stalled fetcher
-            roots = {**view.fetcher_roots, **roots}
-        return roots
 
     def _owns(self, cluster: str) -> bool:
         return owner_bucket(cluster, self.buckets) == self.bucket_id
@@ -425,27 +387,12 @@ class Bucket:
                 leader_leo=leo,
                 hw=min(hw, leo),
             )
-        pos = 0
-        for b_ts, *_ in view.broker_log:
-            if b_ts > ts:
-                break
-            pos += 1
-        self._apply_brokers(leader, view, pos)
+        self.replay.start(key, leader, view, ts)
         watch = PartitionWatch(cluster, topic, partition, leader, ts, auto_assign=auto)
         if not auto:
             watch.lag_override, watch.min_isr_override = _overrides(ev)
         self.partitions[key] = watch
-        if pos:
-            self.broker_pos[key] = pos
         return watch
-
-    @staticmethod
-    def _apply_brokers(leader: PartitionLeader, view: ClusterView, pos: int) -> None:
-        """The broker states as of the log's start, then the first `pos` entries of the log."""
-        for broker, (state, epoch) in view.brokers.items():
-            _set_broker(leader, broker, state, epoch)
-        for _, broker, state, epoch in view.broker_log[:pos]:
-            _set_broker(leader, broker, state, epoch)
 
     def _fetch(self, watch: PartitionWatch, ev, ts: int, quarantine: list) -> None:
         p = watch.leader
@@ -501,9 +448,7 @@ class Bucket:
                 leader_leo=leo,
                 hw=min(hw, leo),
             )
-            self._apply_brokers(
-                new, view, self.broker_pos.get((watch.cluster, watch.topic, watch.partition), 0)
-            )
+            apply_brokers(new, view, self.replay.applied((watch.cluster, watch.topic, watch.partition)))
             watch.leader = new
             watch.auto_assign = False
             return
@@ -533,58 +478,13 @@ class Bucket:
 
     def _broker(self, ev, view: ClusterView, alerts: list) -> None:
         """A broker's state changed: the cluster-wide root alert now, and into the log for the
-        partitions, which apply it when their own time reaches it (_apply_broker_log)."""
+        partitions, which apply it when their own time reaches it (state/broker_replay.py)."""
         broker, state, epoch, ts = ev[BROKER], ev[STATE], ev[BROKER_EPOCH], ev[TS]
         view.broker_log.append((ts, broker, state, epoch))
         view.registered_ms[broker] = ts
         self.warm_all()  # rare: the broker's alert counts the partitions it leads
         watches = [w for (c, _, _), w in self.partitions.items() if c == ev[CLUSTER]]
         self._broker_root(ev[CLUSTER], broker, state, ts, view, watches, alerts)
-
-    def _apply_broker_log(
-        self, key, watch: PartitionWatch, view: ClusterView, before_ms: int, cfg: MonitorConfig, alerts: list
-    ) -> None:
-        """Apply to one partition, in order, the cluster's broker events with a time before
-        `before_ms` that it has not applied yet. Broker events are cluster-wide and may be read
-        (from another partition of the metrics topic) ahead of this partition's own events; each
-        partition takes them when its own time reaches them, so that skew cannot move its
-        clock ahead and make its valid events late, nor change what its alerts say."""
-        log = view.broker_log
-        i = self.broker_pos.get(key, 0)
-        if i >= len(log) or log[i][0] >= before_ms:
-            return
-        while i < len(log) and log[i][0] < before_ms:
-            b_ts, broker, state, epoch = log[i]
-            t = max(b_ts, watch.time_ms)
-            self._advance_watch(watch, t, alerts, cfg, view.roots_at(key[0], i), view)
-            _set_broker(watch.leader, broker, state, epoch)
-            watch.evaluate(t, alerts, cfg, view.roots_at(key[0], i + 1))
-            i += 1
-        self.broker_pos[key] = i
-
-    def _trim_broker_logs(self) -> None:
-        """Fold into each cluster's broker states the log entries every partition has applied."""
-        if not any(view.broker_log for view in self.clusters.values()):
-            return  # nothing to fold (the common case: no broker event pending)
-        applied: dict[str, int] = {}
-        for key in self.partitions:
-            pos = self.broker_pos.get(key, 0)
-            applied[key[0]] = min(applied.get(key[0], pos), pos)
-        for cluster, view in self.clusters.items():
-            upto = applied.get(cluster, len(view.broker_log))
-            if upto <= 0:
-                continue
-            view.base_roots = view.roots_at(cluster, upto)
-            for _, broker, state, epoch in view.broker_log[:upto]:
-                view.brokers[broker] = (state, epoch)
-            del view.broker_log[:upto]
-            view.roots_cache = []
-            for key in [k for k in self.broker_pos if k[0] == cluster]:
-                pos = self.broker_pos[key] - upto
-                if pos > 0:
-                    self.broker_pos[key] = pos
-                else:
-                    del self.broker_pos[key]
 
     @staticmethod
     def _broker_root(
@@ -640,20 +540,22 @@ class Bucket:
             if view.broker_log:
                 watch = self.warm(key)
                 self.touched.add(key)
-                self._apply_broker_log(key, watch, view, target + 1, cfg, alerts)
+                self.replay.apply(key, watch, view, target + 1, cfg, alerts)
             if target > watch.time_ms:
                 if watch.deadline_ms <= target:
                     watch = self.warm(key)
                     self.touched.add(key)
-                    self._advance_watch(watch, target, alerts, cfg, self._roots(key, view), view)
+                    sessions.advance_watch(
+                        view.sessions, watch, target, alerts, cfg, self.replay.roots(key, view)
+                    )
                 else:  # what advance_to does when no deadline is due (a ColdWatch stays cold)
                     watch.time_ms = target
         for key in idle:
             watch = self.warm(key)
             view = self.clusters[key[0]]
             at = watch.last_event_ms + cfg.evict_after_ms
-            self._apply_broker_log(key, watch, view, at + 1, cfg, alerts)
-            self._advance_watch(watch, at, alerts, cfg, self._roots(key, view), view)
+            self.replay.apply(key, watch, view, at + 1, cfg, alerts)
+            sessions.advance_watch(view.sessions, watch, at, alerts, cfg, self.replay.roots(key, view))
             self._evict(
                 key,
                 at,
@@ -662,16 +564,14 @@ class Bucket:
                 f"{fmt_clock(watch.last_event_ms)} (stream.evict_after_ms "
                 f"{cfg.evict_after_ms / 1000:g} s): no longer monitored",
             )
-        self._trim_broker_logs()
+        self.replay.trim(self.partitions, self.clusters)
         for view in self.clusters.values():
             if view.sessions.reads:
                 settled = view.settled_ms(cfg.lateness_ms)
                 view.sessions.prune(settled - cfg.reorder_tolerance_ms, settled - cfg.evict_after_ms)
         if len(alerts) > mark:
-            self._fetcher_triggers(cfg, alerts, mark)
-        for cluster, view in self.clusters.items():
-            if view.fetcher_roots:
-                self._close_fetchers(cluster, view, cfg, alerts)
+            self.fetchers.after(cfg, alerts, mark)
+        self.fetchers.close_lost(cfg, alerts)
         for cluster, view in self.clusters.items():
             if not self._owns(cluster):
                 continue
@@ -699,168 +599,8 @@ class Bucket:
         """Drop a partition from the state (bounded state: a deleted topic does not stay
         forever): its open alerts resolve at `at_ms` with `reason`."""
         watch = self.partitions.pop(key)
-        self.broker_pos.pop(key, None)
+        self.replay.forget(key)
         watch.book.resolve_all(alerts, at_ms, reason)
-
-    def _fetcher_triggers(self, cfg: MonitorConfig, alerts: list, start: int) -> None:
-        """A replica that went out of sync since `start` may be one of a stalled fetcher's
-        partitions: check its group then, at the alert's own time (so the decision does not
-        depend on how the stream is cut into batches). Out of sync is L after the last fetch,
-        later than the controller fences a dead broker (broker.session.timeout.ms, 9 s by default,
-        is below L), so a broker that is down is not mistaken for one stalled thread. Alerts are
-        rare, so this costs nothing on the common path."""
-        for i in range(start, len(alerts)):
-            a = alerts[i]
-            if a["name"] == "ReplicaOutOfSync" and a["status"] == "firing" and a["caused_by"] is None:
-                self.warm_all()  # rare: the check reads the replica's whole fetcher group
-                cluster = a["cluster"]
-                watch = self.partitions.get((cluster, a["topic"], a["partition"]))
-                if watch is not None and watch.leader.leader >= 0:
-                    self._check_fetcher(
-                        cluster,
-                        self.clusters[cluster],
-                        cfg,
-                        alerts,
-                        a["replica"],
-                        watch.leader.leader,
-                        fetcher_id(a["topic"], a["partition"], cfg.num_replica_fetchers),
-                        a["ts"],
-                    )
-
-    def _fetcher_group(self, cluster: str, key: tuple, cfg: MonitorConfig) -> list:
-        _, follower, leader, k = key
-        return [
-            (w, w.leader.followers[follower])
-            for (c, topic, part), w in self.partitions.items()
-            if c == cluster
-            and w.leader.leader == leader
-            and follower in w.leader.followers
-            and follower in w.leader.replicas
-            and fetcher_id(topic, part, cfg.num_replica_fetchers) == k
-        ]
-
-    def _check_fetcher(
-        self,
-        cluster,
-        view: ClusterView,
-        cfg: MonitorConfig,
-        alerts: list,
-        follower: int,
-        leader: int,
-        k: int,
-        now: int,
-    ) -> None:
-        key = fetcher_key(follower, leader, k)
-        if key in view.fetcher_roots or follower in view.roots:
-            return
-        if view.sessions.reads:  # the group's followers as of now
-            for (c, _, _), w in self.partitions.items():
-                if c == cluster and sessions.sync(view.sessions, w, now):
-                    self.touched.add((c, w.topic, w.partition))
-        groups, _ = self._broker_involvement(cluster, follower, cfg)
-        # a partition's silence counts from its own quiet time (the longest, in a group)
-        stuck = max(
-            [
-                quiet_after_ms(cfg, w.leader.config.replica_lag_time_max_ms)
-                for ms in groups.values()
-                for w, _ in ms
-            ],
-            default=cfg.stuck_after_ms,
-        )
-        stuck_groups = {
-            g for g, members in groups.items() if all(now - st.leo_update_ms > stuck for _, st in members)
-        }
-        if stuck_groups == set(groups):
-            # the broker is not seen fetching anywhere here: not one thread's doing (whether the
-            # broker itself went silent is the cluster step's call: state/cluster.py)
-            return
-        members = groups.get(key)
-        if not members:  # none of its partitions follows this leader now (it was elected, a real capture)
-            return
-        since = stalled_since(
-            [Member(w.name, st.leo_update_ms, w.last_event_ms) for w, st in members],
-            now,
-            stuck,
-            follower_registered=True,
-        )
-        if since is not None:
-            self._open_fetcher_root(cluster, key, since, members, view, alerts)
-            self.touched.update((w.cluster, w.topic, w.partition) for w, _ in members)
-
-    def _broker_involvement(self, cluster: str, broker: int, cfg: MonitorConfig) -> tuple:
-        """This bucket's partitions of `broker`: as follower, by fetcher group; as leader."""
-        groups: dict = {}
-        led = []
-        for (c, topic, part), w in self.partitions.items():
-            p = w.leader
-            if c != cluster or p.leader < 0:
-                continue
-            if p.leader == broker:
-                led.append(w)
-            elif broker in p.followers and broker in p.replicas:
-                key = fetcher_key(broker, p.leader, fetcher_id(topic, part, cfg.num_replica_fetchers))
-                groups.setdefault(key, []).append((w, p.followers[broker]))
-        return groups, led
-
-    def _fetch_resumed(
-        self, cluster: str, view: ClusterView, watch, replica: int, ts: int, cfg: MonitorConfig, alerts: list
-    ) -> None:
-        """An accepted fetch of a stalled fetcher's partition ends the stall at its time."""
-        p = watch.leader
-        st = p.followers.get(replica)
-        if st is None or st.leo_update_ms != ts or p.leader < 0:
-            return
-        key = fetcher_key(
-            replica, p.leader, fetcher_id(watch.topic, watch.partition, cfg.num_replica_fetchers)
-        )
-        root = view.fetcher_roots.get(key)
-        if root is not None:
-            self._close_fetcher_root(cluster, key, root, view, alerts, ts)
-
-    def _close_fetchers(self, cluster: str, view: ClusterView, cfg: MonitorConfig, alerts: list) -> None:
-        """Resolve the fetcher stalls whose group lost its partitions (new leaders, a
-        reassignment), or whose broker became unavailable (that is the root cause now)."""
-        self.warm_all()  # rare: a fetcher stalled, its group is read
-        for key, root in list(view.fetcher_roots.items()):
-            members = self._fetcher_group(cluster, key, cfg)
-            if not members or key[1] in view.roots:
-                at = view.roots[key[1]].since_ms if key[1] in view.roots else view.clock_ms
-                self._close_fetcher_root(cluster, key, root, view, alerts, at)
-
-    @staticmethod
-    def _open_fetcher_root(cluster, key, since, members, view: ClusterView, alerts: list) -> None:
-        _, follower, leader, k = key
-        root = view.fetcher_roots[key] = fetcher_root(cluster, follower, leader, k, since)
-        view.root_book.update(
-            alerts,
-            FETCHER_STALLED,
-            fetcher_subject(cluster, follower, leader, k),
-            True,
-            since,
-            (cluster, None, None, follower),
-            "",
-            cause="fetcher_stalled",
-        )
-        record = alerts[-1]
-        record.update(leader=leader, fetcher_id=k, partitions=sorted(w.name for w, _ in members), counts={})
-        # The replica alerts of the group that started with the stall (possibly earlier in this
-        # batch) name it; so do the partition alerts that named one of them.
-        _adopt_episodes(root.alert_id, cluster, follower, [w for w, _ in members], since, alerts)
-
-    @staticmethod
-    def _close_fetcher_root(cluster, key, root, view: ClusterView, alerts: list, at: int) -> None:
-        _, follower, leader, k = key
-        del view.fetcher_roots[key]
-        view.root_book.update(
-            alerts,
-            FETCHER_STALLED,
-            fetcher_subject(cluster, follower, leader, k),
-            False,
-            max(at, root.since_ms),
-            (cluster, None, None, follower),
-            "",
-        )
-        alerts[-1].update(leader=leader, fetcher_id=k)
 
     def next_timeout_ms(self, cfg: MonitorConfig) -> int | None:
         """Event time at which this bucket has something to say even if no event arrives."""
@@ -1020,12 +760,6 @@ def _older_than_last_fetch(watch: PartitionWatch, ev) -> bool:
     )
 
 
-def _set_broker(leader: PartitionLeader, broker: int, state: str, epoch) -> None:
-    leader.set_broker_state(
-        broker, fenced=state == "fenced", shutting_down=state == "shutting_down", broker_epoch=epoch
-    )
-
-
 def _overrides(ev) -> tuple:
     return ev[LAG_MAX], ev[MIN_ISR]
 
@@ -1040,27 +774,3 @@ def _quarantine(ev, reason: str) -> dict:
             separators=(",", ":"),
         )
     return {"raw": raw, "reason": reason, "stage": "state", "cluster": ev[CLUSTER], "ts": ev[TS]}
-
-
-def _adopt_episodes(root_id: str, cluster: str, replica: int, watches, since: int, alerts: list) -> None:
-    """The replica alerts of `replica` in `watches` that started with the root (possibly earlier
-    in this batch) name it as `caused_by`, and so do the partition alerts that named one of them;
-    records already emitted this batch are rewritten to match."""
-    renamed = {}
-    for w in watches:
-        rsub = f"{cluster}/{w.name}/{replica}"
-        for name in REPLICA_ROOTED:
-            episode = w.book.open.get((name, rsub))
-            if episode is not None and episode.started_ms >= since and episode.caused_by is None:
-                episode.caused_by = root_id
-                renamed[episode.alert_id] = root_id
-        for episode in w.book.open.values():
-            if episode.caused_by in renamed:
-                episode.caused_by = root_id
-    for a in alerts:
-        if a["alert_id"] in renamed or a.get("caused_by") in renamed:
-            if a["alert_id"] in renamed and a.get("caused_by") is not None:
-                continue
-            a["caused_by"] = root_id
-            a["root_cause"] = False
-            a["notify"] = is_notified(a["name"], root_id)

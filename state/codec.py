@@ -221,7 +221,7 @@ def _bucket_doc(bucket: Bucket) -> Doc:
             for name, v in bucket.clusters.items()
             if getattr(v, "broker_log", None)
         },
-        "broker_pos": list(getattr(bucket, "broker_pos", {}).items()),
+        "broker_pos": list(bucket.replay.pos.items()) if hasattr(bucket, "replay") else [],
         # the fetch sessions' recent reads (state/sessions.py); absent before they existed
         "sessions": {name: v.sessions.to_rows() for name, v in bucket.clusters.items() if v.sessions.reads},
         # each broker's current run of activity (state/cluster.py); absent before it existed
@@ -563,7 +563,7 @@ def _bucket_from_doc(doc: Doc, bucket_id: int, buckets: int) -> Bucket:
         view = bucket.clusters[name]
         view.broker_log = list(log)
         view.base_roots = {b: BrokerRoot(*r) for b, r in base_roots.items()}
-    bucket.broker_pos = dict(doc.get("broker_pos", ()))
+    bucket.replay.pos = dict(doc.get("broker_pos", ()))
     for name, runs in doc.get("activity", {}).items():
         bucket.clusters[name].activity = {b: list(run) for b, run in runs}
     for name, rows in doc.get("sessions", {}).items():
