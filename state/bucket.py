@@ -12,14 +12,12 @@ the adapter builds them from columns.
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.state import alert_rules, sessions, texts
-from replmon.state.alerts import AlertBook
 from replmon.state.broker_replay import BrokerReplay, apply_brokers
+from replmon.state.cluster_view import ClusterView, ColdWatch, is_cold, owner_bucket
 from replmon.state.events import (
     ADDING,
     BROKER,
@@ -47,124 +45,15 @@ from replmon.state.events import (
     TS,
     TYPE,
 )
-from replmon.state.explain import CAUGHT_UP
 from replmon.state.fetcher import FetcherWatch
 from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionLeader
 from replmon.state.root_cause import BROKER_UNAVAILABLE, broker_root, broker_subject, cause_of
-from replmon.state.sessions import SessionTable
+from replmon.state.status_records import emit_statuses
 from replmon.state.texts import fmt_clock
-
-# What a series point carries (docs/outputs.md, `series_point`): the values of a status that move
-# while a partition stays healthy; a partition's point also has `isr_size`.
-PARTITION_POINT_FIELDS = ("hw", "leader_leo", "hw_stalled_ms")
-REPLICA_POINT_FIELDS = ("lag_ms", "lag_messages", "leo")
-
 
 # Fetch rejections that mean the input disagrees with what replmon knows: quarantined.
 QUARANTINED_REJECTIONS = {"unassigned_replica", "stale_broker_epoch"}
-
-
-def owner_bucket(cluster: str, buckets: int) -> int:
-    """The one bucket that raises a cluster's own alerts (all buckets see its clock)."""
-    return zlib.crc32(cluster.encode()) % buckets
-
-
-@dataclass(slots=True)
-class ClusterView:
-    clock_ms: int = 0
-    brokers: dict = field(default_factory=dict)  # id -> (state, broker_epoch), as of the log's start
-    book: AlertBook = field(default_factory=AlertBook)  # the cluster's own alerts (owner bucket)
-    roots: dict = field(default_factory=dict)  # unavailable broker -> BrokerRoot
-    root_book: AlertBook = field(default_factory=AlertBook)  # this bucket's share of the root alerts
-    fetcher_roots: dict = field(default_factory=dict)  # fetcher key -> FetcherRoot (state/fetcher.py)
-    # broker -> [start, end] of its current run of activity in this bucket (fetches it makes as
-    # follower, events of partitions it leads), runs split where it was quiet for longer than
-    # alerts.stuck_after_ms; and the runs this micro-batch closed or extended, for the cluster step
-    activity: dict = field(default_factory=dict)
-    activity_out: dict = field(default_factory=dict)
-    registered_ms: dict = field(default_factory=dict)  # broker -> time of its latest broker event
-    # Broker events not yet applied by every partition, (ts, broker, state, broker_epoch) in
-    # arrival order, and the roots (unavailable brokers) as of the log's start.
-    broker_log: list = field(default_factory=list)
-    base_roots: dict = field(default_factory=dict)
-    roots_cache: list = field(default_factory=list)  # derived: roots after each log entry
-    sessions: SessionTable = field(default_factory=SessionTable)  # fetch sessions' reads (state/sessions.py)
-
-    def active(self, broker: int, ts: int, quiet_ms: int) -> None:
-        """`broker` did something at `ts` (state/cluster.py merges these runs over buckets)."""
-        if broker < 0:
-            return
-        run = self.activity.get(broker)
-        if run is None:
-            self.activity[broker] = [ts, ts]
-            self.activity_out.setdefault(broker, [])
-        elif ts - run[1] > quiet_ms:
-            self.activity_out.setdefault(broker, []).append((run[0], run[1]))
-            run[0] = run[1] = ts
-        elif ts > run[1]:
-            run[1] = ts
-            if broker not in self.activity_out:
-                self.activity_out[broker] = []
-
-    def settled_ms(self, lateness_ms: int) -> int:
-        """Event time up to which every partition of the cluster may be moved without its own
-        events: the cluster's clock less the allowed lateness."""
-        return self.clock_ms - lateness_ms
-
-    def roots_at(self, cluster: str, pos: int) -> dict:
-        """The unavailable brokers as a partition that has applied the first `pos` entries of
-        the broker log sees them."""
-        cache = self.roots_cache
-        while len(cache) < pos:
-            roots = dict(cache[-1] if cache else self.base_roots)
-            ts, broker, state, _ = self.broker_log[len(cache)]
-            if alert_rules.is_broker_unavailable(state=state):
-                if broker not in roots:
-                    roots[broker] = broker_root(cluster, broker, state, ts)
-            else:
-                roots.pop(broker, None)
-            cache.append(roots)
-        return cache[pos - 1] if pos else self.base_roots
-
-
-class ColdWatch:
-    """A partition whose state was left encoded when its bucket was loaded (state/codec.py's
-    lazy decode): what the bucket needs of it to decide whether a micro-batch must load it. Its
-    events, a deadline (the isr-expiration tick, an alert timer) or a status falling due, its
-    eviction and the rare bucket-wide steps (a broker event, a stalled fetcher) load it
-    (`Bucket.warm`); otherwise only its `time_ms` moves (stored apart, so that is no change)."""
-
-    # (leader_id and replicas: the leader's broker id and the assignment, for activity_reports)
-    __slots__ = (
-        "cluster",
-        "deadline_ms",
-        "dirty",
-        "last_event_ms",
-        "last_status_ms",
-        "leader_id",
-        "partition",
-        "replicas",
-        "significant",
-        "time_ms",
-        "topic",
-    )
-    cluster: str
-    topic: str
-    partition: int
-    time_ms: int
-    deadline_ms: int
-    last_event_ms: int
-    dirty: bool
-    significant: bool
-    last_status_ms: int
-    leader_id: int
-    replicas: tuple
-
-
-def is_cold(watch: object) -> bool:
-    """Whether a bucket's partition is still encoded (a ColdWatch)."""
-    return watch.__class__ is ColdWatch
 
 
 class Bucket:
@@ -213,123 +102,141 @@ class Bucket:
     def process(self, events, cfg: MonitorConfig, alerts: list, quarantine: list) -> None:
         """Apply events (already in event-time order) and record alert transitions."""
         mark = len(alerts)
-        touched = self.touched
         for ev in events:
             if len(alerts) > mark:
                 self.fetchers.after(cfg, alerts, mark)
                 mark = len(alerts)
-            ts = ev[TS]
-            cluster = ev[CLUSTER]
-            view = self.clusters.get(cluster)
-            if view is None:
-                view = self.clusters[cluster] = ClusterView(clock_ms=ts)
-            if ts > view.clock_ms:
-                if self._owns(cluster) and view.book.open:
-                    view.book.resolve_all(
-                        alerts, ts, texts.close_text("TelemetryMissing", "cluster", cluster=cluster)
-                    )
-                view.clock_ms = ts
-            if ts > self.global_ms:
-                self.global_ms = ts
+            view = self._clock(ev, alerts)
             kind = ev[TYPE]
             if kind == "heartbeat":
                 continue
             if kind == "session":
                 self._session(ev, view, cfg, alerts, quarantine)
-                continue
-            if kind == "broker":
+            elif kind == "broker":
                 self._broker(ev, view, alerts)
-                continue
-            key = (cluster, ev[TOPIC], ev[PARTITION])
-            touched.add(key)
-            watch = self.partitions.get(key)
-            if watch is not None:
-                if is_cold(watch):
-                    watch = self.warm(key)
-                # Broker events come first on equal times (streaming/stateful.py's order).
-                if view.broker_log:
-                    self.replay.apply(key, watch, view, ts + 1, cfg, alerts)
-                if view.sessions.reads:  # its followers' session reads before this event
-                    sessions.sync(view.sessions, watch, ts)
-                if ts < watch.time_ms:
-                    if ts < watch.time_ms - cfg.reorder_tolerance_ms:
-                        quarantine.append(
-                            _quarantine(
-                                ev,
-                                f"late: event time {ts} is before the "
-                                f"partition's processed time {watch.time_ms}",
-                            )
-                        )
-                        continue
-                    if kind == "append" and ts < watch.time_ms and ev[LEADER_LEO] <= watch.leader.leader_leo:
-                        continue  # a resent or reordered append that does not grow the LEO: nothing
-                    if kind == "fetch" and _older_than_last_fetch(watch, ev):
-                        if sessions.restates(watch, ev[REPLICA], ev[SESSION_ID], ev[FETCH_OFFSET], ts):
-                            continue  # its session's read, already taken: nothing new
-                        # A follower's fetches reach its leader one at a time, so this is a resend
-                        # (an at-least-once producer) or out of order: not a new observation.
-                        quarantine.append(
-                            _quarantine(
-                                ev,
-                                f"stale fetch: replica {ev[REPLICA]}'s fetch at {ts} is not after its "
-                                f"last fetch at {watch.leader.followers[ev[REPLICA]].last_fetch_ms} "
-                                f"(a duplicate or out of order)",
-                            )
-                        )
-                        continue
-                    ts = watch.time_ms
-                if watch.deadline_ms <= ts:
-                    sessions.advance_watch(
-                        view.sessions, watch, ts, alerts, cfg, self.replay.roots(key, view)
-                    )
-                elif ts > watch.time_ms:  # what advance_to does when no deadline is due
-                    watch.time_ms = ts
-                watch.last_event_ms = ts
-            if kind == "fetch":
-                if watch is None:
-                    watch = self._start(key, ev, ts, view, cfg, auto=True)
-                self._fetch(watch, ev, ts, quarantine)
-                view.active(ev[REPLICA], ts, cfg.stuck_after_ms)
-                epoch = ev[LEADER_EPOCH]
-                if epoch is None or epoch == watch.leader.leader_epoch:
-                    # logged by the leader replmon knows (a fetch of a newer epoch was answered by a
-                    # new leader whose metadata has not arrived yet: not the old one's doing)
-                    view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
-                if view.fetcher_roots:  # does this fetch end a stall?
-                    self.fetchers.fetch_resumed(cluster, watch, ev[REPLICA], ts, cfg, alerts)
-            elif kind == "append":
-                if watch is None:
-                    watch = self._start(key, ev, ts, view, cfg, auto=True)
-                if ev[LEADER_LEO] > watch.leader.leader_leo:
-                    watch.leader.append(ts, ev[LEADER_LEO])
-                if len(watch.leader.replicas) <= 1:
-                    # an append carries no leader epoch: after a leader change it may come from the
-                    # new leader before its metadata does; a partition with followers shows its
-                    # leader alive by their fetches, so only a leader without followers counts here
-                    view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
-            elif kind == "metadata":
-                if not ev[REPLICAS]:  # the cluster no longer lists the partition: deleted
-                    if watch is not None:
-                        self._evict(
-                            key,
-                            ts,
-                            alerts,
-                            f"{watch.name} is gone from the cluster "
-                            f"metadata (no replicas): no longer monitored",
-                        )
-                    continue
-                if watch is None:
-                    watch = self._start(key, ev, ts, view, cfg, auto=False)
-                else:
-                    self._metadata(watch, ev, ts, view, cfg)
-                watch.reported_isr = tuple(sorted(ev[ISR]))
-                watch.significant = True
-                watch.evaluate(ts, alerts, cfg, self.replay.roots(key, view))
-                continue
-            assert watch is not None  # a fetch or an append started it; the contract has no other kind
-            watch.observe(ts, alerts, cfg, self.replay.roots(key, view), ev[REPLICA])
+            else:
+                self._partition_event(ev, kind, view, cfg, alerts, quarantine)
         if len(alerts) > mark:
             self.fetchers.after(cfg, alerts, mark)
+
+    def _clock(self, ev, alerts: list) -> ClusterView:
+        """The event's cluster view, its clock and the bucket's moved up to the event's time (a
+        cluster heard from again: its TelemetryMissing resolves)."""
+        ts = ev[TS]
+        cluster = ev[CLUSTER]
+        view = self.clusters.get(cluster)
+        if view is None:
+            view = self.clusters[cluster] = ClusterView(clock_ms=ts)
+        if ts > view.clock_ms:
+            if self._owns(cluster) and view.book.open:
+                view.book.resolve_all(
+                    alerts, ts, texts.close_text("TelemetryMissing", "cluster", cluster=cluster)
+                )
+            view.clock_ms = ts
+        if ts > self.global_ms:
+            self.global_ms = ts
+        return view
+
+    def _partition_event(
+        self, ev, kind: str, view: ClusterView, cfg: MonitorConfig, alerts: list, quarantine: list
+    ) -> None:
+        """A fetch, an append or a metadata event: its partition brought up to its time, then
+        the event applied and the partition's alerts evaluated."""
+        key = (ev[CLUSTER], ev[TOPIC], ev[PARTITION])
+        self.touched.add(key)
+        ts = ev[TS]
+        watch: PartitionWatch | None = self.partitions.get(key)
+        if watch is not None:
+            brought = self._bring_up(key, watch, ev, kind, view, cfg, alerts, quarantine)
+            if brought is None:
+                return
+            watch, ts = brought
+        if kind == "metadata":
+            self._on_metadata(key, watch, ev, ts, view, cfg, alerts)
+            return
+        if watch is None:
+            watch = self._start(key, ev, ts, view, cfg, auto=True)
+        if kind == "fetch":
+            self._on_fetch(watch, ev, ts, view, cfg, alerts, quarantine)
+        elif kind == "append":
+            self._on_append(watch, ev, ts, view, cfg)
+        watch.observe(ts, alerts, cfg, self.replay.roots(key, view), ev[REPLICA])
+
+    def _bring_up(
+        self,
+        key,
+        watch: PartitionWatch,
+        ev,
+        kind: str,
+        view: ClusterView,
+        cfg,
+        alerts: list,
+        quarantine: list,
+    ) -> tuple[PartitionWatch, int] | None:
+        """The partition loaded and moved up to the event's time, with the broker events and
+        its followers' session reads before it; None when the event is not applied (late,
+        stale, a resend). The time is the partition's own when the event is slightly behind it."""
+        ts = ev[TS]
+        if is_cold(watch):
+            watch = self.warm(key)
+        # Broker events come first on equal times (streaming/stateful.py's order).
+        if view.broker_log:
+            self.replay.apply(key, watch, view, ts + 1, cfg, alerts)
+        if view.sessions.reads:  # its followers' session reads before this event
+            sessions.sync(view.sessions, watch, ts)
+        if ts < watch.time_ms:
+            if not _takes_behind(watch, ev, kind, cfg, quarantine):
+                return None
+            ts = watch.time_ms
+        if watch.deadline_ms <= ts:
+            sessions.advance_watch(view.sessions, watch, ts, alerts, cfg, self.replay.roots(key, view))
+        elif ts > watch.time_ms:  # what advance_to does when no deadline is due
+            watch.time_ms = ts
+        watch.last_event_ms = ts
+        return watch, ts
+
+    def _on_fetch(
+        self, watch: PartitionWatch, ev, ts: int, view: ClusterView, cfg, alerts: list, quarantine: list
+    ) -> None:
+        self._fetch(watch, ev, ts, quarantine)
+        view.active(ev[REPLICA], ts, cfg.stuck_after_ms)
+        epoch = ev[LEADER_EPOCH]
+        if epoch is None or epoch == watch.leader.leader_epoch:
+            # logged by the leader replmon knows (a fetch of a newer epoch was answered by a
+            # new leader whose metadata has not arrived yet: not the old one's doing)
+            view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
+        if view.fetcher_roots:  # does this fetch end a stall?
+            self.fetchers.fetch_resumed(ev[CLUSTER], watch, ev[REPLICA], ts, cfg, alerts)
+
+    @staticmethod
+    def _on_append(watch: PartitionWatch, ev, ts: int, view: ClusterView, cfg) -> None:
+        if ev[LEADER_LEO] > watch.leader.leader_leo:
+            watch.leader.append(ts, ev[LEADER_LEO])
+        if len(watch.leader.replicas) <= 1:
+            # an append carries no leader epoch: after a leader change it may come from the
+            # new leader before its metadata does; a partition with followers shows its
+            # leader alive by their fetches, so only a leader without followers counts here
+            view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
+
+    def _on_metadata(
+        self, key, watch: PartitionWatch | None, ev, ts: int, view: ClusterView, cfg, alerts: list
+    ) -> None:
+        if not ev[REPLICAS]:  # the cluster no longer lists the partition: deleted
+            if watch is not None:
+                self._evict(
+                    key,
+                    ts,
+                    alerts,
+                    f"{watch.name} is gone from the cluster metadata (no replicas): no longer monitored",
+                )
+            return
+        if watch is None:
+            watch = self._start(key, ev, ts, view, cfg, auto=False)
+        else:
+            self._metadata(watch, ev, ts, view, cfg)
+        watch.reported_isr = tuple(sorted(ev[ISR]))
+        watch.significant = True
+        watch.evaluate(ts, alerts, cfg, self.replay.roots(key, view))
 
     def _session(self, ev, view: ClusterView, cfg: MonitorConfig, alerts: list, quarantine: list) -> None:
         """A fetch session read (state/sessions.py): one entry in the cluster's table; the
@@ -528,6 +435,23 @@ class Bucket:
         if watermark_ms is not None and watermark_ms > self.global_ms:
             self.global_ms = watermark_ms
         mark = len(alerts)
+        idle = self._settle(cfg, alerts)
+        self._evict_idle(idle, cfg, alerts)
+        self.replay.trim(self.partitions, self.clusters)
+        for view in self.clusters.values():
+            if view.sessions.reads:
+                settled = view.settled_ms(cfg.lateness_ms)
+                view.sessions.prune(settled - cfg.reorder_tolerance_ms, settled - cfg.evict_after_ms)
+        if len(alerts) > mark:
+            self.fetchers.after(cfg, alerts, mark)
+        self.fetchers.close_lost(cfg, alerts)
+        for cluster, view in self.clusters.items():
+            if self._owns(cluster):
+                self._telemetry_missing(cluster, view, cfg, alerts)
+
+    def _settle(self, cfg: MonitorConfig, alerts: list) -> list:
+        """Move every partition up to its cluster's settled time; the keys of those with no
+        event for stream.evict_after_ms (to evict), which stay where they are."""
         idle: list = []
         for key, watch in self.partitions.items():
             view = self.clusters[key[0]]
@@ -550,6 +474,10 @@ class Bucket:
                     )
                 else:  # what advance_to does when no deadline is due (a ColdWatch stays cold)
                     watch.time_ms = target
+        return idle
+
+    def _evict_idle(self, idle: list, cfg: MonitorConfig, alerts: list) -> None:
+        """Evict the partitions with no event for stream.evict_after_ms, at that time."""
         for key in idle:
             watch = self.warm(key)
             view = self.clusters[key[0]]
@@ -564,36 +492,28 @@ class Bucket:
                 f"{fmt_clock(watch.last_event_ms)} (stream.evict_after_ms "
                 f"{cfg.evict_after_ms / 1000:g} s): no longer monitored",
             )
-        self.replay.trim(self.partitions, self.clusters)
-        for view in self.clusters.values():
-            if view.sessions.reads:
-                settled = view.settled_ms(cfg.lateness_ms)
-                view.sessions.prune(settled - cfg.reorder_tolerance_ms, settled - cfg.evict_after_ms)
-        if len(alerts) > mark:
-            self.fetchers.after(cfg, alerts, mark)
-        self.fetchers.close_lost(cfg, alerts)
-        for cluster, view in self.clusters.items():
-            if not self._owns(cluster):
-                continue
-            silent_at = view.clock_ms + cfg.telemetry_gap_ms + 1
-            # Only once the newest event anywhere is the allowed lateness past that point: the
-            # cluster's events may be read that far behind another cluster's.
-            view.book.update(
-                alerts,
+
+    def _telemetry_missing(self, cluster: str, view: ClusterView, cfg: MonitorConfig, alerts: list) -> None:
+        """An owned cluster silent for alerts.telemetry_gap_ms (TelemetryMissing)."""
+        silent_at = view.clock_ms + cfg.telemetry_gap_ms + 1
+        # Only once the newest event anywhere is the allowed lateness past that point: the
+        # cluster's events may be read that far behind another cluster's.
+        view.book.update(
+            alerts,
+            "TelemetryMissing",
+            cluster,
+            self.global_ms - cfg.lateness_ms >= silent_at,
+            silent_at,
+            (cluster, None, None, None),
+            texts.open_text(
                 "TelemetryMissing",
-                cluster,
-                self.global_ms - cfg.lateness_ms >= silent_at,
-                silent_at,
-                (cluster, None, None, None),
-                texts.open_text(
-                    "TelemetryMissing",
-                    "cluster",
-                    cluster=cluster,
-                    since=fmt_clock(view.clock_ms),
-                    gap=f"{cfg.telemetry_gap_ms / 1000:g} s",
-                ),
-                texts.close_text("TelemetryMissing", "cluster", cluster=cluster),
-            )
+                "cluster",
+                cluster=cluster,
+                since=fmt_clock(view.clock_ms),
+                gap=f"{cfg.telemetry_gap_ms / 1000:g} s",
+            ),
+            texts.close_text("TelemetryMissing", "cluster", cluster=cluster),
+        )
 
     def _evict(self, key: tuple, at_ms: int, alerts: list, reason: str) -> None:
         """Drop a partition from the state (bounded state: a deleted topic does not stay
@@ -653,101 +573,8 @@ class Bucket:
         force: bool = False,
         points: list | None = None,
     ) -> None:
-        """Append the status of each partition that changed, at most once per status interval
-        unless something significant (ISR, alerts, metadata) changed. A healthy partition whose
-        status would say what its last one said but for its times and offsets (_steady_digest)
-        goes out again only after status_refresh_ms; meanwhile, when its offsets moved, its
-        series points go to `points` instead (docs/outputs.md)."""
-        for key, watch in self.partitions.items():
-            if not watch.dirty:
-                continue
-            if not (
-                force or watch.significant or watch.time_ms - watch.last_status_ms >= cfg.status_interval_ms
-            ):
-                continue
-            if is_cold(watch):
-                watch = self.warm(key)
-            table = self.clusters[key[0]].sessions
-            if table.reads:
-                sessions.sync(table, watch, watch.time_ms)
-            status = watch.partition_status()
-            rows = watch.replica_statuses(cfg)
-            self.touched.add((watch.cluster, watch.topic, watch.partition))
-            digest = _steady_digest(watch, status, rows) if cfg.status_refresh_ms else None
-            sent = watch.status_sent
-            repeat = (
-                not (force or watch.significant)
-                and digest is not None
-                and sent is not None
-                and sent[0] == digest
-                and watch.time_ms - sent[1] < cfg.status_refresh_ms
-            )
-            watch.dirty = watch.significant = False
-            watch.last_status_ms = watch.time_ms
-            if repeat:  # healthy, and it would say what it said last: no news, perhaps points
-                assert sent is not None
-                offsets = _offsets(status, rows)
-                if points is not None and sent[2:] != (offsets,):
-                    points.extend(_series_points(status, rows))
-                    watch.status_sent = (sent[0], sent[1], offsets)
-                continue
-            partitions.append(status)
-            replicas.extend(rows)
-            watch.status_sent = None if digest is None else (digest, watch.time_ms, _offsets(status, rows))
-
-
-def _steady_digest(watch: PartitionWatch, status: dict, rows: list[dict]) -> int | None:
-    """What a healthy partition's status says but for its times and offsets, as a number (equal
-    numbers: the same health); None when the partition is not healthy (its statuses all go
-    out): an ISR short of its replicas or not the one reported, a follower not caught up (Kafka's
-    isCaughtUp, and at the leader's LEO within alerts.caught_up_grace_ms) or not fetching, an
-    open alert (a stalled HW is one). A busy partition whose followers keep up is healthy: its
-    moving HW, LEOs and lags are series points, not news."""
-    if (
-        watch.book.open
-        or status["under_replicated"]
-        or len(status["isr"]) != len(status["replicas"])
-        or status["reported_isr"] not in (None, status["isr"])
-    ):
-        return None
-    said: list = [
-        status["leader"],
-        status["leader_epoch"],
-        status["replicas"],
-        status["isr"],
-        status["min_insync_replicas"],
-        status["replica_lag_time_max_ms"],
-    ]
-    for r in rows:
-        if not (r["in_isr"] and r["caught_up"] and r["state"] == CAUGHT_UP):
-            return None  # (a follower silent at the LEO is caught up by Kafka's rule, but stuck)
-        said.append((r["replica"], r["in_reported_isr"]))
-    return zlib.crc32(repr(said).encode())
-
-
-def _offsets(status: dict, rows: list[dict]) -> int:
-    """The offsets a status gives (the HW, the leader's LEO, each follower's LEO), as one number
-    (a hash of ints: the same in every process; should two differ alike, one point is left out)."""
-    return hash((status["hw"], status["leader_leo"], *(r["leo"] for r in rows)))
-
-
-def _series_points(status: dict, rows: list[dict]) -> list[dict]:
-    """The partition's and its followers' series points, from their statuses."""
-    key = {f: status[f] for f in ("cluster", "topic", "partition")}
-    points = [
-        {
-            **key,
-            "replica": None,
-            "ts": status["ts"],
-            **{f: status[f] for f in PARTITION_POINT_FIELDS},
-            "isr_size": len(status["isr"]),
-        }
-    ]
-    for r in rows:
-        points.append(
-            {**key, "replica": r["replica"], "ts": r["ts"], **{f: r[f] for f in REPLICA_POINT_FIELDS}}
-        )
-    return points
+        """Append the status of each partition that changed (state/status_records.py)."""
+        emit_statuses(self, cfg, partitions, replicas, force, points)
 
 
 def _older_than_last_fetch(watch: PartitionWatch, ev) -> bool:
@@ -758,6 +585,33 @@ def _older_than_last_fetch(watch: PartitionWatch, ev) -> bool:
     return ev[TS] < st.last_fetch_ms or (
         ev[FETCH_OFFSET] == st.leo and ev[LEADER_LEO] == st.last_fetch_leader_leo
     )
+
+
+def _takes_behind(watch: PartitionWatch, ev, kind: str, cfg: MonitorConfig, quarantine: list) -> bool:
+    """Whether an event behind the partition's processed time is still applied (within the
+    reorder tolerance, and new); a late or stale one is quarantined."""
+    ts = ev[TS]
+    if ts < watch.time_ms - cfg.reorder_tolerance_ms:
+        reason = f"late: event time {ts} is before the partition's processed time {watch.time_ms}"
+        quarantine.append(_quarantine(ev, reason))
+        return False
+    if kind == "append" and ev[LEADER_LEO] <= watch.leader.leader_leo:
+        return False  # a resent or reordered append that does not grow the LEO: nothing
+    if kind == "fetch" and _older_than_last_fetch(watch, ev):
+        if sessions.restates(watch, ev[REPLICA], ev[SESSION_ID], ev[FETCH_OFFSET], ts):
+            return False  # its session's read, already taken: nothing new
+        # A follower's fetches reach its leader one at a time, so this is a resend
+        # (an at-least-once producer) or out of order: not a new observation.
+        last = watch.leader.followers[ev[REPLICA]].last_fetch_ms
+        quarantine.append(
+            _quarantine(
+                ev,
+                f"stale fetch: replica {ev[REPLICA]}'s fetch at {ts} is not after its "
+                f"last fetch at {last} (a duplicate or out of order)",
+            )
+        )
+        return False
+    return True
 
 
 def _overrides(ev) -> tuple:

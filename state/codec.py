@@ -60,7 +60,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
 from replmon.state.alerts import AlertBook
-from replmon.state.bucket import Bucket, ClusterView, ColdWatch
+from replmon.state.bucket import Bucket
+from replmon.state.cluster_view import ClusterView, ColdWatch
 from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionConfig, PartitionLeader
 from replmon.state.replica import ReplicaState
