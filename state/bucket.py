@@ -11,32 +11,21 @@ the adapter builds them from columns.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from replmon.state import alert_rules, sessions, texts
-from replmon.state.broker_replay import BrokerReplay, apply_brokers
+from replmon.state.broker_replay import BrokerReplay
 from replmon.state.cluster_view import ClusterView, ColdWatch, is_cold, owner_bucket
 from replmon.state.events import (
-    ADDING,
     BROKER,
     BROKER_EPOCH,
     CLUSTER,
-    DIVERGING,
-    ERROR,
-    EVENT_FIELDS,
-    FETCH_OFFSET,
-    HW,
     ISR,
-    LAG_MAX,
     LEADER,
     LEADER_EPOCH,
     LEADER_LEO,
-    LOG_START,
-    MIN_ISR,
     PARTITION,
-    RAW,
     REPLICA,
     REPLICAS,
     SESSION_ID,
@@ -47,13 +36,17 @@ from replmon.state.events import (
 )
 from replmon.state.fetcher import FetcherWatch
 from replmon.state.monitor import MonitorConfig, PartitionWatch
-from replmon.state.partition import PartitionLeader
+from replmon.state.partition_events import (
+    apply_fetch,
+    apply_metadata,
+    new_leader,
+    overrides,
+    quarantine_record,
+    takes_behind,
+)
 from replmon.state.root_cause import BROKER_UNAVAILABLE, broker_root, broker_subject, cause_of
 from replmon.state.status_records import emit_statuses
 from replmon.state.texts import fmt_clock
-
-# Fetch rejections that mean the input disagrees with what replmon knows: quarantined.
-QUARANTINED_REJECTIONS = {"unassigned_replica", "stale_broker_epoch"}
 
 
 class Bucket:
@@ -185,7 +178,7 @@ class Bucket:
         if view.sessions.reads:  # its followers' session reads before this event
             sessions.sync(view.sessions, watch, ts)
         if ts < watch.time_ms:
-            if not _takes_behind(watch, ev, kind, cfg, quarantine):
+            if not takes_behind(watch, ev, kind, cfg, quarantine):
                 return None
             ts = watch.time_ms
         if watch.deadline_ms <= ts:
@@ -198,7 +191,7 @@ class Bucket:
     def _on_fetch(
         self, watch: PartitionWatch, ev, ts: int, view: ClusterView, cfg, alerts: list, quarantine: list
     ) -> None:
-        self._fetch(watch, ev, ts, quarantine)
+        apply_fetch(watch, ev, ts, quarantine)
         view.active(ev[REPLICA], ts, cfg.stuck_after_ms)
         epoch = ev[LEADER_EPOCH]
         if epoch is None or epoch == watch.leader.leader_epoch:
@@ -233,7 +226,7 @@ class Bucket:
         if watch is None:
             watch = self._start(key, ev, ts, view, cfg, auto=False)
         else:
-            self._metadata(watch, ev, ts, view, cfg)
+            apply_metadata(watch, ev, ts, view, cfg, self.replay.applied(key))
         watch.reported_isr = tuple(sorted(ev[ISR]))
         watch.significant = True
         watch.evaluate(ts, alerts, cfg, self.replay.roots(key, view))
@@ -246,7 +239,7 @@ class Bucket:
         refused = view.sessions.read(replica, leader, ev[SESSION_ID], ts)
         if refused is not None:
             if self._owns(ev[CLUSTER]):
-                quarantine.append(_quarantine(ev, refused))
+                quarantine.append(quarantine_record(ev, refused))
             return
         view.active(replica, ts, cfg.stuck_after_ms)
         view.active(leader, ts, cfg.stuck_after_ms)
@@ -268,120 +261,13 @@ class Bucket:
 
     def _start(self, key, ev, ts, view: ClusterView, cfg: MonitorConfig, auto: bool) -> PartitionWatch:
         cluster, topic, partition = key
-        if auto:
-            leader = PartitionLeader(
-                config=cfg.partition_config(),
-                now_ms=ts,
-                leader=-1,
-                leader_epoch=-1,
-                replicas=(),
-                isr=(),
-                leader_leo=max(ev[LEADER_LEO] or 0, 0),
-                hw=0,
-            )
-        else:
-            lag, min_isr = _overrides(ev)
-            leo = ev[LEADER_LEO] if ev[LEADER_LEO] is not None else 0
-            hw = ev[HW] if ev[HW] is not None else 0
-            leader = PartitionLeader(
-                config=cfg.partition_config(lag, min_isr),
-                now_ms=ts,
-                leader=ev[LEADER],
-                leader_epoch=ev[LEADER_EPOCH],
-                replicas=tuple(ev[REPLICAS]),
-                isr=tuple(ev[ISR]),
-                adding_replicas=tuple(ev[ADDING] or ()),
-                leader_leo=leo,
-                hw=min(hw, leo),
-            )
+        leader = new_leader(ev, ts, cfg, auto)
         self.replay.start(key, leader, view, ts)
         watch = PartitionWatch(cluster, topic, partition, leader, ts, auto_assign=auto)
         if not auto:
-            watch.lag_override, watch.min_isr_override = _overrides(ev)
+            watch.lag_override, watch.min_isr_override = overrides(ev)
         self.partitions[key] = watch
         return watch
-
-    def _fetch(self, watch: PartitionWatch, ev, ts: int, quarantine: list) -> None:
-        p = watch.leader
-        replica = ev[REPLICA]
-        if watch.auto_assign and replica not in p.replicas:
-            p.controller_update(ts, isr=p.isr, leader_epoch=p.leader_epoch, replicas=(*p.replicas, replica))
-        leo = ev[LEADER_LEO]
-        if leo is not None and leo > p.leader_leo:
-            p.append(ts, leo)
-        outcome = p.fetch(
-            ts,
-            replica,
-            ev[FETCH_OFFSET],
-            broker_epoch=ev[BROKER_EPOCH],
-            log_start_offset=ev[LOG_START],
-            error=ev[ERROR],
-            diverging_epoch=ev[DIVERGING],
-        )
-        sessions.join(p.followers.get(replica), ev[SESSION_ID])
-        if not outcome.accepted and outcome.reject_reason in QUARANTINED_REJECTIONS:
-            quarantine.append(
-                _quarantine(
-                    ev,
-                    f"fetch rejected: {outcome.reject_reason} "
-                    f"(replica {replica}, assignment {list(p.replicas)})",
-                )
-            )
-
-    def _metadata(self, watch: PartitionWatch, ev, ts: int, view: ClusterView, cfg: MonitorConfig) -> None:
-        p = watch.leader
-        lag, min_isr = _overrides(ev)
-        if (lag, min_isr) != (watch.lag_override, watch.min_isr_override):
-            watch.lag_override, watch.min_isr_override = lag, min_isr
-            watch.next_run_ms(ts)  # the isr-expiration run due under the old L stays
-            p.config = cfg.partition_config(lag, min_isr)
-        epoch, leader_id = ev[LEADER_EPOCH], ev[LEADER]
-        replicas, isr = tuple(ev[REPLICAS]), tuple(ev[ISR])
-        adding = tuple(ev[ADDING] or ())
-        if epoch < p.leader_epoch:
-            return  # an older view of the partition: the leader ignores it too
-        if leader_id != p.leader:
-            # A different broker leads now: it knows nothing of the followers (docs/kafka-rules.md §1.4).
-            leo = ev[LEADER_LEO] if ev[LEADER_LEO] is not None else p.leader_leo
-            hw = ev[HW] if ev[HW] is not None else min(p.hw, leo)
-            new = PartitionLeader(
-                config=p.config,
-                now_ms=ts,
-                leader=leader_id,
-                leader_epoch=epoch,
-                replicas=replicas,
-                isr=isr,
-                adding_replicas=adding,
-                leader_leo=leo,
-                hw=min(hw, leo),
-            )
-            apply_brokers(new, view, self.replay.applied((watch.cluster, watch.topic, watch.partition)))
-            watch.leader = new
-            watch.auto_assign = False
-            return
-        if epoch > p.leader_epoch:
-            p.controller_update(
-                ts,
-                isr=isr,
-                leader_epoch=epoch,
-                is_new_leader=False,
-                replicas=replicas,
-                adding_replicas=adding,
-                leader_leo=ev[LEADER_LEO],
-                hw=ev[HW],
-            )
-            watch.auto_assign = False
-            return
-        # Same epoch: the committed ISR as the cluster reports it. A member that the rules say
-        # is out of sync is kept out: the report predates the shrink the leader is about to make.
-        keep = tuple(
-            sorted(
-                r for r in isr if r in p.isr or r == p.leader or r not in p.followers or not p.lags_out(r, ts)
-            )
-        )
-        if keep != p.isr or replicas != p.replicas or adding != p.adding_replicas:
-            p.controller_update(ts, isr=keep, leader_epoch=epoch, replicas=replicas, adding_replicas=adding)
-        watch.auto_assign = False
 
     def _broker(self, ev, view: ClusterView, alerts: list) -> None:
         """A broker's state changed: the cluster-wide root alert now, and into the log for the
@@ -575,56 +461,3 @@ class Bucket:
     ) -> None:
         """Append the status of each partition that changed (state/status_records.py)."""
         emit_statuses(self, cfg, partitions, replicas, force, points)
-
-
-def _older_than_last_fetch(watch: PartitionWatch, ev) -> bool:
-    """Before the replica's last fetch, or that same fetch again (same time, offset and LEO)."""
-    st = watch.leader.followers.get(ev[REPLICA])
-    if st is None or ev[TS] > st.last_fetch_ms:
-        return False
-    return ev[TS] < st.last_fetch_ms or (
-        ev[FETCH_OFFSET] == st.leo and ev[LEADER_LEO] == st.last_fetch_leader_leo
-    )
-
-
-def _takes_behind(watch: PartitionWatch, ev, kind: str, cfg: MonitorConfig, quarantine: list) -> bool:
-    """Whether an event behind the partition's processed time is still applied (within the
-    reorder tolerance, and new); a late or stale one is quarantined."""
-    ts = ev[TS]
-    if ts < watch.time_ms - cfg.reorder_tolerance_ms:
-        reason = f"late: event time {ts} is before the partition's processed time {watch.time_ms}"
-        quarantine.append(_quarantine(ev, reason))
-        return False
-    if kind == "append" and ev[LEADER_LEO] <= watch.leader.leader_leo:
-        return False  # a resent or reordered append that does not grow the LEO: nothing
-    if kind == "fetch" and _older_than_last_fetch(watch, ev):
-        if sessions.restates(watch, ev[REPLICA], ev[SESSION_ID], ev[FETCH_OFFSET], ts):
-            return False  # its session's read, already taken: nothing new
-        # A follower's fetches reach its leader one at a time, so this is a resend
-        # (an at-least-once producer) or out of order: not a new observation.
-        last = watch.leader.followers[ev[REPLICA]].last_fetch_ms
-        quarantine.append(
-            _quarantine(
-                ev,
-                f"stale fetch: replica {ev[REPLICA]}'s fetch at {ts} is not after its "
-                f"last fetch at {last} (a duplicate or out of order)",
-            )
-        )
-        return False
-    return True
-
-
-def _overrides(ev) -> tuple:
-    return ev[LAG_MAX], ev[MIN_ISR]
-
-
-def _quarantine(ev, reason: str) -> dict:
-    """A quarantine record. Valid events do not carry their raw text into the stateful step
-    (it would double what crosses into Python), so it is rebuilt from the parsed fields."""
-    raw = ev[RAW]
-    if raw is None:
-        raw = json.dumps(
-            {k: v for k, v in zip(EVENT_FIELDS, ev, strict=True) if v is not None and k != "raw"},
-            separators=(",", ":"),
-        )
-    return {"raw": raw, "reason": reason, "stage": "state", "cluster": ev[CLUSTER], "ts": ev[TS]}
