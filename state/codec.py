@@ -37,7 +37,7 @@ idle partitions up to the cluster's settled time), stored apart so that moving i
 Beside it, the index holds for every partition what decides whether a micro-batch needs it (its
 key, deadline, last event and status times and flags, leader and assignment: INDEX_FIELDS), so
 that a process that did not write the blob can decode it lazily (`decode_chunks(lazy=True)`):
-the document only, every partition a ColdWatch (state/bucket.py) until the batch needs it, then
+the document only, every partition a ColdWatch (state/cluster_view.py) until the batch needs it, then
 its row alone is built from its chunk; the chunks of the partitions never needed are written
 again as they are. A batch that touches most of a bucket decodes it whole, and saves it whole
 without the index (WHOLE_ABOVE).
@@ -140,7 +140,7 @@ REPLICA_FIELDS = (
 )
 DERIVED = {"PartitionWatch": ("name", "leader", "book"), "PartitionLeader": ("config", "followers")}
 # Format 3's index: per partition, beside where its row is, the fields of a ColdWatch
-# (state/bucket.py): its key, its time_ms and what decides whether a micro-batch needs it, with
+# (state/cluster_view.py): its key, its time_ms and what decides whether a micro-batch needs it, with
 # which a lazy decode (`decode_chunks(lazy=True)`) leaves the partition's row encoded until then.
 # Every write stores them for every partition, read from the object it has (a loaded watch or a
 # ColdWatch).
@@ -215,8 +215,8 @@ def _bucket_doc(bucket: Bucket) -> Doc:
             for name, v in bucket.clusters.items()
         ],
         # Broker events not yet applied by every partition, the roots as of the log's start
-        # (state/bucket.py), and how far each partition has applied the log. getattr: format 0
-        # objects, re-encoded by _migrate_format0, predate them.
+        # (state/broker_replay.py), and how far each partition has applied the log. getattr,
+        # hasattr: format 0 objects, re-encoded by _migrate_format0, predate them.
         "broker_logs": {
             name: (v.broker_log, {b: tuple(r) for b, r in v.base_roots.items()})
             for name, v in bucket.clusters.items()
