@@ -35,7 +35,7 @@ from replmon.state.events import (
     TYPE,
 )
 from replmon.state.fetcher import FetcherWatch
-from replmon.state.monitor import MonitorConfig, PartitionWatch
+from replmon.state.monitor import MonitorConfig, PartitionWatch, quiet_after_ms
 from replmon.state.partition_events import (
     apply_fetch,
     apply_metadata,
@@ -62,7 +62,7 @@ class Bucket:
         self.clusters: dict[str, ClusterView] = {}
         self.global_ms = 0
         self.replay = BrokerReplay()  # how far each partition has applied its cluster's broker log
-        self.fetchers = FetcherWatch(self)  # fetcher-stall detection over these partitions
+        self.fetchers = FetcherWatch(self, quiet_after_ms)  # fetcher-stall detection over these partitions
         # The partitions whose stored state changed since the bucket was last written (keys; a
         # key evicted since may be in it): state/codec.encode_chunks re-encodes only these. A
         # partition moved up to its cluster's settled time and nothing else is not in it (the

@@ -16,6 +16,8 @@ group cannot tell it from a one-partition fault and adds no share).
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from replmon.state import alert_rules, sessions
@@ -23,10 +25,12 @@ from replmon.state.alert_rules import FETCHER_STALLED
 from replmon.state.alerts import alert_id, is_notified
 
 if TYPE_CHECKING:
-    from replmon.state.monitor import MonitorConfig, PartitionWatch
     from replmon.state.replica import ReplicaState
 
-    Group = list[tuple[PartitionWatch, ReplicaState]]  # a fetcher group's partitions and follower
+# (state/monitor.py imports this module: its MonitorConfig and PartitionWatch are Any here)
+MonitorConfig = Any
+PartitionWatch = Any
+Group = list[tuple[PartitionWatch, "ReplicaState"]]  # a fetcher group's partitions and follower
 
 _INT_MIN = -(1 << 31)
 
@@ -130,10 +134,13 @@ class FetcherWatch:
     opens (`after`: a replica went out of sync) and when it ends (a fetch or session read of
     its group, or the group gone), and emits the root alert's transitions."""
 
-    __slots__ = ("_bucket",)
+    __slots__ = ("_bucket", "_quiet_after_ms")
 
-    def __init__(self, bucket: Partitions) -> None:
-        self._bucket = bucket
+    def __init__(self, bucket: Partitions, quiet_after_ms: Callable[[Any, int], int]) -> None:
+        # a weak reference: the bucket owns this watch, and the engine makes no reference cycles
+        # (streaming/stateful.py freezes what a call keeps; tests/streaming/test_state_cache.py)
+        self._bucket = weakref.proxy(bucket)
+        self._quiet_after_ms = quiet_after_ms  # state/monitor.py's (which imports this module)
 
     def after(self, cfg: MonitorConfig, alerts: Alerts, start: int) -> None:
         """A replica that went out of sync since `start` may be one of a stalled fetcher's
@@ -178,7 +185,12 @@ class FetcherWatch:
                 if c == cluster and sessions.sync(view.sessions, w, now):
                     bucket.touched.add((c, w.topic, w.partition))
         groups = self._follower_groups(cluster, follower, cfg)
-        stuck = _stuck_ms(cfg, groups)
+        # a partition's silence counts from its own quiet time (the longest, in a group)
+        quiet = self._quiet_after_ms
+        stuck = max(
+            [quiet(cfg, w.leader.config.replica_lag_time_max_ms) for ms in groups.values() for w, _ in ms],
+            default=cfg.stuck_after_ms,
+        )
         stuck_groups = {
             g for g, members in groups.items() if all(now - st.leo_update_ms > stuck for _, st in members)
         }
@@ -255,20 +267,6 @@ class FetcherWatch:
                 if not members or key[1] in view.roots:
                     at = view.roots[key[1]].since_ms if key[1] in view.roots else view.clock_ms
                     _close_root(cluster, key, root, view, alerts, at)
-
-
-def _stuck_ms(cfg: MonitorConfig, groups: dict[FetcherKey, Group]) -> int:
-    """A partition's silence counts from its own quiet time (the longest, in a group)."""
-    from replmon.state.monitor import quiet_after_ms  # (state/monitor.py imports this module)
-
-    return max(
-        [
-            quiet_after_ms(cfg, w.leader.config.replica_lag_time_max_ms)
-            for ms in groups.values()
-            for w, _ in ms
-        ],
-        default=cfg.stuck_after_ms,
-    )
 
 
 def _open_root(cluster: str, key: FetcherKey, since: int, members: Group, view: Any, alerts: Alerts) -> None:
