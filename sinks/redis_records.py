@@ -16,7 +16,7 @@ from typing import Any
 
 from replmon.sinks.errors import SinkWriteError
 from replmon.sinks.keys import Keys, part, partition_member, replica_member
-from replmon.state.bucket import PARTITION_POINT_FIELDS, REPLICA_POINT_FIELDS
+from replmon.state.status_records import PARTITION_POINT_FIELDS, REPLICA_POINT_FIELDS
 
 ALERT_FIELDS = (
     "alert_id",

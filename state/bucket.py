@@ -11,33 +11,21 @@ the adapter builds them from columns.
 
 from __future__ import annotations
 
-import json
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from replmon.state import alert_rules, sessions, texts
-from replmon.state.alerts import AlertBook, is_notified
+from replmon.state.broker_replay import BrokerReplay
+from replmon.state.cluster_view import ClusterView, ColdWatch, is_cold, owner_bucket
 from replmon.state.events import (
-    ADDING,
     BROKER,
     BROKER_EPOCH,
     CLUSTER,
-    DIVERGING,
-    ERROR,
-    EVENT_FIELDS,
-    FETCH_OFFSET,
-    HW,
     ISR,
-    LAG_MAX,
     LEADER,
     LEADER_EPOCH,
     LEADER_LEO,
-    LOG_START,
-    MIN_ISR,
     PARTITION,
-    RAW,
     REPLICA,
     REPLICAS,
     SESSION_ID,
@@ -46,134 +34,19 @@ from replmon.state.events import (
     TS,
     TYPE,
 )
-from replmon.state.explain import CAUGHT_UP
-from replmon.state.fetcher import (
-    FETCHER_STALLED,
-    Member,
-    fetcher_id,
-    fetcher_key,
-    fetcher_root,
-    fetcher_subject,
-    stalled_since,
-)
+from replmon.state.fetcher import FetcherWatch
 from replmon.state.monitor import MonitorConfig, PartitionWatch, quiet_after_ms
-from replmon.state.partition import PartitionLeader
+from replmon.state.partition_events import (
+    apply_fetch,
+    apply_metadata,
+    new_leader,
+    overrides,
+    quarantine_record,
+    takes_behind,
+)
 from replmon.state.root_cause import BROKER_UNAVAILABLE, broker_root, broker_subject, cause_of
-from replmon.state.sessions import SessionTable
+from replmon.state.status_records import emit_statuses
 from replmon.state.texts import fmt_clock
-
-# the replica alerts a root decided after they fired adopts (not IsrFlapping: a count of exits)
-REPLICA_ROOTED = tuple(name for name in alert_rules.REPLICA_ALERTS if name != "IsrFlapping")
-# What a series point carries (docs/outputs.md, `series_point`): the values of a status that move
-# while a partition stays healthy; a partition's point also has `isr_size`.
-PARTITION_POINT_FIELDS = ("hw", "leader_leo", "hw_stalled_ms")
-REPLICA_POINT_FIELDS = ("lag_ms", "lag_messages", "leo")
-
-
-# Fetch rejections that mean the input disagrees with what replmon knows: quarantined.
-QUARANTINED_REJECTIONS = {"unassigned_replica", "stale_broker_epoch"}
-
-
-def owner_bucket(cluster: str, buckets: int) -> int:
-    """The one bucket that raises a cluster's own alerts (all buckets see its clock)."""
-    return zlib.crc32(cluster.encode()) % buckets
-
-
-@dataclass(slots=True)
-class ClusterView:
-    clock_ms: int = 0
-    brokers: dict = field(default_factory=dict)  # id -> (state, broker_epoch), as of the log's start
-    book: AlertBook = field(default_factory=AlertBook)  # the cluster's own alerts (owner bucket)
-    roots: dict = field(default_factory=dict)  # unavailable broker -> BrokerRoot
-    root_book: AlertBook = field(default_factory=AlertBook)  # this bucket's share of the root alerts
-    fetcher_roots: dict = field(default_factory=dict)  # fetcher key -> FetcherRoot (state/fetcher.py)
-    # broker -> [start, end] of its current run of activity in this bucket (fetches it makes as
-    # follower, events of partitions it leads), runs split where it was quiet for longer than
-    # alerts.stuck_after_ms; and the runs this micro-batch closed or extended, for the cluster step
-    activity: dict = field(default_factory=dict)
-    activity_out: dict = field(default_factory=dict)
-    registered_ms: dict = field(default_factory=dict)  # broker -> time of its latest broker event
-    # Broker events not yet applied by every partition, (ts, broker, state, broker_epoch) in
-    # arrival order, and the roots (unavailable brokers) as of the log's start.
-    broker_log: list = field(default_factory=list)
-    base_roots: dict = field(default_factory=dict)
-    roots_cache: list = field(default_factory=list)  # derived: roots after each log entry
-    sessions: SessionTable = field(default_factory=SessionTable)  # fetch sessions' reads (state/sessions.py)
-
-    def active(self, broker: int, ts: int, quiet_ms: int) -> None:
-        """`broker` did something at `ts` (state/cluster.py merges these runs over buckets)."""
-        if broker < 0:
-            return
-        run = self.activity.get(broker)
-        if run is None:
-            self.activity[broker] = [ts, ts]
-            self.activity_out.setdefault(broker, [])
-        elif ts - run[1] > quiet_ms:
-            self.activity_out.setdefault(broker, []).append((run[0], run[1]))
-            run[0] = run[1] = ts
-        elif ts > run[1]:
-            run[1] = ts
-            if broker not in self.activity_out:
-                self.activity_out[broker] = []
-
-    def settled_ms(self, lateness_ms: int) -> int:
-        """Event time up to which every partition of the cluster may be moved without its own
-        events: the cluster's clock less the allowed lateness."""
-        return self.clock_ms - lateness_ms
-
-    def roots_at(self, cluster: str, pos: int) -> dict:
-        """The unavailable brokers as a partition that has applied the first `pos` entries of
-        the broker log sees them."""
-        cache = self.roots_cache
-        while len(cache) < pos:
-            roots = dict(cache[-1] if cache else self.base_roots)
-            ts, broker, state, _ = self.broker_log[len(cache)]
-            if alert_rules.is_broker_unavailable(state=state):
-                if broker not in roots:
-                    roots[broker] = broker_root(cluster, broker, state, ts)
-            else:
-                roots.pop(broker, None)
-            cache.append(roots)
-        return cache[pos - 1] if pos else self.base_roots
-
-
-class ColdWatch:
-    """A partition whose state was left encoded when its bucket was loaded (state/codec.py's
-    lazy decode): what the bucket needs of it to decide whether a micro-batch must load it. Its
-    events, a deadline (the isr-expiration tick, an alert timer) or a status falling due, its
-    eviction and the rare bucket-wide steps (a broker event, a stalled fetcher) load it
-    (`Bucket.warm`); otherwise only its `time_ms` moves (stored apart, so that is no change)."""
-
-    # (leader_id and replicas: the leader's broker id and the assignment, for activity_reports)
-    __slots__ = (
-        "cluster",
-        "deadline_ms",
-        "dirty",
-        "last_event_ms",
-        "last_status_ms",
-        "leader_id",
-        "partition",
-        "replicas",
-        "significant",
-        "time_ms",
-        "topic",
-    )
-    cluster: str
-    topic: str
-    partition: int
-    time_ms: int
-    deadline_ms: int
-    last_event_ms: int
-    dirty: bool
-    significant: bool
-    last_status_ms: int
-    leader_id: int
-    replicas: tuple
-
-
-def is_cold(watch: object) -> bool:
-    """Whether a bucket's partition is still encoded (a ColdWatch)."""
-    return watch.__class__ is ColdWatch
 
 
 class Bucket:
@@ -188,8 +61,8 @@ class Bucket:
         self.partitions: dict[tuple, PartitionWatch] = {}
         self.clusters: dict[str, ClusterView] = {}
         self.global_ms = 0
-        # partition key -> how many entries of its cluster's broker log it has applied (absent: 0)
-        self.broker_pos: dict[tuple, int] = {}
+        self.replay = BrokerReplay()  # how far each partition has applied its cluster's broker log
+        self.fetchers = FetcherWatch(self, quiet_after_ms)  # fetcher-stall detection over these partitions
         # The partitions whose stored state changed since the bucket was last written (keys; a
         # key evicted since may be in it): state/codec.encode_chunks re-encodes only these. A
         # partition moved up to its cluster's settled time and nothing else is not in it (the
@@ -222,121 +95,141 @@ class Bucket:
     def process(self, events, cfg: MonitorConfig, alerts: list, quarantine: list) -> None:
         """Apply events (already in event-time order) and record alert transitions."""
         mark = len(alerts)
-        touched = self.touched
         for ev in events:
             if len(alerts) > mark:
-                self._fetcher_triggers(cfg, alerts, mark)
+                self.fetchers.after(cfg, alerts, mark)
                 mark = len(alerts)
-            ts = ev[TS]
-            cluster = ev[CLUSTER]
-            view = self.clusters.get(cluster)
-            if view is None:
-                view = self.clusters[cluster] = ClusterView(clock_ms=ts)
-            if ts > view.clock_ms:
-                if self._owns(cluster) and view.book.open:
-                    view.book.resolve_all(
-                        alerts, ts, texts.close_text("TelemetryMissing", "cluster", cluster=cluster)
-                    )
-                view.clock_ms = ts
-            if ts > self.global_ms:
-                self.global_ms = ts
+            view = self._clock(ev, alerts)
             kind = ev[TYPE]
             if kind == "heartbeat":
                 continue
             if kind == "session":
                 self._session(ev, view, cfg, alerts, quarantine)
-                continue
-            if kind == "broker":
+            elif kind == "broker":
                 self._broker(ev, view, alerts)
-                continue
-            key = (cluster, ev[TOPIC], ev[PARTITION])
-            touched.add(key)
-            watch = self.partitions.get(key)
-            if watch is not None:
-                if is_cold(watch):
-                    watch = self.warm(key)
-                # Broker events come first on equal times (streaming/stateful.py's order).
-                if view.broker_log:
-                    self._apply_broker_log(key, watch, view, ts + 1, cfg, alerts)
-                if view.sessions.reads:  # its followers' session reads before this event
-                    sessions.sync(view.sessions, watch, ts)
-                if ts < watch.time_ms:
-                    if ts < watch.time_ms - cfg.reorder_tolerance_ms:
-                        quarantine.append(
-                            _quarantine(
-                                ev,
-                                f"late: event time {ts} is before the "
-                                f"partition's processed time {watch.time_ms}",
-                            )
-                        )
-                        continue
-                    if kind == "append" and ts < watch.time_ms and ev[LEADER_LEO] <= watch.leader.leader_leo:
-                        continue  # a resent or reordered append that does not grow the LEO: nothing
-                    if kind == "fetch" and _older_than_last_fetch(watch, ev):
-                        if sessions.restates(watch, ev[REPLICA], ev[SESSION_ID], ev[FETCH_OFFSET], ts):
-                            continue  # its session's read, already taken: nothing new
-                        # A follower's fetches reach its leader one at a time, so this is a resend
-                        # (an at-least-once producer) or out of order: not a new observation.
-                        quarantine.append(
-                            _quarantine(
-                                ev,
-                                f"stale fetch: replica {ev[REPLICA]}'s fetch at {ts} is not after its "
-                                f"last fetch at {watch.leader.followers[ev[REPLICA]].last_fetch_ms} "
-                                f"(a duplicate or out of order)",
-                            )
-                        )
-                        continue
-                    ts = watch.time_ms
-                if watch.deadline_ms <= ts:
-                    self._advance_watch(watch, ts, alerts, cfg, self._roots(key, view), view)
-                elif ts > watch.time_ms:  # what advance_to does when no deadline is due
-                    watch.time_ms = ts
-                watch.last_event_ms = ts
-            if kind == "fetch":
-                if watch is None:
-                    watch = self._start(key, ev, ts, view, cfg, auto=True)
-                self._fetch(watch, ev, ts, quarantine)
-                view.active(ev[REPLICA], ts, cfg.stuck_after_ms)
-                epoch = ev[LEADER_EPOCH]
-                if epoch is None or epoch == watch.leader.leader_epoch:
-                    # logged by the leader replmon knows (a fetch of a newer epoch was answered by a
-                    # new leader whose metadata has not arrived yet: not the old one's doing)
-                    view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
-                if view.fetcher_roots:  # does this fetch end a stall?
-                    self._fetch_resumed(cluster, view, watch, ev[REPLICA], ts, cfg, alerts)
-            elif kind == "append":
-                if watch is None:
-                    watch = self._start(key, ev, ts, view, cfg, auto=True)
-                if ev[LEADER_LEO] > watch.leader.leader_leo:
-                    watch.leader.append(ts, ev[LEADER_LEO])
-                if len(watch.leader.replicas) <= 1:
-                    # an append carries no leader epoch: after a leader change it may come from the
-                    # new leader before its metadata does; a partition with followers shows its
-                    # leader alive by their fetches, so only a leader without followers counts here
-                    view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
-            elif kind == "metadata":
-                if not ev[REPLICAS]:  # the cluster no longer lists the partition: deleted
-                    if watch is not None:
-                        self._evict(
-                            key,
-                            ts,
-                            alerts,
-                            f"{watch.name} is gone from the cluster "
-                            f"metadata (no replicas): no longer monitored",
-                        )
-                    continue
-                if watch is None:
-                    watch = self._start(key, ev, ts, view, cfg, auto=False)
-                else:
-                    self._metadata(watch, ev, ts, view, cfg)
-                watch.reported_isr = tuple(sorted(ev[ISR]))
-                watch.significant = True
-                watch.evaluate(ts, alerts, cfg, self._roots(key, view))
-                continue
-            assert watch is not None  # a fetch or an append started it; the contract has no other kind
-            watch.observe(ts, alerts, cfg, self._roots(key, view), ev[REPLICA])
+            else:
+                self._partition_event(ev, kind, view, cfg, alerts, quarantine)
         if len(alerts) > mark:
-            self._fetcher_triggers(cfg, alerts, mark)
+            self.fetchers.after(cfg, alerts, mark)
+
+    def _clock(self, ev, alerts: list) -> ClusterView:
+        """The event's cluster view, its clock and the bucket's moved up to the event's time (a
+        cluster heard from again: its TelemetryMissing resolves)."""
+        ts = ev[TS]
+        cluster = ev[CLUSTER]
+        view = self.clusters.get(cluster)
+        if view is None:
+            view = self.clusters[cluster] = ClusterView(clock_ms=ts)
+        if ts > view.clock_ms:
+            if self._owns(cluster) and view.book.open:
+                view.book.resolve_all(
+                    alerts, ts, texts.close_text("TelemetryMissing", "cluster", cluster=cluster)
+                )
+            view.clock_ms = ts
+        if ts > self.global_ms:
+            self.global_ms = ts
+        return view
+
+    def _partition_event(
+        self, ev, kind: str, view: ClusterView, cfg: MonitorConfig, alerts: list, quarantine: list
+    ) -> None:
+        """A fetch, an append or a metadata event: its partition brought up to its time, then
+        the event applied and the partition's alerts evaluated."""
+        key = (ev[CLUSTER], ev[TOPIC], ev[PARTITION])
+        self.touched.add(key)
+        ts = ev[TS]
+        watch: PartitionWatch | None = self.partitions.get(key)
+        if watch is not None:
+            brought = self._bring_up(key, watch, ev, kind, view, cfg, alerts, quarantine)
+            if brought is None:
+                return
+            watch, ts = brought
+        if kind == "metadata":
+            self._on_metadata(key, watch, ev, ts, view, cfg, alerts)
+            return
+        if watch is None:
+            watch = self._start(key, ev, ts, view, cfg, auto=True)
+        if kind == "fetch":
+            self._on_fetch(watch, ev, ts, view, cfg, alerts, quarantine)
+        elif kind == "append":
+            self._on_append(watch, ev, ts, view, cfg)
+        watch.observe(ts, alerts, cfg, self.replay.roots(key, view), ev[REPLICA])
+
+    def _bring_up(
+        self,
+        key,
+        watch: PartitionWatch,
+        ev,
+        kind: str,
+        view: ClusterView,
+        cfg,
+        alerts: list,
+        quarantine: list,
+    ) -> tuple[PartitionWatch, int] | None:
+        """The partition loaded and moved up to the event's time, with the broker events and
+        its followers' session reads before it; None when the event is not applied (late,
+        stale, a resend). The time is the partition's own when the event is slightly behind it."""
+        ts = ev[TS]
+        if is_cold(watch):
+            watch = self.warm(key)
+        # Broker events come first on equal times (streaming/stateful.py's order).
+        if view.broker_log:
+            self.replay.apply(key, watch, view, ts + 1, cfg, alerts)
+        if view.sessions.reads:  # its followers' session reads before this event
+            sessions.sync(view.sessions, watch, ts)
+        if ts < watch.time_ms:
+            if not takes_behind(watch, ev, kind, cfg, quarantine):
+                return None
+            ts = watch.time_ms
+        if watch.deadline_ms <= ts:
+            sessions.advance_watch(view.sessions, watch, ts, alerts, cfg, self.replay.roots(key, view))
+        elif ts > watch.time_ms:  # what advance_to does when no deadline is due
+            watch.time_ms = ts
+        watch.last_event_ms = ts
+        return watch, ts
+
+    def _on_fetch(
+        self, watch: PartitionWatch, ev, ts: int, view: ClusterView, cfg, alerts: list, quarantine: list
+    ) -> None:
+        apply_fetch(watch, ev, ts, quarantine)
+        view.active(ev[REPLICA], ts, cfg.stuck_after_ms)
+        epoch = ev[LEADER_EPOCH]
+        if epoch is None or epoch == watch.leader.leader_epoch:
+            # logged by the leader replmon knows (a fetch of a newer epoch was answered by a
+            # new leader whose metadata has not arrived yet: not the old one's doing)
+            view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
+        if view.fetcher_roots:  # does this fetch end a stall?
+            self.fetchers.fetch_resumed(ev[CLUSTER], watch, ev[REPLICA], ts, cfg, alerts)
+
+    @staticmethod
+    def _on_append(watch: PartitionWatch, ev, ts: int, view: ClusterView, cfg) -> None:
+        if ev[LEADER_LEO] > watch.leader.leader_leo:
+            watch.leader.append(ts, ev[LEADER_LEO])
+        if len(watch.leader.replicas) <= 1:
+            # an append carries no leader epoch: after a leader change it may come from the
+            # new leader before its metadata does; a partition with followers shows its
+            # leader alive by their fetches, so only a leader without followers counts here
+            view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
+
+    def _on_metadata(
+        self, key, watch: PartitionWatch | None, ev, ts: int, view: ClusterView, cfg, alerts: list
+    ) -> None:
+        if not ev[REPLICAS]:  # the cluster no longer lists the partition: deleted
+            if watch is not None:
+                self._evict(
+                    key,
+                    ts,
+                    alerts,
+                    f"{watch.name} is gone from the cluster metadata (no replicas): no longer monitored",
+                )
+            return
+        if watch is None:
+            watch = self._start(key, ev, ts, view, cfg, auto=False)
+        else:
+            apply_metadata(watch, ev, ts, view, cfg, self.replay.applied(key))
+        watch.reported_isr = tuple(sorted(ev[ISR]))
+        watch.significant = True
+        watch.evaluate(ts, alerts, cfg, self.replay.roots(key, view))
 
     def _session(self, ev, view: ClusterView, cfg: MonitorConfig, alerts: list, quarantine: list) -> None:
         """A fetch session read (state/sessions.py): one entry in the cluster's table; the
@@ -346,35 +239,12 @@ class Bucket:
         refused = view.sessions.read(replica, leader, ev[SESSION_ID], ts)
         if refused is not None:
             if self._owns(ev[CLUSTER]):
-                quarantine.append(_quarantine(ev, refused))
+                quarantine.append(quarantine_record(ev, refused))
             return
         view.active(replica, ts, cfg.stuck_after_ms)
         view.active(leader, ts, cfg.stuck_after_ms)
         if view.fetcher_roots:  # rare: does this read end a stall?
-            self._session_resumed(ev[CLUSTER], view, replica, leader, ev[SESSION_ID], ts, cfg, alerts)
-
-    def _session_resumed(
-        self, cluster: str, view: ClusterView, replica: int, leader: int, sid: int, ts: int, cfg, alerts
-    ) -> None:
-        """A session read of a stalled fetcher's partitions ends the stall at its time."""
-        self.warm_all()
-        for key in [k for k in view.fetcher_roots if k[1] == replica and k[2] == leader]:
-            members = self._fetcher_group(cluster, key, cfg)
-            if any(st.session_id == sid and sessions.carries(w, replica, st) for w, st in members):
-                for w, _ in members:
-                    if sessions.sync(view.sessions, w, ts):
-                        self.touched.add((w.cluster, w.topic, w.partition))
-                self._close_fetcher_root(cluster, key, view.fetcher_roots[key], view, alerts, ts)
-
-    def _advance_watch(
-        self, watch: PartitionWatch, t: int, alerts: list, cfg, roots, view: ClusterView
-    ) -> None:
-        """`watch.advance_to(t)`; with fetch sessions, each deadline takes its followers'
-        session reads up to its own time first (state/sessions.py)."""
-        if view.sessions.reads:
-            sessions.advance(view.sessions, watch, t, alerts, cfg, roots)
-        else:
-            watch.advance_to(t, alerts, cfg, roots)
+            self.fetchers.session_resumed(ev[CLUSTER], replica, leader, ev[SESSION_ID], ts, cfg, alerts)
 
     def _session_kept(self, key: tuple, view: ClusterView, target: int, cfg: MonitorConfig) -> bool:
         """Whether a partition with no event of its own for stream.evict_after_ms is still
@@ -386,205 +256,28 @@ class Bucket:
             self.touched.add(key)
         return target < watch.last_event_ms + cfg.evict_after_ms
 
-    def _roots(self, key: tuple, view: ClusterView) -> dict:
-        if not (view.broker_log or view.fetcher_roots):
-            return view.base_roots  # the common case: no broker event pending, nothing stalled
-        roots = view.roots_at(key[0], self.broker_pos.get(key, 0))
-        if view.fetcher_roots:  # rare: a stalled fetcher
-            roots = {**view.fetcher_roots, **roots}
-        return roots
-
     def _owns(self, cluster: str) -> bool:
         return owner_bucket(cluster, self.buckets) == self.bucket_id
 
     def _start(self, key, ev, ts, view: ClusterView, cfg: MonitorConfig, auto: bool) -> PartitionWatch:
         cluster, topic, partition = key
-        if auto:
-            leader = PartitionLeader(
-                config=cfg.partition_config(),
-                now_ms=ts,
-                leader=-1,
-                leader_epoch=-1,
-                replicas=(),
-                isr=(),
-                leader_leo=max(ev[LEADER_LEO] or 0, 0),
-                hw=0,
-            )
-        else:
-            lag, min_isr = _overrides(ev)
-            leo = ev[LEADER_LEO] if ev[LEADER_LEO] is not None else 0
-            hw = ev[HW] if ev[HW] is not None else 0
-            leader = PartitionLeader(
-                config=cfg.partition_config(lag, min_isr),
-                now_ms=ts,
-                leader=ev[LEADER],
-                leader_epoch=ev[LEADER_EPOCH],
-                replicas=tuple(ev[REPLICAS]),
-                isr=tuple(ev[ISR]),
-                adding_replicas=tuple(ev[ADDING] or ()),
-                leader_leo=leo,
-                hw=min(hw, leo),
-            )
-        pos = 0
-        for b_ts, *_ in view.broker_log:
-            if b_ts > ts:
-                break
-            pos += 1
-        self._apply_brokers(leader, view, pos)
+        leader = new_leader(ev, ts, cfg, auto)
+        self.replay.start(key, leader, view, ts)
         watch = PartitionWatch(cluster, topic, partition, leader, ts, auto_assign=auto)
         if not auto:
-            watch.lag_override, watch.min_isr_override = _overrides(ev)
+            watch.lag_override, watch.min_isr_override = overrides(ev)
         self.partitions[key] = watch
-        if pos:
-            self.broker_pos[key] = pos
         return watch
-
-    @staticmethod
-    def _apply_brokers(leader: PartitionLeader, view: ClusterView, pos: int) -> None:
-        """The broker states as of the log's start, then the first `pos` entries of the log."""
-        for broker, (state, epoch) in view.brokers.items():
-            _set_broker(leader, broker, state, epoch)
-        for _, broker, state, epoch in view.broker_log[:pos]:
-            _set_broker(leader, broker, state, epoch)
-
-    def _fetch(self, watch: PartitionWatch, ev, ts: int, quarantine: list) -> None:
-        p = watch.leader
-        replica = ev[REPLICA]
-        if watch.auto_assign and replica not in p.replicas:
-            p.controller_update(ts, isr=p.isr, leader_epoch=p.leader_epoch, replicas=(*p.replicas, replica))
-        leo = ev[LEADER_LEO]
-        if leo is not None and leo > p.leader_leo:
-            p.append(ts, leo)
-        outcome = p.fetch(
-            ts,
-            replica,
-            ev[FETCH_OFFSET],
-            broker_epoch=ev[BROKER_EPOCH],
-            log_start_offset=ev[LOG_START],
-            error=ev[ERROR],
-            diverging_epoch=ev[DIVERGING],
-        )
-        sessions.join(p.followers.get(replica), ev[SESSION_ID])
-        if not outcome.accepted and outcome.reject_reason in QUARANTINED_REJECTIONS:
-            quarantine.append(
-                _quarantine(
-                    ev,
-                    f"fetch rejected: {outcome.reject_reason} "
-                    f"(replica {replica}, assignment {list(p.replicas)})",
-                )
-            )
-
-    def _metadata(self, watch: PartitionWatch, ev, ts: int, view: ClusterView, cfg: MonitorConfig) -> None:
-        p = watch.leader
-        lag, min_isr = _overrides(ev)
-        if (lag, min_isr) != (watch.lag_override, watch.min_isr_override):
-            watch.lag_override, watch.min_isr_override = lag, min_isr
-            watch.next_run_ms(ts)  # the isr-expiration run due under the old L stays
-            p.config = cfg.partition_config(lag, min_isr)
-        epoch, leader_id = ev[LEADER_EPOCH], ev[LEADER]
-        replicas, isr = tuple(ev[REPLICAS]), tuple(ev[ISR])
-        adding = tuple(ev[ADDING] or ())
-        if epoch < p.leader_epoch:
-            return  # an older view of the partition: the leader ignores it too
-        if leader_id != p.leader:
-            # A different broker leads now: it knows nothing of the followers (docs/kafka-rules.md §1.4).
-            leo = ev[LEADER_LEO] if ev[LEADER_LEO] is not None else p.leader_leo
-            hw = ev[HW] if ev[HW] is not None else min(p.hw, leo)
-            new = PartitionLeader(
-                config=p.config,
-                now_ms=ts,
-                leader=leader_id,
-                leader_epoch=epoch,
-                replicas=replicas,
-                isr=isr,
-                adding_replicas=adding,
-                leader_leo=leo,
-                hw=min(hw, leo),
-            )
-            self._apply_brokers(
-                new, view, self.broker_pos.get((watch.cluster, watch.topic, watch.partition), 0)
-            )
-            watch.leader = new
-            watch.auto_assign = False
-            return
-        if epoch > p.leader_epoch:
-            p.controller_update(
-                ts,
-                isr=isr,
-                leader_epoch=epoch,
-                is_new_leader=False,
-                replicas=replicas,
-                adding_replicas=adding,
-                leader_leo=ev[LEADER_LEO],
-                hw=ev[HW],
-            )
-            watch.auto_assign = False
-            return
-        # Same epoch: the committed ISR as the cluster reports it. A member that the rules say
-        # is out of sync is kept out: the report predates the shrink the leader is about to make.
-        keep = tuple(
-            sorted(
-                r for r in isr if r in p.isr or r == p.leader or r not in p.followers or not p.lags_out(r, ts)
-            )
-        )
-        if keep != p.isr or replicas != p.replicas or adding != p.adding_replicas:
-            p.controller_update(ts, isr=keep, leader_epoch=epoch, replicas=replicas, adding_replicas=adding)
-        watch.auto_assign = False
 
     def _broker(self, ev, view: ClusterView, alerts: list) -> None:
         """A broker's state changed: the cluster-wide root alert now, and into the log for the
-        partitions, which apply it when their own time reaches it (_apply_broker_log)."""
+        partitions, which apply it when their own time reaches it (state/broker_replay.py)."""
         broker, state, epoch, ts = ev[BROKER], ev[STATE], ev[BROKER_EPOCH], ev[TS]
         view.broker_log.append((ts, broker, state, epoch))
         view.registered_ms[broker] = ts
         self.warm_all()  # rare: the broker's alert counts the partitions it leads
         watches = [w for (c, _, _), w in self.partitions.items() if c == ev[CLUSTER]]
         self._broker_root(ev[CLUSTER], broker, state, ts, view, watches, alerts)
-
-    def _apply_broker_log(
-        self, key, watch: PartitionWatch, view: ClusterView, before_ms: int, cfg: MonitorConfig, alerts: list
-    ) -> None:
-        """Apply to one partition, in order, the cluster's broker events with a time before
-        `before_ms` that it has not applied yet. Broker events are cluster-wide and may be read
-        (from another partition of the metrics topic) ahead of this partition's own events; each
-        partition takes them when its own time reaches them, so that skew cannot move its
-        clock ahead and make its valid events late, nor change what its alerts say."""
-        log = view.broker_log
-        i = self.broker_pos.get(key, 0)
-        if i >= len(log) or log[i][0] >= before_ms:
-            return
-        while i < len(log) and log[i][0] < before_ms:
-            b_ts, broker, state, epoch = log[i]
-            t = max(b_ts, watch.time_ms)
-            self._advance_watch(watch, t, alerts, cfg, view.roots_at(key[0], i), view)
-            _set_broker(watch.leader, broker, state, epoch)
-            watch.evaluate(t, alerts, cfg, view.roots_at(key[0], i + 1))
-            i += 1
-        self.broker_pos[key] = i
-
-    def _trim_broker_logs(self) -> None:
-        """Fold into each cluster's broker states the log entries every partition has applied."""
-        if not any(view.broker_log for view in self.clusters.values()):
-            return  # nothing to fold (the common case: no broker event pending)
-        applied: dict[str, int] = {}
-        for key in self.partitions:
-            pos = self.broker_pos.get(key, 0)
-            applied[key[0]] = min(applied.get(key[0], pos), pos)
-        for cluster, view in self.clusters.items():
-            upto = applied.get(cluster, len(view.broker_log))
-            if upto <= 0:
-                continue
-            view.base_roots = view.roots_at(cluster, upto)
-            for _, broker, state, epoch in view.broker_log[:upto]:
-                view.brokers[broker] = (state, epoch)
-            del view.broker_log[:upto]
-            view.roots_cache = []
-            for key in [k for k in self.broker_pos if k[0] == cluster]:
-                pos = self.broker_pos[key] - upto
-                if pos > 0:
-                    self.broker_pos[key] = pos
-                else:
-                    del self.broker_pos[key]
 
     @staticmethod
     def _broker_root(
@@ -628,6 +321,23 @@ class Bucket:
         if watermark_ms is not None and watermark_ms > self.global_ms:
             self.global_ms = watermark_ms
         mark = len(alerts)
+        idle = self._settle(cfg, alerts)
+        self._evict_idle(idle, cfg, alerts)
+        self.replay.trim(self.partitions, self.clusters)
+        for view in self.clusters.values():
+            if view.sessions.reads:
+                settled = view.settled_ms(cfg.lateness_ms)
+                view.sessions.prune(settled - cfg.reorder_tolerance_ms, settled - cfg.evict_after_ms)
+        if len(alerts) > mark:
+            self.fetchers.after(cfg, alerts, mark)
+        self.fetchers.close_lost(cfg, alerts)
+        for cluster, view in self.clusters.items():
+            if self._owns(cluster):
+                self._telemetry_missing(cluster, view, cfg, alerts)
+
+    def _settle(self, cfg: MonitorConfig, alerts: list) -> list:
+        """Move every partition up to its cluster's settled time; the keys of those with no
+        event for stream.evict_after_ms (to evict), which stay where they are."""
         idle: list = []
         for key, watch in self.partitions.items():
             view = self.clusters[key[0]]
@@ -640,20 +350,26 @@ class Bucket:
             if view.broker_log:
                 watch = self.warm(key)
                 self.touched.add(key)
-                self._apply_broker_log(key, watch, view, target + 1, cfg, alerts)
+                self.replay.apply(key, watch, view, target + 1, cfg, alerts)
             if target > watch.time_ms:
                 if watch.deadline_ms <= target:
                     watch = self.warm(key)
                     self.touched.add(key)
-                    self._advance_watch(watch, target, alerts, cfg, self._roots(key, view), view)
+                    sessions.advance_watch(
+                        view.sessions, watch, target, alerts, cfg, self.replay.roots(key, view)
+                    )
                 else:  # what advance_to does when no deadline is due (a ColdWatch stays cold)
                     watch.time_ms = target
+        return idle
+
+    def _evict_idle(self, idle: list, cfg: MonitorConfig, alerts: list) -> None:
+        """Evict the partitions with no event for stream.evict_after_ms, at that time."""
         for key in idle:
             watch = self.warm(key)
             view = self.clusters[key[0]]
             at = watch.last_event_ms + cfg.evict_after_ms
-            self._apply_broker_log(key, watch, view, at + 1, cfg, alerts)
-            self._advance_watch(watch, at, alerts, cfg, self._roots(key, view), view)
+            self.replay.apply(key, watch, view, at + 1, cfg, alerts)
+            sessions.advance_watch(view.sessions, watch, at, alerts, cfg, self.replay.roots(key, view))
             self._evict(
                 key,
                 at,
@@ -662,205 +378,35 @@ class Bucket:
                 f"{fmt_clock(watch.last_event_ms)} (stream.evict_after_ms "
                 f"{cfg.evict_after_ms / 1000:g} s): no longer monitored",
             )
-        self._trim_broker_logs()
-        for view in self.clusters.values():
-            if view.sessions.reads:
-                settled = view.settled_ms(cfg.lateness_ms)
-                view.sessions.prune(settled - cfg.reorder_tolerance_ms, settled - cfg.evict_after_ms)
-        if len(alerts) > mark:
-            self._fetcher_triggers(cfg, alerts, mark)
-        for cluster, view in self.clusters.items():
-            if view.fetcher_roots:
-                self._close_fetchers(cluster, view, cfg, alerts)
-        for cluster, view in self.clusters.items():
-            if not self._owns(cluster):
-                continue
-            silent_at = view.clock_ms + cfg.telemetry_gap_ms + 1
-            # Only once the newest event anywhere is the allowed lateness past that point: the
-            # cluster's events may be read that far behind another cluster's.
-            view.book.update(
-                alerts,
+
+    def _telemetry_missing(self, cluster: str, view: ClusterView, cfg: MonitorConfig, alerts: list) -> None:
+        """An owned cluster silent for alerts.telemetry_gap_ms (TelemetryMissing)."""
+        silent_at = view.clock_ms + cfg.telemetry_gap_ms + 1
+        # Only once the newest event anywhere is the allowed lateness past that point: the
+        # cluster's events may be read that far behind another cluster's.
+        view.book.update(
+            alerts,
+            "TelemetryMissing",
+            cluster,
+            self.global_ms - cfg.lateness_ms >= silent_at,
+            silent_at,
+            (cluster, None, None, None),
+            texts.open_text(
                 "TelemetryMissing",
-                cluster,
-                self.global_ms - cfg.lateness_ms >= silent_at,
-                silent_at,
-                (cluster, None, None, None),
-                texts.open_text(
-                    "TelemetryMissing",
-                    "cluster",
-                    cluster=cluster,
-                    since=fmt_clock(view.clock_ms),
-                    gap=f"{cfg.telemetry_gap_ms / 1000:g} s",
-                ),
-                texts.close_text("TelemetryMissing", "cluster", cluster=cluster),
-            )
+                "cluster",
+                cluster=cluster,
+                since=fmt_clock(view.clock_ms),
+                gap=f"{cfg.telemetry_gap_ms / 1000:g} s",
+            ),
+            texts.close_text("TelemetryMissing", "cluster", cluster=cluster),
+        )
 
     def _evict(self, key: tuple, at_ms: int, alerts: list, reason: str) -> None:
         """Drop a partition from the state (bounded state: a deleted topic does not stay
         forever): its open alerts resolve at `at_ms` with `reason`."""
         watch = self.partitions.pop(key)
-        self.broker_pos.pop(key, None)
+        self.replay.forget(key)
         watch.book.resolve_all(alerts, at_ms, reason)
-
-    def _fetcher_triggers(self, cfg: MonitorConfig, alerts: list, start: int) -> None:
-        """A replica that went out of sync since `start` may be one of a stalled fetcher's
-        partitions: check its group then, at the alert's own time (so the decision does not
-        depend on how the stream is cut into batches). Out of sync is L after the last fetch,
-        later than the controller fences a dead broker (broker.session.timeout.ms, 9 s by default,
-        is below L), so a broker that is down is not mistaken for one stalled thread. Alerts are
-        rare, so this costs nothing on the common path."""
-        for i in range(start, len(alerts)):
-            a = alerts[i]
-            if a["name"] == "ReplicaOutOfSync" and a["status"] == "firing" and a["caused_by"] is None:
-                self.warm_all()  # rare: the check reads the replica's whole fetcher group
-                cluster = a["cluster"]
-                watch = self.partitions.get((cluster, a["topic"], a["partition"]))
-                if watch is not None and watch.leader.leader >= 0:
-                    self._check_fetcher(
-                        cluster,
-                        self.clusters[cluster],
-                        cfg,
-                        alerts,
-                        a["replica"],
-                        watch.leader.leader,
-                        fetcher_id(a["topic"], a["partition"], cfg.num_replica_fetchers),
-                        a["ts"],
-                    )
-
-    def _fetcher_group(self, cluster: str, key: tuple, cfg: MonitorConfig) -> list:
-        _, follower, leader, k = key
-        return [
-            (w, w.leader.followers[follower])
-            for (c, topic, part), w in self.partitions.items()
-            if c == cluster
-            and w.leader.leader == leader
-            and follower in w.leader.followers
-            and follower in w.leader.replicas
-            and fetcher_id(topic, part, cfg.num_replica_fetchers) == k
-        ]
-
-    def _check_fetcher(
-        self,
-        cluster,
-        view: ClusterView,
-        cfg: MonitorConfig,
-        alerts: list,
-        follower: int,
-        leader: int,
-        k: int,
-        now: int,
-    ) -> None:
-        key = fetcher_key(follower, leader, k)
-        if key in view.fetcher_roots or follower in view.roots:
-            return
-        if view.sessions.reads:  # the group's followers as of now
-            for (c, _, _), w in self.partitions.items():
-                if c == cluster and sessions.sync(view.sessions, w, now):
-                    self.touched.add((c, w.topic, w.partition))
-        groups, _ = self._broker_involvement(cluster, follower, cfg)
-        # a partition's silence counts from its own quiet time (the longest, in a group)
-        stuck = max(
-            [
-                quiet_after_ms(cfg, w.leader.config.replica_lag_time_max_ms)
-                for ms in groups.values()
-                for w, _ in ms
-            ],
-            default=cfg.stuck_after_ms,
-        )
-        stuck_groups = {
-            g for g, members in groups.items() if all(now - st.leo_update_ms > stuck for _, st in members)
-        }
-        if stuck_groups == set(groups):
-            # the broker is not seen fetching anywhere here: not one thread's doing (whether the
-            # broker itself went silent is the cluster step's call: state/cluster.py)
-            return
-        members = groups.get(key)
-        if not members:  # none of its partitions follows this leader now (it was elected, a real capture)
-            return
-        since = stalled_since(
-            [Member(w.name, st.leo_update_ms, w.last_event_ms) for w, st in members],
-            now,
-            stuck,
-            follower_registered=True,
-        )
-        if since is not None:
-            self._open_fetcher_root(cluster, key, since, members, view, alerts)
-            self.touched.update((w.cluster, w.topic, w.partition) for w, _ in members)
-
-    def _broker_involvement(self, cluster: str, broker: int, cfg: MonitorConfig) -> tuple:
-        """This bucket's partitions of `broker`: as follower, by fetcher group; as leader."""
-        groups: dict = {}
-        led = []
-        for (c, topic, part), w in self.partitions.items():
-            p = w.leader
-            if c != cluster or p.leader < 0:
-                continue
-            if p.leader == broker:
-                led.append(w)
-            elif broker in p.followers and broker in p.replicas:
-                key = fetcher_key(broker, p.leader, fetcher_id(topic, part, cfg.num_replica_fetchers))
-                groups.setdefault(key, []).append((w, p.followers[broker]))
-        return groups, led
-
-    def _fetch_resumed(
-        self, cluster: str, view: ClusterView, watch, replica: int, ts: int, cfg: MonitorConfig, alerts: list
-    ) -> None:
-        """An accepted fetch of a stalled fetcher's partition ends the stall at its time."""
-        p = watch.leader
-        st = p.followers.get(replica)
-        if st is None or st.leo_update_ms != ts or p.leader < 0:
-            return
-        key = fetcher_key(
-            replica, p.leader, fetcher_id(watch.topic, watch.partition, cfg.num_replica_fetchers)
-        )
-        root = view.fetcher_roots.get(key)
-        if root is not None:
-            self._close_fetcher_root(cluster, key, root, view, alerts, ts)
-
-    def _close_fetchers(self, cluster: str, view: ClusterView, cfg: MonitorConfig, alerts: list) -> None:
-        """Resolve the fetcher stalls whose group lost its partitions (new leaders, a
-        reassignment), or whose broker became unavailable (that is the root cause now)."""
-        self.warm_all()  # rare: a fetcher stalled, its group is read
-        for key, root in list(view.fetcher_roots.items()):
-            members = self._fetcher_group(cluster, key, cfg)
-            if not members or key[1] in view.roots:
-                at = view.roots[key[1]].since_ms if key[1] in view.roots else view.clock_ms
-                self._close_fetcher_root(cluster, key, root, view, alerts, at)
-
-    @staticmethod
-    def _open_fetcher_root(cluster, key, since, members, view: ClusterView, alerts: list) -> None:
-        _, follower, leader, k = key
-        root = view.fetcher_roots[key] = fetcher_root(cluster, follower, leader, k, since)
-        view.root_book.update(
-            alerts,
-            FETCHER_STALLED,
-            fetcher_subject(cluster, follower, leader, k),
-            True,
-            since,
-            (cluster, None, None, follower),
-            "",
-            cause="fetcher_stalled",
-        )
-        record = alerts[-1]
-        record.update(leader=leader, fetcher_id=k, partitions=sorted(w.name for w, _ in members), counts={})
-        # The replica alerts of the group that started with the stall (possibly earlier in this
-        # batch) name it; so do the partition alerts that named one of them.
-        _adopt_episodes(root.alert_id, cluster, follower, [w for w, _ in members], since, alerts)
-
-    @staticmethod
-    def _close_fetcher_root(cluster, key, root, view: ClusterView, alerts: list, at: int) -> None:
-        _, follower, leader, k = key
-        del view.fetcher_roots[key]
-        view.root_book.update(
-            alerts,
-            FETCHER_STALLED,
-            fetcher_subject(cluster, follower, leader, k),
-            False,
-            max(at, root.since_ms),
-            (cluster, None, None, follower),
-            "",
-        )
-        alerts[-1].update(leader=leader, fetcher_id=k)
 
     def next_timeout_ms(self, cfg: MonitorConfig) -> int | None:
         """Event time at which this bucket has something to say even if no event arrives."""
@@ -913,154 +459,5 @@ class Bucket:
         force: bool = False,
         points: list | None = None,
     ) -> None:
-        """Append the status of each partition that changed, at most once per status interval
-        unless something significant (ISR, alerts, metadata) changed. A healthy partition whose
-        status would say what its last one said but for its times and offsets (_steady_digest)
-        goes out again only after status_refresh_ms; meanwhile, when its offsets moved, its
-        series points go to `points` instead (docs/outputs.md)."""
-        for key, watch in self.partitions.items():
-            if not watch.dirty:
-                continue
-            if not (
-                force or watch.significant or watch.time_ms - watch.last_status_ms >= cfg.status_interval_ms
-            ):
-                continue
-            if is_cold(watch):
-                watch = self.warm(key)
-            table = self.clusters[key[0]].sessions
-            if table.reads:
-                sessions.sync(table, watch, watch.time_ms)
-            status = watch.partition_status()
-            rows = watch.replica_statuses(cfg)
-            self.touched.add((watch.cluster, watch.topic, watch.partition))
-            digest = _steady_digest(watch, status, rows) if cfg.status_refresh_ms else None
-            sent = watch.status_sent
-            repeat = (
-                not (force or watch.significant)
-                and digest is not None
-                and sent is not None
-                and sent[0] == digest
-                and watch.time_ms - sent[1] < cfg.status_refresh_ms
-            )
-            watch.dirty = watch.significant = False
-            watch.last_status_ms = watch.time_ms
-            if repeat:  # healthy, and it would say what it said last: no news, perhaps points
-                assert sent is not None
-                offsets = _offsets(status, rows)
-                if points is not None and sent[2:] != (offsets,):
-                    points.extend(_series_points(status, rows))
-                    watch.status_sent = (sent[0], sent[1], offsets)
-                continue
-            partitions.append(status)
-            replicas.extend(rows)
-            watch.status_sent = None if digest is None else (digest, watch.time_ms, _offsets(status, rows))
-
-
-def _steady_digest(watch: PartitionWatch, status: dict, rows: list[dict]) -> int | None:
-    """What a healthy partition's status says but for its times and offsets, as a number (equal
-    numbers: the same health); None when the partition is not healthy (its statuses all go
-    out): an ISR short of its replicas or not the one reported, a follower not caught up (Kafka's
-    isCaughtUp, and at the leader's LEO within alerts.caught_up_grace_ms) or not fetching, an
-    open alert (a stalled HW is one). A busy partition whose followers keep up is healthy: its
-    moving HW, LEOs and lags are series points, not news."""
-    if (
-        watch.book.open
-        or status["under_replicated"]
-        or len(status["isr"]) != len(status["replicas"])
-        or status["reported_isr"] not in (None, status["isr"])
-    ):
-        return None
-    said: list = [
-        status["leader"],
-        status["leader_epoch"],
-        status["replicas"],
-        status["isr"],
-        status["min_insync_replicas"],
-        status["replica_lag_time_max_ms"],
-    ]
-    for r in rows:
-        if not (r["in_isr"] and r["caught_up"] and r["state"] == CAUGHT_UP):
-            return None  # (a follower silent at the LEO is caught up by Kafka's rule, but stuck)
-        said.append((r["replica"], r["in_reported_isr"]))
-    return zlib.crc32(repr(said).encode())
-
-
-def _offsets(status: dict, rows: list[dict]) -> int:
-    """The offsets a status gives (the HW, the leader's LEO, each follower's LEO), as one number
-    (a hash of ints: the same in every process; should two differ alike, one point is left out)."""
-    return hash((status["hw"], status["leader_leo"], *(r["leo"] for r in rows)))
-
-
-def _series_points(status: dict, rows: list[dict]) -> list[dict]:
-    """The partition's and its followers' series points, from their statuses."""
-    key = {f: status[f] for f in ("cluster", "topic", "partition")}
-    points = [
-        {
-            **key,
-            "replica": None,
-            "ts": status["ts"],
-            **{f: status[f] for f in PARTITION_POINT_FIELDS},
-            "isr_size": len(status["isr"]),
-        }
-    ]
-    for r in rows:
-        points.append(
-            {**key, "replica": r["replica"], "ts": r["ts"], **{f: r[f] for f in REPLICA_POINT_FIELDS}}
-        )
-    return points
-
-
-def _older_than_last_fetch(watch: PartitionWatch, ev) -> bool:
-    """Before the replica's last fetch, or that same fetch again (same time, offset and LEO)."""
-    st = watch.leader.followers.get(ev[REPLICA])
-    if st is None or ev[TS] > st.last_fetch_ms:
-        return False
-    return ev[TS] < st.last_fetch_ms or (
-        ev[FETCH_OFFSET] == st.leo and ev[LEADER_LEO] == st.last_fetch_leader_leo
-    )
-
-
-def _set_broker(leader: PartitionLeader, broker: int, state: str, epoch) -> None:
-    leader.set_broker_state(
-        broker, fenced=state == "fenced", shutting_down=state == "shutting_down", broker_epoch=epoch
-    )
-
-
-def _overrides(ev) -> tuple:
-    return ev[LAG_MAX], ev[MIN_ISR]
-
-
-def _quarantine(ev, reason: str) -> dict:
-    """A quarantine record. Valid events do not carry their raw text into the stateful step
-    (it would double what crosses into Python), so it is rebuilt from the parsed fields."""
-    raw = ev[RAW]
-    if raw is None:
-        raw = json.dumps(
-            {k: v for k, v in zip(EVENT_FIELDS, ev, strict=True) if v is not None and k != "raw"},
-            separators=(",", ":"),
-        )
-    return {"raw": raw, "reason": reason, "stage": "state", "cluster": ev[CLUSTER], "ts": ev[TS]}
-
-
-def _adopt_episodes(root_id: str, cluster: str, replica: int, watches, since: int, alerts: list) -> None:
-    """The replica alerts of `replica` in `watches` that started with the root (possibly earlier
-    in this batch) name it as `caused_by`, and so do the partition alerts that named one of them;
-    records already emitted this batch are rewritten to match."""
-    renamed = {}
-    for w in watches:
-        rsub = f"{cluster}/{w.name}/{replica}"
-        for name in REPLICA_ROOTED:
-            episode = w.book.open.get((name, rsub))
-            if episode is not None and episode.started_ms >= since and episode.caused_by is None:
-                episode.caused_by = root_id
-                renamed[episode.alert_id] = root_id
-        for episode in w.book.open.values():
-            if episode.caused_by in renamed:
-                episode.caused_by = root_id
-    for a in alerts:
-        if a["alert_id"] in renamed or a.get("caused_by") in renamed:
-            if a["alert_id"] in renamed and a.get("caused_by") is not None:
-                continue
-            a["caused_by"] = root_id
-            a["root_cause"] = False
-            a["notify"] = is_notified(a["name"], root_id)
+        """Append the status of each partition that changed (state/status_records.py)."""
+        emit_statuses(self, cfg, partitions, replicas, force, points)

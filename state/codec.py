@@ -37,7 +37,7 @@ idle partitions up to the cluster's settled time), stored apart so that moving i
 Beside it, the index holds for every partition what decides whether a micro-batch needs it (its
 key, deadline, last event and status times and flags, leader and assignment: INDEX_FIELDS), so
 that a process that did not write the blob can decode it lazily (`decode_chunks(lazy=True)`):
-the document only, every partition a ColdWatch (state/bucket.py) until the batch needs it, then
+the document only, every partition a ColdWatch (state/cluster_view.py) until the batch needs it, then
 its row alone is built from its chunk; the chunks of the partitions never needed are written
 again as they are. A batch that touches most of a bucket decodes it whole, and saves it whole
 without the index (WHOLE_ABOVE).
@@ -60,7 +60,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
 from replmon.state.alerts import AlertBook
-from replmon.state.bucket import Bucket, ClusterView, ColdWatch
+from replmon.state.bucket import Bucket
+from replmon.state.cluster_view import ClusterView, ColdWatch
 from replmon.state.monitor import MonitorConfig, PartitionWatch
 from replmon.state.partition import PartitionConfig, PartitionLeader, isr_state_from_stored
 from replmon.state.replica import ReplicaState
@@ -143,7 +144,7 @@ DERIVED = {"PartitionWatch": ("name", "leader", "book"), "PartitionLeader": ("co
 # (partition.isr_state_from_stored: `maximal_isr` is derived, not read).
 ISR_STATE_FIELDS = ("isr", "maximal_isr", "pending", "pending_ids", "pending_retry")
 # Format 3's index: per partition, beside where its row is, the fields of a ColdWatch
-# (state/bucket.py): its key, its time_ms and what decides whether a micro-batch needs it, with
+# (state/cluster_view.py): its key, its time_ms and what decides whether a micro-batch needs it, with
 # which a lazy decode (`decode_chunks(lazy=True)`) leaves the partition's row encoded until then.
 # Every write stores them for every partition, read from the object it has (a loaded watch or a
 # ColdWatch).
@@ -218,14 +219,14 @@ def _bucket_doc(bucket: Bucket) -> Doc:
             for name, v in bucket.clusters.items()
         ],
         # Broker events not yet applied by every partition, the roots as of the log's start
-        # (state/bucket.py), and how far each partition has applied the log. getattr: format 0
-        # objects, re-encoded by _migrate_format0, predate them.
+        # (state/broker_replay.py), and how far each partition has applied the log. getattr,
+        # hasattr: format 0 objects, re-encoded by _migrate_format0, predate them.
         "broker_logs": {
             name: (v.broker_log, {b: tuple(r) for b, r in v.base_roots.items()})
             for name, v in bucket.clusters.items()
             if getattr(v, "broker_log", None)
         },
-        "broker_pos": list(getattr(bucket, "broker_pos", {}).items()),
+        "broker_pos": list(bucket.replay.pos.items()) if hasattr(bucket, "replay") else [],
         # the fetch sessions' recent reads (state/sessions.py); absent before they existed
         "sessions": {name: v.sessions.to_rows() for name, v in bucket.clusters.items() if v.sessions.reads},
         # each broker's current run of activity (state/cluster.py); absent before it existed
@@ -567,7 +568,7 @@ def _bucket_from_doc(doc: Doc, bucket_id: int, buckets: int) -> Bucket:
         view = bucket.clusters[name]
         view.broker_log = list(log)
         view.base_roots = {b: BrokerRoot(*r) for b, r in base_roots.items()}
-    bucket.broker_pos = dict(doc.get("broker_pos", ()))
+    bucket.replay.pos = dict(doc.get("broker_pos", ()))
     for name, runs in doc.get("activity", {}).items():
         bucket.clusters[name].activity = {b: list(run) for b, run in runs}
     for name, rows in doc.get("sessions", {}).items():

@@ -16,10 +16,21 @@ group cannot tell it from a one-partition fault and adds no share).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from replmon.state import alert_rules, sessions
 from replmon.state.alert_rules import FETCHER_STALLED
-from replmon.state.alerts import alert_id
+from replmon.state.alerts import alert_id, is_notified
+
+if TYPE_CHECKING:
+    from replmon.state.replica import ReplicaState
+
+# (state/monitor.py imports this module: its MonitorConfig and PartitionWatch are Any here)
+MonitorConfig = Any
+PartitionWatch = Any
+Group = list[tuple[PartitionWatch, "ReplicaState"]]  # a fetcher group's partitions and follower
 
 _INT_MIN = -(1 << 31)
 
@@ -96,3 +107,224 @@ def stalled_since(
     if any(now_ms - m.last_event_ms > stuck_after_ms for m in members):
         return None  # the leader is silent too: not this thread's doing
     return last + stuck_after_ms + 1
+
+
+# the replica alerts a root decided after they fired adopts (not IsrFlapping: a count of exits)
+REPLICA_ROOTED = tuple(name for name in alert_rules.REPLICA_ALERTS if name != "IsrFlapping")
+
+
+PartitionKey = tuple[str, str, int]  # (cluster, topic, partition)
+Alerts = list[dict[str, Any]]
+
+
+class Partitions(Protocol):
+    """What the watch reads of its bucket (state/bucket.py's Bucket): the partitions, the
+    clusters' views, the set of partitions whose stored state changed, and a way to load them."""
+
+    partitions: dict[PartitionKey, PartitionWatch]
+    clusters: dict[str, Any]
+    touched: set[PartitionKey]
+
+    def warm_all(self) -> None: ...
+
+
+class FetcherWatch:
+    """Fetcher-stall detection over one bucket's partitions. The open stalls are each cluster
+    view's `fetcher_roots` (stored with the bucket by state/codec.py); this decides when one
+    opens (`after`: a replica went out of sync) and when it ends (a fetch or session read of
+    its group, or the group gone), and emits the root alert's transitions."""
+
+    __slots__ = ("_bucket", "_quiet_after_ms")
+
+    def __init__(self, bucket: Partitions, quiet_after_ms: Callable[[Any, int], int]) -> None:
+        # a weak reference: the bucket owns this watch, and the engine makes no reference cycles
+        # (streaming/stateful.py freezes what a call keeps; tests/streaming/test_state_cache.py)
+        self._bucket = weakref.proxy(bucket)
+        self._quiet_after_ms = quiet_after_ms  # state/monitor.py's (which imports this module)
+
+    def after(self, cfg: MonitorConfig, alerts: Alerts, start: int) -> None:
+        """A replica that went out of sync since `start` may be one of a stalled fetcher's
+        partitions: check its group then, at the alert's own time (so the decision does not
+        depend on how the stream is cut into batches). Out of sync is L after the last fetch,
+        later than the controller fences a dead broker (broker.session.timeout.ms, 9 s by default,
+        is below L), so a broker that is down is not mistaken for one stalled thread. Alerts are
+        rare, so this costs nothing on the common path."""
+        bucket = self._bucket
+        for i in range(start, len(alerts)):
+            a = alerts[i]
+            if a["name"] == "ReplicaOutOfSync" and a["status"] == "firing" and a["caused_by"] is None:
+                bucket.warm_all()  # rare: the check reads the replica's whole fetcher group
+                cluster = a["cluster"]
+                watch = bucket.partitions.get((cluster, a["topic"], a["partition"]))
+                if watch is not None and watch.leader.leader >= 0:
+                    k = fetcher_id(a["topic"], a["partition"], cfg.num_replica_fetchers)
+                    self._check(
+                        cluster, cfg, alerts, fetcher_key(a["replica"], watch.leader.leader, k), a["ts"]
+                    )
+
+    def _group(self, cluster: str, key: FetcherKey, cfg: MonitorConfig) -> Group:
+        _, follower, leader, k = key
+        return [
+            (w, w.leader.followers[follower])
+            for (c, topic, part), w in self._bucket.partitions.items()
+            if c == cluster
+            and w.leader.leader == leader
+            and follower in w.leader.followers
+            and follower in w.leader.replicas
+            and fetcher_id(topic, part, cfg.num_replica_fetchers) == k
+        ]
+
+    def _check(self, cluster: str, cfg: MonitorConfig, alerts: Alerts, key: FetcherKey, now: int) -> None:
+        bucket = self._bucket
+        view = bucket.clusters[cluster]
+        follower = key[1]
+        if key in view.fetcher_roots or follower in view.roots:
+            return
+        if view.sessions.reads:  # the group's followers as of now
+            for (c, _, _), w in bucket.partitions.items():
+                if c == cluster and sessions.sync(view.sessions, w, now):
+                    bucket.touched.add((c, w.topic, w.partition))
+        groups = self._follower_groups(cluster, follower, cfg)
+        # a partition's silence counts from its own quiet time (the longest, in a group)
+        quiet = self._quiet_after_ms
+        stuck = max(
+            [quiet(cfg, w.leader.config.replica_lag_time_max_ms) for ms in groups.values() for w, _ in ms],
+            default=cfg.stuck_after_ms,
+        )
+        stuck_groups = {
+            g for g, members in groups.items() if all(now - st.leo_update_ms > stuck for _, st in members)
+        }
+        if stuck_groups == set(groups):
+            # the broker is not seen fetching anywhere here: not one thread's doing (whether the
+            # broker itself went silent is the cluster step's call: state/cluster.py)
+            return
+        members = groups.get(key)
+        if not members:  # none of its partitions follows this leader now (it was elected, a real capture)
+            return
+        since = stalled_since(
+            [Member(w.name, st.leo_update_ms, w.last_event_ms) for w, st in members],
+            now,
+            stuck,
+            follower_registered=True,
+        )
+        if since is not None:
+            _open_root(cluster, key, since, members, view, alerts)
+            bucket.touched.update((w.cluster, w.topic, w.partition) for w, _ in members)
+
+    def _follower_groups(self, cluster: str, broker: int, cfg: MonitorConfig) -> dict[FetcherKey, Group]:
+        """This bucket's partitions that `broker` follows, by fetcher group."""
+        groups: dict[FetcherKey, Group] = {}
+        for (c, topic, part), w in self._bucket.partitions.items():
+            p = w.leader
+            if c != cluster or p.leader < 0 or p.leader == broker:
+                continue
+            if broker in p.followers and broker in p.replicas:
+                key = fetcher_key(broker, p.leader, fetcher_id(topic, part, cfg.num_replica_fetchers))
+                groups.setdefault(key, []).append((w, p.followers[broker]))
+        return groups
+
+    def fetch_resumed(
+        self, cluster: str, watch: PartitionWatch, replica: int, ts: int, cfg, alerts: Alerts
+    ) -> None:
+        """An accepted fetch of a stalled fetcher's partition ends the stall at its time."""
+        p = watch.leader
+        st = p.followers.get(replica)
+        if st is None or st.leo_update_ms != ts or p.leader < 0:
+            return
+        key = fetcher_key(
+            replica, p.leader, fetcher_id(watch.topic, watch.partition, cfg.num_replica_fetchers)
+        )
+        view = self._bucket.clusters[cluster]
+        root = view.fetcher_roots.get(key)
+        if root is not None:
+            _close_root(cluster, key, root, view, alerts, ts)
+
+    def session_resumed(
+        self, cluster: str, replica: int, leader: int, sid: int, ts: int, cfg, alerts: Alerts
+    ) -> None:
+        """A session read of a stalled fetcher's partitions ends the stall at its time."""
+        bucket = self._bucket
+        bucket.warm_all()
+        view = bucket.clusters[cluster]
+        for key in [k for k in view.fetcher_roots if k[1] == replica and k[2] == leader]:
+            members = self._group(cluster, key, cfg)
+            if any(st.session_id == sid and sessions.carries(w, replica, st) for w, st in members):
+                for w, _ in members:
+                    if sessions.sync(view.sessions, w, ts):
+                        bucket.touched.add((w.cluster, w.topic, w.partition))
+                _close_root(cluster, key, view.fetcher_roots[key], view, alerts, ts)
+
+    def close_lost(self, cfg: MonitorConfig, alerts: Alerts) -> None:
+        """Resolve the fetcher stalls whose group lost its partitions (new leaders, a
+        reassignment), or whose broker became unavailable (that is the root cause now)."""
+        bucket = self._bucket
+        for cluster, view in bucket.clusters.items():
+            if not view.fetcher_roots:
+                continue
+            bucket.warm_all()  # rare: a fetcher stalled, its group is read
+            for key, root in list(view.fetcher_roots.items()):
+                members = self._group(cluster, key, cfg)
+                if not members or key[1] in view.roots:
+                    at = view.roots[key[1]].since_ms if key[1] in view.roots else view.clock_ms
+                    _close_root(cluster, key, root, view, alerts, at)
+
+
+def _open_root(cluster: str, key: FetcherKey, since: int, members: Group, view: Any, alerts: Alerts) -> None:
+    _, follower, leader, k = key
+    root = view.fetcher_roots[key] = fetcher_root(cluster, follower, leader, k, since)
+    view.root_book.update(
+        alerts,
+        FETCHER_STALLED,
+        fetcher_subject(cluster, follower, leader, k),
+        True,
+        since,
+        (cluster, None, None, follower),
+        "",
+        cause="fetcher_stalled",
+    )
+    record = alerts[-1]
+    record.update(leader=leader, fetcher_id=k, partitions=sorted(w.name for w, _ in members), counts={})
+    # The replica alerts of the group that started with the stall (possibly earlier in this
+    # batch) name it; so do the partition alerts that named one of them.
+    _adopt_episodes(root.alert_id, cluster, follower, [w for w, _ in members], since, alerts)
+
+
+def _close_root(cluster: str, key: FetcherKey, root: FetcherRoot, view: Any, alerts: Alerts, at: int) -> None:
+    _, follower, leader, k = key
+    del view.fetcher_roots[key]
+    view.root_book.update(
+        alerts,
+        FETCHER_STALLED,
+        fetcher_subject(cluster, follower, leader, k),
+        False,
+        max(at, root.since_ms),
+        (cluster, None, None, follower),
+        "",
+    )
+    alerts[-1].update(leader=leader, fetcher_id=k)
+
+
+def _adopt_episodes(
+    root_id: str, cluster: str, replica: int, watches: list[PartitionWatch], since: int, alerts: Alerts
+) -> None:
+    """The replica alerts of `replica` in `watches` that started with the root (possibly earlier
+    in this batch) name it as `caused_by`, and so do the partition alerts that named one of them;
+    records already emitted this batch are rewritten to match."""
+    renamed: dict[str, str] = {}
+    for w in watches:
+        rsub = f"{cluster}/{w.name}/{replica}"
+        for name in REPLICA_ROOTED:
+            episode = w.book.open.get((name, rsub))
+            if episode is not None and episode.started_ms >= since and episode.caused_by is None:
+                episode.caused_by = root_id
+                renamed[episode.alert_id] = root_id
+        for episode in w.book.open.values():
+            if episode.caused_by in renamed:
+                episode.caused_by = root_id
+    for a in alerts:
+        if a["alert_id"] in renamed or a.get("caused_by") in renamed:
+            if a["alert_id"] in renamed and a.get("caused_by") is not None:
+                continue
+            a["caused_by"] = root_id
+            a["root_cause"] = False
+            a["notify"] = is_notified(a["name"], root_id)

@@ -156,3 +156,14 @@ def restates(watch, replica: int, session_id: int | None, fetch_offset: int, ts:
         and fetch_offset == st.leo
         and ts <= st.last_fetch_ms
     )
+
+
+def advance_watch(
+    table: SessionTable, watch, t: int, out: list[dict[str, Any]], cfg, roots: dict[Any, Any]
+) -> None:
+    """`watch.advance_to(t)`; with fetch sessions, each deadline takes its followers' session
+    reads up to its own time first (`advance`)."""
+    if table.reads:
+        advance(table, watch, t, out, cfg, roots)
+    else:
+        watch.advance_to(t, out, cfg, roots)
