@@ -51,12 +51,20 @@ class TimedSink:
         self.statuses = 0  # partition and replica status records handed to the sink
 
     def write_batch(
-        self, batch_id, alerts, partition_status, replica_status, quarantine, clocks=None, series_points=None
+        self,
+        batch_id,
+        alerts,
+        partition_status,
+        replica_status,
+        quarantine,
+        clocks=None,
+        series_points=None,
+        verdicts=None,
     ):
         self.statuses += len(partition_status) + len(replica_status)
         start = time.perf_counter()
         report = self.sink.write_batch(
-            batch_id, alerts, partition_status, replica_status, quarantine, clocks, series_points
+            batch_id, alerts, partition_status, replica_status, quarantine, clocks, series_points, verdicts
         )
         self.seconds += time.perf_counter() - start
         self.reports.append(report)
