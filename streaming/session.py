@@ -7,10 +7,13 @@ name a master."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -54,13 +57,48 @@ def build_session(conf: SparkConf, app_name: str = "replmon") -> SparkSession:
     java_options = console.spark_java_options()
     if java_options:
         builder = builder.config("spark.driver.extraJavaOptions", java_options)
-    spark = builder.getOrCreate()
+    with jvm_ignores_sigterm():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(console.spark_log_level())
     actual = spark.sparkContext.master
     if actual and not actual.startswith("local"):
         ship_code(spark)
     log.info("spark %s session on %s (state store %s)", spark.version, actual, conf.state_store)
     return spark
+
+
+@contextlib.contextmanager
+def jvm_ignores_sigterm() -> Iterator[None]:
+    """The JVM this starts ignores SIGTERM, as pyspark already has it ignore SIGINT: a stop sent
+    to replmon's whole process group (systemd's default KillMode, `kill -- -PGID`) is then
+    replmon's to carry out (streaming/signals.py: the query stops, then the process exits and
+    the JVM with it, its stdin closed), not the JVM's shutdown hook's, which would end the query
+    from under it and print Spark's errors. HotSpot leaves a signal ignored at its start
+    ignored. SIGKILL still ends everything. Best effort: a pyspark that launches its JVM some
+    other way is left as it is."""
+    from pyspark import java_gateway
+
+    popen = getattr(java_gateway, "Popen", None)
+    if popen is None or os.name != "posix":
+        yield
+        return
+
+    def popen_ignoring_sigterm(*args, **kwargs):
+        inner = kwargs.get("preexec_fn")
+
+        def preexec() -> None:
+            if inner is not None:
+                inner()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+        kwargs["preexec_fn"] = preexec
+        return popen(*args, **kwargs)
+
+    vars(java_gateway)["Popen"] = popen_ignoring_sigterm
+    try:
+        yield
+    finally:
+        vars(java_gateway)["Popen"] = popen
 
 
 LOCAL_MASTER = "local[2]"

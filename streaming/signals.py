@@ -1,11 +1,13 @@
 """Stopping a long-running command cleanly on SIGINT and SIGTERM (`replmon run`, `replmon collect`).
 
 The signal may go to the process alone, or to its whole process group (Ctrl-C at a terminal,
-`kill -- -PGID`, systemd's default KillMode, which signals every process of the unit). In a group
-Spark's JVM, a child of replmon's, gets it too: SIGTERM stops the JVM while the query is being
-stopped, and every py4j call in flight fails (the connection drops, or "Cannot call methods on
-a stopped SparkContext"). Those failures are the stop itself, not a crash: `stopped_meanwhile`
-tells them apart (streaming/console.py mutes what pyspark and py4j would print about them).
+`kill -- -PGID`, systemd's default KillMode, which signals every process of the unit). Spark's
+JVM, a child of replmon's, ignores SIGINT (pyspark) and SIGTERM (streaming/session.py
+`jvm_ignores_sigterm`), so that replmon stops the query itself. A JVM that does go down with the
+signal (one started some other way) makes every py4j call in flight fail (the connection drops,
+or "Cannot call methods on a stopped SparkContext"). Those failures are the stop itself, not a
+crash: `stopped_meanwhile` tells them apart (streaming/console.py mutes what pyspark and py4j
+would print about them).
 """
 
 from __future__ import annotations
