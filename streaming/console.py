@@ -49,12 +49,6 @@ appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
 logger.apache.name = org.apache
 logger.apache.level = error
-# A query's end is replmon's to report (streaming/supervise.py: one line, a restart or the
-# stop): Spark's own "Query ... terminated with error" and its stack trace say it again, and
-# with a signal sent to the whole process group the JVM's shutdown hook ends the query before
-# replmon can mute it, so they are off here, not muted at the stop.
-logger.microbatch.name = org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution
-logger.microbatch.level = off
 """
 
 
