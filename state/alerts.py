@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
+
+from typing_extensions import ReadOnly
 
 from replmon.state.alert_rules import BROKER_ALERTS, RULES
 
@@ -25,6 +27,50 @@ ALWAYS_NOTIFIED = ("UnderMinIsr", "OfflinePartition")
 
 # An alert's labels: (cluster, topic, partition, replica); a broker alert has its broker as the replica.
 Labels = tuple[str, str | None, int | None, int | None]
+
+
+class _AlertCore(TypedDict):
+    alert_id: ReadOnly[str]
+    name: ReadOnly[str]
+    status: ReadOnly[str]  # firing, updated or resolved
+    severity: ReadOnly[str]
+    cluster: ReadOnly[str]
+    topic: ReadOnly[str | None]
+    partition: ReadOnly[int | None]
+    replica: ReadOnly[int | None]
+    broker: ReadOnly[int | None]
+    subject: ReadOnly[str]
+    started_ms: ReadOnly[int]
+    ts: ReadOnly[int]
+    reason: ReadOnly[str]
+    cause: ReadOnly[str | None]
+    caused_by: ReadOnly[str | None]
+    root_cause: ReadOnly[bool]
+    notify: ReadOnly[bool]
+    silenced_by: ReadOnly[list[str]]
+
+
+class AlertRecord(_AlertCore, total=False):
+    """One alert transition, the record of docs/outputs.md. Every field is read-only: a record
+    is never changed once emitted; a later stage that adds to it (the cluster's cause, a
+    silence) makes a new record with `derived`."""
+
+    cause_ms: ReadOnly[int]
+    counts: ReadOnly[dict[str, int]]
+    leader: ReadOnly[int | None]
+    replicas: ReadOnly[list[int]]
+    brokers: ReadOnly[list[int]]
+    fetcher_id: ReadOnly[int]
+    partitions: ReadOnly[list[str]]
+
+
+def derived(rec: AlertRecord, **changes: Any) -> AlertRecord:
+    """A copy of `rec` with `changes`: how a later stage adds to a record it did not make."""
+    unknown = changes.keys() - AlertRecord.__annotations__.keys()
+    if unknown:
+        raise KeyError(f"not alert record fields: {sorted(unknown)}")
+    out: dict[str, Any] = {**rec, **changes}
+    return out  # type: ignore[return-value]
 
 
 def is_notified(name: str, caused_by: str | None) -> bool:
@@ -74,7 +120,7 @@ class AlertBook:
 
     def update(
         self,
-        out: list[dict[str, Any]],
+        out: list[AlertRecord],
         name: str,
         subject: str,
         active: bool,
@@ -112,7 +158,7 @@ class AlertBook:
 
     def fire(
         self,
-        out: list[dict[str, Any]],
+        out: list[AlertRecord],
         name: str,
         subject: str,
         now_ms: int,
@@ -129,7 +175,7 @@ class AlertBook:
         )
 
     def resolve(
-        self, out: list[dict[str, Any]], name: str, subject: str, now_ms: int, labels: Labels, reason: str
+        self, out: list[AlertRecord], name: str, subject: str, now_ms: int, labels: Labels, reason: str
     ) -> None:
         """Close the open episode of `name` for `subject` at `now_ms`."""
         a = self.open.pop((name, subject))
@@ -152,7 +198,7 @@ class AlertBook:
         current = self.open.get((name, subject))
         return current.alert_id if current is not None else None
 
-    def resolve_all(self, out: list[dict[str, Any]], now_ms: int, reason: str, prefix: str = "") -> None:
+    def resolve_all(self, out: list[AlertRecord], now_ms: int, reason: str, prefix: str = "") -> None:
         """Resolve every open episode whose subject starts with `prefix`."""
         for (name, subject), alert in list(self.open.items()):
             if subject.startswith(prefix):
@@ -170,7 +216,7 @@ def alert_record(
     reason: str,
     caused_by: str | None = None,
     cause: str | None = None,
-) -> dict[str, Any]:
+) -> AlertRecord:
     """The one alert record format (docs/outputs.md), for every alert: the engine's, the
     cluster's and the query's own (streaming/heartbeat.py)."""
     cluster, topic, partition, replica = labels

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from replmon.state import texts
-from replmon.state.alerts import alert_id, alert_record
+from replmon.state.alerts import AlertRecord, alert_id, alert_record
 
 ALERT_NAME = "MonitorLagging"  # its row (severity, cause, templates): state/alert_rules.py
 CAUSE = "monitor"
@@ -113,7 +113,7 @@ def subject(query: str) -> str:
     return f"{SELF_CLUSTER}/{query}"
 
 
-def lagging_record(query: str, status: str, started_ms: int, ts: int, reason: str) -> dict:
+def lagging_record(query: str, status: str, started_ms: int, ts: int, reason: str) -> AlertRecord:
     """An alert record in the format of every other alert (state/alerts.alert_record)."""
     subj = subject(query)
     return alert_record(
@@ -137,7 +137,7 @@ class LaggingAlert:
         self.query = query
         self.started_ms: int | None = None
 
-    def update(self, reason: str | None, now_ms: int) -> dict | None:
+    def update(self, reason: str | None, now_ms: int) -> AlertRecord | None:
         """The transition this observation makes, if any."""
         if reason is not None and self.started_ms is None:
             self.started_ms = now_ms
