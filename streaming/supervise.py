@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import StreamingQuery
 
+from replmon.state.alerts import AlertRecord
 from replmon.streaming.console import silence_jvm_for_stop
 from replmon.streaming.heartbeat import Heartbeat, LaggingAlert, lagging_reason, next_heartbeat
 from replmon.streaming.settings import Supervise
@@ -44,7 +45,7 @@ class Outlets:
 class SupervisorReport:
     restarts: int = 0
     failures: list[str] = field(default_factory=list)
-    alerts: list[dict] = field(default_factory=list)
+    alerts: list[AlertRecord] = field(default_factory=list)
     fatal: str | None = None  # why the supervisor gave up without restarting
 
 
@@ -74,7 +75,7 @@ class Supervisor:
         self._clock = clock
         self.report = SupervisorReport()
         self._lagging = LaggingAlert(name)
-        self._pending_alerts: list[dict] = []
+        self._pending_alerts: list[AlertRecord] = []
         self._heartbeat: Heartbeat | None = None
         self._next_heartbeat_s = 0.0
 
