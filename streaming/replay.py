@@ -34,6 +34,7 @@ from replmon.streaming.whatif import Variant
 log = logging.getLogger(__name__)
 REPLAY_SCHEMA = "variant int, kind string, payload string"
 CARRIED = ("metadata", "broker")  # state that lasts: carried into the warm-up
+CARRIED_SINCE_METADATA = ("fetch", "append")  # carried when not older than the metadata
 SAMPLE_ALL_UP_TO = 64  # partitions per bucket sampled at every step
 
 
@@ -89,9 +90,13 @@ def kafka_lines(spark: SparkSession, conf: KafkaSource, window: Window, slack_ms
 
 
 def select_events(lines: DataFrame, window: Window, narrow: Narrow) -> DataFrame:
-    """Parsed events to replay: those inside the read window, plus the last metadata of each
-    partition and the last state of each broker from the look-back before it, moved to the
-    warm-up start (what the leader knew when the warm-up began)."""
+    """Parsed events to replay: those inside the read window, plus what the leader knew when the
+    warm-up began, moved to the warm-up start: the last state of each broker and the last
+    metadata of each partition from the look-back before it, and, since the leader epoch, ISR
+    and assignment that metadata states began, the partition's last append and each follower's
+    last fetch. The last two matter in session form (docs/events.md): an idle follower's progress
+    is then said only by its session's reads, which count for a partition only after a fetch of
+    its own that named the session."""
     parsed = parse_events(lines, seq=F.col("seq"))
     if narrow.clusters:
         parsed = parsed.where(F.col("cluster").isin(*narrow.clusters))
@@ -103,21 +108,39 @@ def select_events(lines: DataFrame, window: Window, narrow: Narrow) -> DataFrame
     ts = F.col("ts")
     inside = parsed.where(ts.between(window.read_from_ms, window.read_to_ms))
     before = parsed.where(
-        F.col("type").isin(*CARRIED)
+        F.col("type").isin(*CARRIED, *CARRIED_SINCE_METADATA)
         & ~F.col("malformed")
         & (ts >= window.carry_from_ms)
         & (ts < window.read_from_ms)
     )
-    latest = SqlWindow.partitionBy("cluster", "type", "topic", "partition", "broker").orderBy(
+    latest = SqlWindow.partitionBy("cluster", "type", "topic", "partition", "broker", "replica").orderBy(
         ts.desc(), F.col("seq").desc()
     )
+    last = before.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n")
     carried = (
-        before.withColumn("_n", F.row_number().over(latest))
-        .where("_n = 1")
-        .drop("_n")
+        last.join(_partition_state_since(before), ["cluster", "topic", "partition"], "left")
+        .where(~F.col("type").isin(*CARRIED_SINCE_METADATA) | (ts >= F.col("_since")))
+        .drop("_since")
         .withColumn("ts", F.lit(window.read_from_ms).cast("bigint"))
     )
     return inside.unionByName(carried)
+
+
+def _partition_state_since(before: DataFrame) -> DataFrame:
+    """(cluster, topic, partition, _since): when the leader epoch, ISR and assignment of each
+    partition's last metadata before the warm-up began, as far as the look-back shows. A fetch
+    or an append older than that belongs to an earlier leader or ISR (an election, a shrink);
+    the same metadata said again (a collector's restart) does not make it older."""
+    metadata = before.where(F.col("type") == "metadata")
+    said = F.struct("leader_epoch", "isr", "replicas")
+    in_time = SqlWindow.partitionBy("cluster", "topic", "partition").orderBy("ts", "seq")
+    changed = F.lag(said).over(in_time).isNull() | (F.lag(said).over(in_time) != said)
+    return (
+        metadata.withColumn("_changed", changed)
+        .where("_changed")
+        .groupBy("cluster", "topic", "partition")
+        .agg(F.max("ts").alias("_since"))
+    )
 
 
 def newest_event_ms(lines: DataFrame) -> int:

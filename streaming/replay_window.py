@@ -2,7 +2,8 @@
 
 A replay reports what happened in [start_ms, end_ms]. The rules need history, so it reads from
 `read_from_ms` = start − warm-up; the state of the last `metadata`/`broker` event of each
-partition/broker before that (within the look-back) is carried in at the warm-up start. It reads
+partition/broker before that (within the look-back), and each partition's last append and
+fetches since that metadata's state began, are carried in at the warm-up start. It reads
 until `read_to_ms` = end + lateness: a partition's time only reaches `end` once its cluster's
 clock is `lateness` past it, exactly as in the live query.
 """

@@ -2,7 +2,8 @@
 the live run's ids; an episode that began before the window is already firing, not new; what-if
 variants in one pass (KIP-16: Kafka 0.8's message-count rule shrinks the ISR on bursts, the
 time-only rule does not; a cluster report that predates a 0.8 shrink does not undo it); the
-report renders in headless Chromium; `--input FILE`."""
+report renders in headless Chromium; `--input FILE`; a window in the middle of session form
+carries in what its idle followers' progress needs."""
 
 from __future__ import annotations
 
@@ -15,10 +16,14 @@ import pytest
 
 from replmon.streaming.bridge import OutputRouter
 from replmon.streaming.cli import main as replmon
+from replmon.streaming.collect.sessions import session_form
 from replmon.streaming.query import start_query
 from replmon.streaming.settings import Settings
+from replmon.streaming.simulator.model import simulate
 from replmon.streaming.sources import file_source
 from tests.browser import pixel_shares, screenshot
+from tests.collect.test_compact import fold
+from tests.state.test_session_form import _with_tail, random_cluster
 from tests.streaming.helpers import await_end, read_outputs
 
 pytestmark = pytest.mark.spark
@@ -201,3 +206,28 @@ def test_what_if_v0_8_keeps_out_of_the_isr_whom_0_8_shrank(spark, tmp_path, conf
     assert under_replicated(actual) == []  # today's rule: caught up within L, never out
     # 0.8 shrinks at +5 s (600 > 500 messages behind); the report at +6 s does not put it back
     assert under_replicated(v08) == [("firing", 5000)]
+
+
+def test_a_window_in_the_middle_of_session_form_raises_no_false_alert(spark, tmp_path):
+    """Session form (docs/events.md) says an idle follower's progress only by its session's
+    reads, which count for a partition after a fetch of its own that named the session: a
+    window whose warm-up starts after that fetch must get it carried in. Without it, this window
+    gave false ReplicaOutOfSync, UnderMinIsr and AtMinIsr on the idle topic. The reference is
+    the engine over the whole run in per-partition form (compaction off)."""
+    spec = random_cluster(9)  # an idle topic, slow and paused followers, L = 10 s
+    events, _ = simulate(spec, seed=9)
+    t0 = min(e["ts"] for e in events)
+    t1, t2 = t0 + 30_000, t0 + 58_000
+    whole, _, _ = fold(_with_tail(events), spec.replica_lag_time_max_ms, compaction_resolution_ms=1000)
+    key = itemgetter("alert_id", "status", "ts", "name", "subject")
+    expected = sorted(key(r) for r in whole if t1 <= r["ts"] <= t2)
+    assert any(r[3] == "ReplicaOutOfSync" for r in expected), "the window must hold lag alerts"
+
+    source = tmp_path / "sessions.jsonl"
+    source.write_text("".join(json.dumps(e) + "\n" for e in _with_tail(session_form(events, 1000))))
+    config = tmp_path / "replmon.toml"
+    config.write_text("[stream]\nbuckets = 2\n[alerts]\ncompaction_resolution_ms = 1000\n")
+    args = ["replay", "--config", str(config), "--input", str(source), "--output", str(tmp_path / "out")]
+    assert replmon([*args, "--from", str(t1), "--to", str(t2), "--warmup", "22s"]) == 0
+    replayed = _jsonl(tmp_path / "out" / "alerts.jsonl")
+    assert sorted(key(r) for r in replayed) == expected
