@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, TypedDict, cast
 
 from typing_extensions import ReadOnly, Unpack
 
@@ -78,8 +78,7 @@ def derived(rec: AlertRecord, **changes: Any) -> AlertRecord:
     unknown = changes.keys() - AlertRecord.__annotations__.keys()
     if unknown:
         raise KeyError(f"not alert record fields: {sorted(unknown)}")
-    out: dict[str, Any] = {**rec, **changes}
-    return out  # type: ignore[return-value]
+    return cast(AlertRecord, {**rec, **changes})  # every key is one of AlertRecord's (checked above)
 
 
 # A follower out of sync that no known root explains: where the fetcher-stall check
