@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import redis
@@ -21,6 +21,7 @@ import redis
 from replmon.sinks.alertmanager import LABELS
 from replmon.sinks.alertmanager import alert_labels as _labels
 from replmon.sinks.keys import Keys
+from replmon.state.alerts import AlertRecord, derived
 
 log = logging.getLogger(__name__)
 
@@ -59,21 +60,27 @@ def matches(silence: Silence, alert: Mapping) -> bool:
     return all(labels.get(k) == str(v) for k, v in silence.matchers.items())
 
 
-def apply_silences(alerts: Iterable[dict], silences: list[Silence], now_ms: int) -> int:
-    """Mark every alert an active silence matches (`silenced_by`, and `notify` false).
-    Returns how many notified transitions were held back. Modifies the records in place."""
+def apply_silences(
+    alerts: Sequence[AlertRecord], silences: list[Silence], now_ms: int
+) -> tuple[list[AlertRecord], int]:
+    """The alerts, each one an active silence matches replaced by a new record that names the
+    silences (`silenced_by`) and is not notified (`notify` false); the others are the same
+    objects. With it, how many notified transitions were held back."""
     active = [s for s in silences if s.is_active(now_ms)]
-    held = 0
     if not active:
-        return 0
+        return list(alerts), 0
+    out: list[AlertRecord] = []
+    held = 0
     for alert in alerts:
         ids = [s.silence_id for s in active if matches(s, alert)]
-        if ids:
-            alert["silenced_by"] = ids
-            if alert.get("notify"):
-                held += 1
-                alert["notify"] = False
-    return held
+        if not ids:
+            out.append(alert)
+        elif alert.get("notify"):
+            held += 1
+            out.append(derived(alert, silenced_by=ids, notify=False))
+        else:
+            out.append(derived(alert, silenced_by=ids))
+    return out, held
 
 
 def new_silence(

@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict, cast
 
-from typing_extensions import ReadOnly
+from typing_extensions import ReadOnly, Unpack
 
 from replmon.state.alert_rules import BROKER_ALERTS, RULES
 
@@ -50,10 +50,9 @@ class _AlertCore(TypedDict):
     silenced_by: ReadOnly[list[str]]
 
 
-class AlertRecord(_AlertCore, total=False):
-    """One alert transition, the record of docs/outputs.md. Every field is read-only: a record
-    is never changed once emitted; a later stage that adds to it (the cluster's cause, a
-    silence) makes a new record with `derived`."""
+class AlertExtras(TypedDict, total=False):
+    """The fields only some alert records carry, given to the record's maker (`alert_record`,
+    `AlertBook.fire`) so that the record is complete when it is made."""
 
     cause_ms: ReadOnly[int]
     counts: ReadOnly[dict[str, int]]
@@ -64,13 +63,61 @@ class AlertRecord(_AlertCore, total=False):
     partitions: ReadOnly[list[str]]
 
 
+class AlertRecord(_AlertCore, AlertExtras, total=False):
+    """One alert transition, the record of docs/outputs.md. Every field is read-only: a record
+    is never changed once emitted; a later stage that adds to it (the cluster's cause, a
+    silence) makes a new record with `derived`."""
+
+
+# The alert records one step of the engine emits, in order.
+Alerts = list[AlertRecord]
+
+
 def derived(rec: AlertRecord, **changes: Any) -> AlertRecord:
     """A copy of `rec` with `changes`: how a later stage adds to a record it did not make."""
     unknown = changes.keys() - AlertRecord.__annotations__.keys()
     if unknown:
         raise KeyError(f"not alert record fields: {sorted(unknown)}")
-    out: dict[str, Any] = {**rec, **changes}
-    return out  # type: ignore[return-value]
+    return cast(AlertRecord, {**rec, **changes})  # every key is one of AlertRecord's (checked above)
+
+
+# A follower out of sync that no known root explains: where the fetcher-stall check
+# (state/fetcher.py) starts.
+OUT_OF_SYNC = "ReplicaOutOfSync"
+
+
+class OutOfSync(NamedTuple):
+    """A ReplicaOutOfSync episode that opened with no `caused_by`: its labels and time."""
+
+    cluster: str
+    topic: str
+    partition: int
+    replica: int
+    ts: int
+
+
+class Emitted(list[AlertRecord]):
+    """The alert records one call of the bucket emits, in order, and the decisions among them
+    that a later check of the same call acts on: `out_of_sync`, the followers that went out of
+    sync with no known root (recorded by `AlertBook.fire` as it makes the record, so that no
+    one has to search the records for them). A plain list works wherever this is passed; it
+    just records no decisions."""
+
+    __slots__ = ("out_of_sync",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out_of_sync: list[OutOfSync] = []
+
+    def record_out_of_sync(self, labels: Labels, ts: int) -> None:
+        cluster, topic, partition, replica = labels
+        assert topic is not None and partition is not None and replica is not None  # a replica's alert
+        self.out_of_sync.append(OutOfSync(cluster, topic, partition, replica, ts))
+
+    def take_out_of_sync(self) -> list[OutOfSync]:
+        """The out-of-sync decisions recorded since the last take."""
+        taken, self.out_of_sync = self.out_of_sync, []
+        return taken
 
 
 def is_notified(name: str, caused_by: str | None) -> bool:
@@ -130,18 +177,21 @@ class AlertBook:
         resolved=None,
         caused_by=None,
         cause: str | None = None,
-    ) -> None:
-        """Fire or resolve `name` for `subject` so that its state matches `active`.
+        **extra: Unpack[AlertExtras],
+    ) -> AlertRecord | None:
+        """Fire or resolve `name` for `subject` so that its state matches `active`; the record
+        of the transition, or None when there was none.
 
         `reason`, `resolved` and `caused_by` are values or zero-argument callables (built only
         on a transition); `resolved`, when given, is the text of the resolving transition.
         `caused_by` is the id of the root-cause alert, `cause` the why (docs/alerts.md); both
-        are decided when the episode fires and repeated when it resolves.
+        are decided when the episode fires and repeated when it resolves. `extra`: the further
+        fields of the transition's record.
         """
         key = (name, subject)
         current = self.open.get(key)
         if active and current is None:
-            self.fire(
+            return self.fire(
                 out,
                 name,
                 subject,
@@ -150,11 +200,14 @@ class AlertBook:
                 reason() if callable(reason) else reason,
                 caused_by() if callable(caused_by) else caused_by,
                 cause,
+                **extra,
             )
-        elif not active and current is not None:
+        if not active and current is not None:
             if resolved is None:
                 resolved = reason
-            self.resolve(out, name, subject, now_ms, labels, resolved() if callable(resolved) else resolved)
+            text = resolved() if callable(resolved) else resolved
+            return self.resolve(out, name, subject, now_ms, labels, text, **extra)
+        return None
 
     def fire(
         self,
@@ -166,33 +219,49 @@ class AlertBook:
         reason: str,
         caused_by: str | None,
         cause: str | None,
-    ) -> None:
-        """Open an episode of `name` for `subject` at `now_ms` (the caller knows none is open)."""
+        **extra: Unpack[AlertExtras],
+    ) -> AlertRecord:
+        """Open an episode of `name` for `subject` at `now_ms` (the caller knows none is open);
+        its record, complete with `extra`, is appended to `out` and returned. A follower out
+        of sync with no root is recorded as such when `out` records decisions (`Emitted`)."""
         aid = alert_id(name, subject, now_ms)
         self.open[(name, subject)] = OpenAlert(aid, now_ms, labels, caused_by, cause)
-        out.append(
-            alert_record(aid, name, "firing", subject, labels, now_ms, now_ms, reason, caused_by, cause)
+        rec = alert_record(
+            aid, name, "firing", subject, labels, now_ms, now_ms, reason, caused_by, cause, **extra
         )
+        out.append(rec)
+        if name == OUT_OF_SYNC and caused_by is None and isinstance(out, Emitted):
+            out.record_out_of_sync(labels, now_ms)
+        return rec
 
     def resolve(
-        self, out: list[AlertRecord], name: str, subject: str, now_ms: int, labels: Labels, reason: str
-    ) -> None:
-        """Close the open episode of `name` for `subject` at `now_ms`."""
+        self,
+        out: list[AlertRecord],
+        name: str,
+        subject: str,
+        now_ms: int,
+        labels: Labels,
+        reason: str,
+        **extra: Unpack[AlertExtras],
+    ) -> AlertRecord:
+        """Close the open episode of `name` for `subject` at `now_ms`; its record, complete
+        with `extra`, is appended to `out` and returned."""
         a = self.open.pop((name, subject))
-        out.append(
-            alert_record(
-                a.alert_id,
-                name,
-                "resolved",
-                subject,
-                labels,
-                a.started_ms,
-                now_ms,
-                reason,
-                a.caused_by,
-                a.cause,
-            )
+        rec = alert_record(
+            a.alert_id,
+            name,
+            "resolved",
+            subject,
+            labels,
+            a.started_ms,
+            now_ms,
+            reason,
+            a.caused_by,
+            a.cause,
+            **extra,
         )
+        out.append(rec)
+        return rec
 
     def alert_id_of(self, name: str, subject: str) -> str | None:
         current = self.open.get((name, subject))
@@ -216,9 +285,11 @@ def alert_record(
     reason: str,
     caused_by: str | None = None,
     cause: str | None = None,
+    **extra: Unpack[AlertExtras],
 ) -> AlertRecord:
     """The one alert record format (docs/outputs.md), for every alert: the engine's, the
-    cluster's and the query's own (streaming/heartbeat.py)."""
+    cluster's and the query's own (streaming/heartbeat.py). `extra`: the fields only some
+    records carry, after the common ones."""
     cluster, topic, partition, replica = labels
     broker = replica  # a per-replica alert concerns the replica's broker
     if name in BROKER_ALERTS:  # labels carry the broker in the replica slot
@@ -242,4 +313,5 @@ def alert_record(
         "root_cause": caused_by is None,
         "notify": is_notified(name, caused_by),
         "silenced_by": [],
+        **extra,
     }

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from replmon.state import alert_rules, sessions, texts
+from replmon.state.alerts import Alerts, Emitted
 from replmon.state.broker_replay import BrokerReplay
 from replmon.state.cluster_view import ClusterView, ColdWatch, is_cold, owner_bucket
 from replmon.state.events import (
@@ -34,7 +35,7 @@ from replmon.state.events import (
     TS,
     TYPE,
 )
-from replmon.state.fetcher import FetcherWatch
+from replmon.state.fetcher import FetcherWatch, PartitionKey
 from replmon.state.monitor import MonitorConfig, PartitionWatch, quiet_after_ms
 from replmon.state.partition_events import (
     apply_fetch,
@@ -48,6 +49,8 @@ from replmon.state.root_cause import BROKER_UNAVAILABLE, broker_root, broker_sub
 from replmon.state.status_records import emit_statuses
 from replmon.state.texts import fmt_clock
 
+Records = list[dict[str, Any]]  # quarantine, status and activity records
+
 
 class Bucket:
     """The state of one group: the partitions hashed to it and a view of every cluster."""
@@ -58,7 +61,7 @@ class Bucket:
         # (after a lazy decode, some values are ColdWatches until `warm` loads them: typed as
         # PartitionWatch so that the engine's many reads of a loaded watch need no narrowing;
         # every path that reads more than ColdWatch's fields calls `warm` first)
-        self.partitions: dict[tuple, PartitionWatch] = {}
+        self.partitions: dict[PartitionKey, PartitionWatch] = {}
         self.clusters: dict[str, ClusterView] = {}
         self.global_ms = 0
         self.replay = BrokerReplay()  # how far each partition has applied its cluster's broker log
@@ -68,11 +71,11 @@ class Bucket:
         # partition moved up to its cluster's settled time and nothing else is not in it (the
         # codec stores `time_ms` apart). tests/streaming/test_incremental_state.py fails when a
         # change is not marked.
-        self.touched: set[tuple] = set()
+        self.touched: set[PartitionKey] = set()
         # Loads a ColdWatch's partition (set by state/codec.py when it decodes lazily).
-        self.load_cold: Callable[[tuple], PartitionWatch] | None = None
+        self.load_cold: Callable[[PartitionKey], PartitionWatch] | None = None
 
-    def warm(self, key: tuple) -> PartitionWatch:
+    def warm(self, key: PartitionKey) -> PartitionWatch:
         """The partition's watch, loaded first if the bucket was loaded without it."""
         watch = self.partitions[key]
         if not is_cold(watch):
@@ -92,27 +95,28 @@ class Bucket:
             self.warm(key)
 
     # -- events -------------------------------------------------------------------------------
-    def process(self, events, cfg: MonitorConfig, alerts: list, quarantine: list) -> None:
-        """Apply events (already in event-time order) and record alert transitions."""
-        mark = len(alerts)
+    def process(self, events, cfg: MonitorConfig, alerts: Alerts, quarantine: Records) -> None:
+        """Apply events (already in event-time order) and append the alert transitions to
+        `alerts` (the micro-batch's records so far)."""
+        out = Emitted()
         for ev in events:
-            if len(alerts) > mark:
-                self.fetchers.after(cfg, alerts, mark)
-                mark = len(alerts)
-            view = self._clock(ev, alerts)
+            if out.out_of_sync:  # the previous event put a follower out of sync
+                self.fetchers.after(cfg, out, alerts)
+            view = self._clock(ev, out)
             kind = ev[TYPE]
             if kind == "heartbeat":
                 continue
             if kind == "session":
-                self._session(ev, view, cfg, alerts, quarantine)
+                self._session(ev, view, cfg, out, quarantine)
             elif kind == "broker":
-                self._broker(ev, view, alerts)
+                self._broker(ev, view, out)
             else:
-                self._partition_event(ev, kind, view, cfg, alerts, quarantine)
-        if len(alerts) > mark:
-            self.fetchers.after(cfg, alerts, mark)
+                self._partition_event(ev, kind, view, cfg, out, quarantine)
+        if out.out_of_sync:
+            self.fetchers.after(cfg, out, alerts)
+        alerts += out
 
-    def _clock(self, ev, alerts: list) -> ClusterView:
+    def _clock(self, ev, alerts: Alerts) -> ClusterView:
         """The event's cluster view, its clock and the bucket's moved up to the event's time (a
         cluster heard from again: its TelemetryMissing resolves)."""
         ts = ev[TS]
@@ -131,7 +135,7 @@ class Bucket:
         return view
 
     def _partition_event(
-        self, ev, kind: str, view: ClusterView, cfg: MonitorConfig, alerts: list, quarantine: list
+        self, ev, kind: str, view: ClusterView, cfg: MonitorConfig, alerts: Alerts, quarantine: Records
     ) -> None:
         """A fetch, an append or a metadata event: its partition brought up to its time, then
         the event applied and the partition's alerts evaluated."""
@@ -163,8 +167,8 @@ class Bucket:
         kind: str,
         view: ClusterView,
         cfg,
-        alerts: list,
-        quarantine: list,
+        alerts: Alerts,
+        quarantine: Records,
     ) -> tuple[PartitionWatch, int] | None:
         """The partition loaded and moved up to the event's time, with the broker events and
         its followers' session reads before it; None when the event is not applied (late,
@@ -189,7 +193,7 @@ class Bucket:
         return watch, ts
 
     def _on_fetch(
-        self, watch: PartitionWatch, ev, ts: int, view: ClusterView, cfg, alerts: list, quarantine: list
+        self, watch: PartitionWatch, ev, ts: int, view: ClusterView, cfg, alerts: Alerts, quarantine: Records
     ) -> None:
         apply_fetch(watch, ev, ts, quarantine)
         view.active(ev[REPLICA], ts, cfg.stuck_after_ms)
@@ -212,7 +216,7 @@ class Bucket:
             view.active(watch.leader.leader, ts, cfg.stuck_after_ms)
 
     def _on_metadata(
-        self, key, watch: PartitionWatch | None, ev, ts: int, view: ClusterView, cfg, alerts: list
+        self, key, watch: PartitionWatch | None, ev, ts: int, view: ClusterView, cfg, alerts: Alerts
     ) -> None:
         if not ev[REPLICAS]:  # the cluster no longer lists the partition: deleted
             if watch is not None:
@@ -231,7 +235,9 @@ class Bucket:
         watch.significant = True
         watch.evaluate(ts, alerts, cfg, self.replay.roots(key, view))
 
-    def _session(self, ev, view: ClusterView, cfg: MonitorConfig, alerts: list, quarantine: list) -> None:
+    def _session(
+        self, ev, view: ClusterView, cfg: MonitorConfig, alerts: Alerts, quarantine: Records
+    ) -> None:
         """A fetch session read (state/sessions.py): one entry in the cluster's table; the
         partitions it carries take the read when something asks. A refused one is quarantined
         once, by the cluster's owner bucket (every bucket sees it)."""
@@ -246,7 +252,7 @@ class Bucket:
         if view.fetcher_roots:  # rare: does this read end a stall?
             self.fetchers.session_resumed(ev[CLUSTER], replica, leader, ev[SESSION_ID], ts, cfg, alerts)
 
-    def _session_kept(self, key: tuple, view: ClusterView, target: int, cfg: MonitorConfig) -> bool:
+    def _session_kept(self, key: PartitionKey, view: ClusterView, target: int, cfg: MonitorConfig) -> bool:
         """Whether a partition with no event of its own for stream.evict_after_ms is still
         read by its followers' sessions (then it stays: its last event is that read)."""
         if not view.sessions.reads:
@@ -269,7 +275,7 @@ class Bucket:
         self.partitions[key] = watch
         return watch
 
-    def _broker(self, ev, view: ClusterView, alerts: list) -> None:
+    def _broker(self, ev, view: ClusterView, alerts: Alerts) -> None:
         """A broker's state changed: the cluster-wide root alert now, and into the log for the
         partitions, which apply it when their own time reaches it (state/broker_replay.py)."""
         broker, state, epoch, ts = ev[BROKER], ev[STATE], ev[BROKER_EPOCH], ev[TS]
@@ -281,7 +287,13 @@ class Bucket:
 
     @staticmethod
     def _broker_root(
-        cluster: str, broker: int, state: str, ts: int, view: ClusterView, watches: list, alerts: list
+        cluster: str,
+        broker: int,
+        state: str,
+        ts: int,
+        view: ClusterView,
+        watches: list[PartitionWatch],
+        alerts: Alerts,
     ) -> None:
         """Open or close this bucket's share of the broker's BrokerUnavailable alert. Every
         bucket sees the same broker event, so every bucket derives the same id; the shares are
@@ -290,7 +302,7 @@ class Bucket:
         current = view.roots.get(broker)
         if unavailable and current is None:
             root = view.roots[broker] = broker_root(cluster, broker, state, ts)
-            view.root_book.update(
+            rec = view.root_book.update(
                 alerts,
                 BROKER_UNAVAILABLE,
                 broker_subject(cluster, broker),
@@ -299,9 +311,9 @@ class Bucket:
                 (cluster, None, None, broker),
                 "",
                 cause=cause_of(state),
+                counts={"leaders_lost": sum(w.leader.leader == broker for w in watches)},
             )
-            alerts[-1]["counts"] = {"leaders_lost": sum(w.leader.leader == broker for w in watches)}
-            assert alerts[-1]["alert_id"] == root.alert_id
+            assert rec is not None and rec["alert_id"] == root.alert_id
         elif not unavailable and current is not None:
             del view.roots[broker]
             view.root_book.update(
@@ -315,30 +327,32 @@ class Bucket:
             )
 
     # -- time without events ------------------------------------------------------------------
-    def advance(self, cfg: MonitorConfig, alerts: list, watermark_ms: int | None = None) -> None:
+    def advance(self, cfg: MonitorConfig, alerts: Alerts, watermark_ms: int | None = None) -> None:
         """Move every partition up to its cluster's clock less the allowed lateness, and check
-        each owned cluster for silence against the newest event time seen anywhere."""
+        each owned cluster for silence against the newest event time seen anywhere; append the
+        alert transitions to `alerts` (the micro-batch's records so far)."""
         if watermark_ms is not None and watermark_ms > self.global_ms:
             self.global_ms = watermark_ms
-        mark = len(alerts)
-        idle = self._settle(cfg, alerts)
-        self._evict_idle(idle, cfg, alerts)
+        out = Emitted()
+        idle = self._settle(cfg, out)
+        self._evict_idle(idle, cfg, out)
         self.replay.trim(self.partitions, self.clusters)
         for view in self.clusters.values():
             if view.sessions.reads:
                 settled = view.settled_ms(cfg.lateness_ms)
                 view.sessions.prune(settled - cfg.reorder_tolerance_ms, settled - cfg.evict_after_ms)
-        if len(alerts) > mark:
-            self.fetchers.after(cfg, alerts, mark)
-        self.fetchers.close_lost(cfg, alerts)
+        if out.out_of_sync:
+            self.fetchers.after(cfg, out, alerts)
+        self.fetchers.close_lost(cfg, out)
         for cluster, view in self.clusters.items():
             if self._owns(cluster):
-                self._telemetry_missing(cluster, view, cfg, alerts)
+                self._telemetry_missing(cluster, view, cfg, out)
+        alerts += out
 
-    def _settle(self, cfg: MonitorConfig, alerts: list) -> list:
+    def _settle(self, cfg: MonitorConfig, alerts: Alerts) -> list[PartitionKey]:
         """Move every partition up to its cluster's settled time; the keys of those with no
         event for stream.evict_after_ms (to evict), which stay where they are."""
-        idle: list = []
+        idle: list[PartitionKey] = []
         for key, watch in self.partitions.items():
             view = self.clusters[key[0]]
             target = view.settled_ms(cfg.lateness_ms)
@@ -362,7 +376,7 @@ class Bucket:
                     watch.time_ms = target
         return idle
 
-    def _evict_idle(self, idle: list, cfg: MonitorConfig, alerts: list) -> None:
+    def _evict_idle(self, idle: list[PartitionKey], cfg: MonitorConfig, alerts: Alerts) -> None:
         """Evict the partitions with no event for stream.evict_after_ms, at that time."""
         for key in idle:
             watch = self.warm(key)
@@ -379,7 +393,7 @@ class Bucket:
                 f"{cfg.evict_after_ms / 1000:g} s): no longer monitored",
             )
 
-    def _telemetry_missing(self, cluster: str, view: ClusterView, cfg: MonitorConfig, alerts: list) -> None:
+    def _telemetry_missing(self, cluster: str, view: ClusterView, cfg: MonitorConfig, alerts: Alerts) -> None:
         """An owned cluster silent for alerts.telemetry_gap_ms (TelemetryMissing)."""
         silent_at = view.clock_ms + cfg.telemetry_gap_ms + 1
         # Only once the newest event anywhere is the allowed lateness past that point: the
@@ -401,7 +415,7 @@ class Bucket:
             texts.close_text("TelemetryMissing", "cluster", cluster=cluster),
         )
 
-    def _evict(self, key: tuple, at_ms: int, alerts: list, reason: str) -> None:
+    def _evict(self, key: PartitionKey, at_ms: int, alerts: Alerts, reason: str) -> None:
         """Drop a partition from the state (bounded state: a deleted topic does not stay
         forever): its open alerts resolve at `at_ms` with `reason`."""
         watch = self.partitions.pop(key)
@@ -417,7 +431,7 @@ class Bucket:
         ]
         return min(owned) if owned else None
 
-    def activity_reports(self) -> list[dict]:
+    def activity_reports(self) -> Records:
         """What this micro-batch showed of each broker's activity, for the cluster step
         (state/cluster.py): the runs it closed or extended, and how many of this bucket's
         partitions each broker leads and holds a replica of. Cleared once reported."""
@@ -427,7 +441,7 @@ class Bucket:
                 continue
             led: dict[int, int] = {}
             held: dict[int, int] = {}
-            partitions: dict[tuple, Any] = self.partitions  # loaded watches and ColdWatches
+            partitions: dict[PartitionKey, Any] = self.partitions  # loaded watches and ColdWatches
             for (c, _, _), w in partitions.items():
                 if c != cluster:
                     continue
@@ -440,7 +454,7 @@ class Bucket:
                     led[leader] = led.get(leader, 0) + 1
                 for r in replicas:
                     held[r] = held.get(r, 0) + 1
-            brokers: dict[str, dict] = {}
+            brokers: dict[str, dict[str, Any]] = {}
             for b, closed in view.activity_out.items():
                 run = view.activity.get(b)
                 brokers[str(b)] = {"segments": [list(x) for x in closed] + ([list(run)] if run else [])}
@@ -454,10 +468,10 @@ class Bucket:
     def statuses(
         self,
         cfg: MonitorConfig,
-        partitions: list,
-        replicas: list,
+        partitions: Records,
+        replicas: Records,
         force: bool = False,
-        points: list | None = None,
+        points: Records | None = None,
     ) -> None:
         """Append the status of each partition that changed (state/status_records.py)."""
         emit_statuses(self, cfg, partitions, replicas, force, points)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from replmon.state import alert_rules, sessions
 from replmon.state.alert_rules import FETCHER_STALLED
-from replmon.state.alerts import alert_id, is_notified
+from replmon.state.alerts import Alerts, Emitted, alert_id, derived, is_notified
 
 if TYPE_CHECKING:
     from replmon.state.replica import ReplicaState
@@ -114,7 +114,6 @@ REPLICA_ROOTED = tuple(name for name in alert_rules.REPLICA_ALERTS if name != "I
 
 
 PartitionKey = tuple[str, str, int]  # (cluster, topic, partition)
-Alerts = list[dict[str, Any]]
 
 
 class Partitions(Protocol):
@@ -132,7 +131,12 @@ class FetcherWatch:
     """Fetcher-stall detection over one bucket's partitions. The open stalls are each cluster
     view's `fetcher_roots` (stored with the bucket by state/codec.py); this decides when one
     opens (`after`: a replica went out of sync) and when it ends (a fetch or session read of
-    its group, or the group gone), and emits the root alert's transitions."""
+    its group, or the group gone), and emits the root alert's transitions.
+
+    `out` is the current call's records (the stall's own go there); `earlier`, when given,
+    the records the same micro-batch emitted before this call: an episode the stall turns out
+    to explain may have fired in either, and its records there are replaced by ones that name
+    the stall (`_adopt_episodes`)."""
 
     __slots__ = ("_bucket", "_quiet_after_ms")
 
@@ -142,25 +146,22 @@ class FetcherWatch:
         self._bucket = weakref.proxy(bucket)
         self._quiet_after_ms = quiet_after_ms  # state/monitor.py's (which imports this module)
 
-    def after(self, cfg: MonitorConfig, alerts: Alerts, start: int) -> None:
-        """A replica that went out of sync since `start` may be one of a stalled fetcher's
-        partitions: check its group then, at the alert's own time (so the decision does not
-        depend on how the stream is cut into batches). Out of sync is L after the last fetch,
-        later than the controller fences a dead broker (broker.session.timeout.ms, 9 s by default,
-        is below L), so a broker that is down is not mistaken for one stalled thread. Alerts are
-        rare, so this costs nothing on the common path."""
+    def after(self, cfg: MonitorConfig, out: Emitted, earlier: Alerts) -> None:
+        """A replica that went out of sync with no known root since the last call (the
+        decisions `out` recorded) may be one of a stalled fetcher's partitions: check its group
+        then, at the alert's own time (so the decision does not depend on how the stream is cut
+        into batches). Out of sync is L after the last fetch, later than the controller fences a
+        dead broker (broker.session.timeout.ms, 9 s by default, is below L), so a broker that is
+        down is not mistaken for one stalled thread. Alerts are rare, so this costs nothing on
+        the common path."""
         bucket = self._bucket
-        for i in range(start, len(alerts)):
-            a = alerts[i]
-            if a["name"] == "ReplicaOutOfSync" and a["status"] == "firing" and a["caused_by"] is None:
-                bucket.warm_all()  # rare: the check reads the replica's whole fetcher group
-                cluster = a["cluster"]
-                watch = bucket.partitions.get((cluster, a["topic"], a["partition"]))
-                if watch is not None and watch.leader.leader >= 0:
-                    k = fetcher_id(a["topic"], a["partition"], cfg.num_replica_fetchers)
-                    self._check(
-                        cluster, cfg, alerts, fetcher_key(a["replica"], watch.leader.leader, k), a["ts"]
-                    )
+        for t in out.take_out_of_sync():
+            bucket.warm_all()  # rare: the check reads the replica's whole fetcher group
+            watch = bucket.partitions.get((t.cluster, t.topic, t.partition))
+            if watch is not None and watch.leader.leader >= 0:
+                k = fetcher_id(t.topic, t.partition, cfg.num_replica_fetchers)
+                key = fetcher_key(t.replica, watch.leader.leader, k)
+                self._check(t.cluster, cfg, out, earlier, key, t.ts)
 
     def _group(self, cluster: str, key: FetcherKey, cfg: MonitorConfig) -> Group:
         _, follower, leader, k = key
@@ -174,7 +175,9 @@ class FetcherWatch:
             and fetcher_id(topic, part, cfg.num_replica_fetchers) == k
         ]
 
-    def _check(self, cluster: str, cfg: MonitorConfig, alerts: Alerts, key: FetcherKey, now: int) -> None:
+    def _check(
+        self, cluster: str, cfg: MonitorConfig, out: Alerts, earlier: Alerts, key: FetcherKey, now: int
+    ) -> None:
         bucket = self._bucket
         view = bucket.clusters[cluster]
         follower = key[1]
@@ -208,7 +211,7 @@ class FetcherWatch:
             follower_registered=True,
         )
         if since is not None:
-            _open_root(cluster, key, since, members, view, alerts)
+            _open_root(cluster, key, since, members, view, out, earlier)
             bucket.touched.update((w.cluster, w.topic, w.partition) for w, _ in members)
 
     def _follower_groups(self, cluster: str, broker: int, cfg: MonitorConfig) -> dict[FetcherKey, Group]:
@@ -224,7 +227,7 @@ class FetcherWatch:
         return groups
 
     def fetch_resumed(
-        self, cluster: str, watch: PartitionWatch, replica: int, ts: int, cfg, alerts: Alerts
+        self, cluster: str, watch: PartitionWatch, replica: int, ts: int, cfg: MonitorConfig, out: Alerts
     ) -> None:
         """An accepted fetch of a stalled fetcher's partition ends the stall at its time."""
         p = watch.leader
@@ -237,10 +240,10 @@ class FetcherWatch:
         view = self._bucket.clusters[cluster]
         root = view.fetcher_roots.get(key)
         if root is not None:
-            _close_root(cluster, key, root, view, alerts, ts)
+            _close_root(cluster, key, root, view, out, ts)
 
     def session_resumed(
-        self, cluster: str, replica: int, leader: int, sid: int, ts: int, cfg, alerts: Alerts
+        self, cluster: str, replica: int, leader: int, sid: int, ts: int, cfg: MonitorConfig, out: Alerts
     ) -> None:
         """A session read of a stalled fetcher's partitions ends the stall at its time."""
         bucket = self._bucket
@@ -252,9 +255,9 @@ class FetcherWatch:
                 for w, _ in members:
                     if sessions.sync(view.sessions, w, ts):
                         bucket.touched.add((w.cluster, w.topic, w.partition))
-                _close_root(cluster, key, view.fetcher_roots[key], view, alerts, ts)
+                _close_root(cluster, key, view.fetcher_roots[key], view, out, ts)
 
-    def close_lost(self, cfg: MonitorConfig, alerts: Alerts) -> None:
+    def close_lost(self, cfg: MonitorConfig, out: Alerts) -> None:
         """Resolve the fetcher stalls whose group lost its partitions (new leaders, a
         reassignment), or whose broker became unavailable (that is the root cause now)."""
         bucket = self._bucket
@@ -266,14 +269,16 @@ class FetcherWatch:
                 members = self._group(cluster, key, cfg)
                 if not members or key[1] in view.roots:
                     at = view.roots[key[1]].since_ms if key[1] in view.roots else view.clock_ms
-                    _close_root(cluster, key, root, view, alerts, at)
+                    _close_root(cluster, key, root, view, out, at)
 
 
-def _open_root(cluster: str, key: FetcherKey, since: int, members: Group, view: Any, alerts: Alerts) -> None:
+def _open_root(
+    cluster: str, key: FetcherKey, since: int, members: Group, view: Any, out: Alerts, earlier: Alerts
+) -> None:
     _, follower, leader, k = key
     root = view.fetcher_roots[key] = fetcher_root(cluster, follower, leader, k, since)
     view.root_book.update(
-        alerts,
+        out,
         FETCHER_STALLED,
         fetcher_subject(cluster, follower, leader, k),
         True,
@@ -281,35 +286,44 @@ def _open_root(cluster: str, key: FetcherKey, since: int, members: Group, view: 
         (cluster, None, None, follower),
         "",
         cause="fetcher_stalled",
+        leader=leader,
+        fetcher_id=k,
+        partitions=sorted(w.name for w, _ in members),
+        counts={},
     )
-    record = alerts[-1]
-    record.update(leader=leader, fetcher_id=k, partitions=sorted(w.name for w, _ in members), counts={})
     # The replica alerts of the group that started with the stall (possibly earlier in this
     # batch) name it; so do the partition alerts that named one of them.
-    _adopt_episodes(root.alert_id, cluster, follower, [w for w, _ in members], since, alerts)
+    _adopt_episodes(root.alert_id, cluster, follower, [w for w, _ in members], since, (earlier, out))
 
 
-def _close_root(cluster: str, key: FetcherKey, root: FetcherRoot, view: Any, alerts: Alerts, at: int) -> None:
+def _close_root(cluster: str, key: FetcherKey, root: FetcherRoot, view: Any, out: Alerts, at: int) -> None:
     _, follower, leader, k = key
     del view.fetcher_roots[key]
     view.root_book.update(
-        alerts,
+        out,
         FETCHER_STALLED,
         fetcher_subject(cluster, follower, leader, k),
         False,
         max(at, root.since_ms),
         (cluster, None, None, follower),
         "",
+        leader=leader,
+        fetcher_id=k,
     )
-    alerts[-1].update(leader=leader, fetcher_id=k)
 
 
 def _adopt_episodes(
-    root_id: str, cluster: str, replica: int, watches: list[PartitionWatch], since: int, alerts: Alerts
+    root_id: str,
+    cluster: str,
+    replica: int,
+    watches: list[PartitionWatch],
+    since: int,
+    batch: tuple[Alerts, ...],
 ) -> None:
     """The replica alerts of `replica` in `watches` that started with the root (possibly earlier
-    in this batch) name it as `caused_by`, and so do the partition alerts that named one of them;
-    records already emitted this batch are rewritten to match."""
+    in this batch) name it as `caused_by`, and so do the partition alerts that named one of them.
+    Their records already emitted this batch (in the lists of `batch`) are replaced, in their
+    lists, by copies that name it: the records themselves are never changed."""
     renamed: dict[str, str] = {}
     for w in watches:
         rsub = f"{cluster}/{w.name}/{replica}"
@@ -321,10 +335,11 @@ def _adopt_episodes(
         for episode in w.book.open.values():
             if episode.caused_by in renamed:
                 episode.caused_by = root_id
-    for a in alerts:
-        if a["alert_id"] in renamed or a.get("caused_by") in renamed:
-            if a["alert_id"] in renamed and a.get("caused_by") is not None:
-                continue
-            a["caused_by"] = root_id
-            a["root_cause"] = False
-            a["notify"] = is_notified(a["name"], root_id)
+    for records in batch:
+        for i, a in enumerate(records):
+            if a["alert_id"] in renamed or a.get("caused_by") in renamed:
+                if a["alert_id"] in renamed and a.get("caused_by") is not None:
+                    continue
+                records[i] = derived(
+                    a, caused_by=root_id, root_cause=False, notify=is_notified(a["name"], root_id)
+                )

@@ -12,6 +12,7 @@ import os
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from replmon.sinks.silences import apply_silences
 from replmon.streaming.cluster_state import ClusterStepRunner
@@ -76,17 +77,20 @@ def write_files(output_dir: str, batch_id: int, records: dict[str, list[tuple[st
 
 
 def silence(records: dict[str, list[tuple[str, dict]]], store, now_ms: int) -> int:
-    """Mark the alerts the active silences match (sinks/silences.py), re-encoding them."""
-    alerts = records["alerts"]
+    """Replace the alerts the active silences match by marked ones (sinks/silences.py),
+    encoded anew."""
+    alerts: list[tuple[str, Any]] = records["alerts"]  # decoded alert records (state/alerts.py)
     if not alerts:
         return 0
     active = store.active(now_ms)
     if not active:
         return 0
-    held = apply_silences([r for _, r in alerts], active, now_ms)
-    records["alerts"] = [
-        (json.dumps(r, separators=(",", ":")) if r.get("silenced_by") else p, r) for p, r in alerts
+    marked, held = apply_silences([r for _, r in alerts], active, now_ms)
+    silenced: list[tuple[str, Any]] = [
+        (p if new is old else json.dumps(new, separators=(",", ":")), new)
+        for (p, old), new in zip(alerts, marked, strict=True)
     ]
+    records["alerts"] = silenced
     return held
 
 

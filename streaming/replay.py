@@ -188,12 +188,12 @@ def make_replay_func(variants: list[Variant], window: Window, buckets: int):
 
 def run_bucket(
     events: list[tuple[Any, ...]], variant: Variant, window: Window, bucket: Bucket, *, sample: bool
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[Any]]:
     """Feed one bucket's events through the engine in event-time steps; return its alert
     transitions, ISR exits and (when `sample`) the plotted series, as lists of dicts."""
     cfg = variant.config
     step = window.sample_ms(cfg.status_interval_ms, cfg.flap_window_ms)
-    out: dict[str, list[dict[str, Any]]] = {
+    out: dict[str, list[Any]] = {  # alert records (state/alerts.py) and plain ones
         "alerts": [],
         "isr_exit": [],
         "replica_lag": [],

@@ -98,16 +98,19 @@ def test_a_silence_matches_the_labels_alertmanager_gets_and_the_cause():
 
 def test_silenced_alerts_are_marked_and_not_notified():
     alerts = [dict(BROKER_DOWN), dict(REPLICA_OUT), dict(UNDER_MIN)]
-    held = apply_silences(alerts, [silence(broker=3)], now_ms=500)
+    marked, held = apply_silences(alerts, [silence(broker=3)], now_ms=500)
     assert held == 1, "only the broker alert was going to be notified"
-    assert [a["notify"] for a in alerts] == [False, False, True]
-    assert [a.get("silenced_by") for a in alerts] == [["s1"], ["s1"], None]
+    assert [a["notify"] for a in marked] == [False, False, True]
+    assert [a.get("silenced_by") for a in marked] == [["s1"], ["s1"], None]
+    assert marked[2] is alerts[2], "an alert no silence matches is passed on as it is"
+    assert alerts == [BROKER_DOWN, REPLICA_OUT, UNDER_MIN], "the records given are never changed"
 
 
 def test_a_silence_outside_its_window_does_nothing():
     alerts = [dict(BROKER_DOWN)]
-    assert apply_silences(alerts, [silence(broker=3)], now_ms=1000) == 0, "ends_ms is exclusive"
-    assert alerts[0]["notify"] is True and "silenced_by" not in alerts[0]
+    marked, held = apply_silences(alerts, [silence(broker=3)], now_ms=1000)
+    assert held == 0, "ends_ms is exclusive"
+    assert marked == [BROKER_DOWN]
 
 
 @pytest.mark.parametrize(

@@ -240,3 +240,31 @@ def test_an_ongoing_stall_survives_the_state_format():
     back = decode(encode(bucket), bucket_id=0, buckets=1, cfg=cfg)
     assert back.clusters["c1"].fetcher_roots == bucket.clusters["c1"].fetcher_roots
     assert root.alert_id == next(a["alert_id"] for a in alerts if a["name"] == "ReplicaFetcherStalled")
+
+
+def test_records_are_never_changed_once_emitted_and_adopted_ones_are_replaced():
+    # Fed in micro-batches of 1 s into one list (as a replay does), the stall is found after
+    # an IsrExitImminent of its group fired in an earlier call: that record must name it in the
+    # list, as a new record; every object emitted stays as it was.
+    import json
+
+    cfg = monitor_config(replica_lag_time_max_ms=10_000, min_insync_replicas=2)
+    events = stalled_fetcher_events()
+    bucket, alerts = Bucket(0, 1), []
+    emitted = []  # every record object as it left a call, with its JSON then
+    start = 0
+    for end in range(T0 + 1000, T0 + 41_000, 1000):
+        batch = [e for e in events if start <= e[1] < end]
+        start = end
+        n = len(alerts)
+        bucket.process(batch, cfg, alerts, [])
+        bucket.advance(cfg, alerts)
+        emitted += [(a, json.dumps(a, sort_keys=True)) for a in alerts[n:]]
+    changed = [(a["name"], a["subject"]) for a, then in emitted if json.dumps(a, sort_keys=True) != then]
+    assert changed == [], "a record was changed after it was emitted"
+    root = next(a for a in alerts if a["name"] == "ReplicaFetcherStalled")
+    replaced = [a for (old, _), a in zip(emitted, alerts, strict=True) if a is not old]
+    # t-1's warning fired before the stall was found (t-0's went with its own ReplicaOutOfSync,
+    # in the call that found it)
+    assert [(a["name"], a["subject"]) for a in replaced] == [("IsrExitImminent", "c1/t-1/2")]
+    assert all(a["caused_by"] == root["alert_id"] and not a["root_cause"] for a in replaced)
