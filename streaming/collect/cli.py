@@ -89,8 +89,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         type=duration,
         help="how long the release waits for a silent leader whose port still accepts "
-        "connections: a stopped process logs its parked requests when it runs again "
-        "(collect.silent_hold_ms, default 60s)",
+        "connections, whose parked requests come when it runs again; delays every event "
+        "meanwhile (collect.silent_hold_ms, default 0: off)",
     )
     p.add_argument(
         "--heartbeat-interval",

@@ -19,13 +19,15 @@ a broker's file has more to read, the watermark stays behind the last line read 
 the backlog's events leave in event-time order, not late.
 
 A leader that stops (SIGSTOP, a long GC pause, a hung host) holds its followers' fetches in
-purgatory; it logs them when it runs again, with read times from before it stopped. So while a
-broker that was answering followers' fetches is silent, the watermark stays at its last such
-line (`silent_hold_ms` at most): its stopped requests come out in event-time order with the
-rest (silent_waits). Not for a broker that is known to be done: its port refuses connections
-(a dead process logs nothing more), it is shutting down, or the Admin API shows it running and
-leading no replicated partition (its leaderships moved). Events that still come behind the
-watermark (after the bound) are counted.
+purgatory; it logs them when it runs again, with read times from before it stopped, behind
+everything released meanwhile. With `silent_hold_ms` > 0 (off by default), while a broker that
+was answering followers' fetches is silent the watermark stays at its last such line, at most
+that long (silent_waits), so those lines come out in event-time order. Not for a broker known to
+be done: its port refuses connections (a dead process logs nothing more), it is shutting down,
+or the Admin API shows it running and leading no replicated partition (its leaderships moved).
+The cost is the whole cluster's: nothing is published while it waits, so an outage shorter
+than the wait reaches replmon after it ended (docs/real-cluster.md). Events that come behind
+the watermark are counted.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ CHECKPOINT_VERSION = 1
 HOLD_UNKNOWN_S = 120  # longest a line waits for a metadata poll to name its topic ids
 CATCH_UP_READS = 8  # extra reads per step in a backlog (tail.MAX_READ each)
 COUNTS_EVERY_S = 60  # the counts are logged this often when they changed
-SILENT_HOLD_MS = 60_000  # `replmon collect --silent-hold`'s default (collect.silent_hold_ms)
+SILENT_HOLD_MS = 0  # `replmon collect --silent-hold`'s default (collect.silent_hold_ms): off
 SILENT_AFTER_MS = 1000  # a leader's follower fetches are this far apart at most (maxWaitMs 500)
 PROBE_EVERY_MS = 2000  # a silent broker's port is tried this often (each try is one connection)
 PROBE_TIMEOUT_S = 0.2

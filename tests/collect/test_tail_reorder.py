@@ -136,8 +136,8 @@ def _run_pause(tmp_path, probe, silent_hold_ms=60_000, admin=None):
         max_held=100_000,
         role="all",
         clock=lambda: now[0] / 1000,
-        silent_hold_ms=silent_hold_ms,
         probe=probe,
+        **({} if silent_hold_ms is None else {"silent_hold_ms": silent_hold_ms}),
     )
     c.start()
     c.poll_admin()
@@ -242,3 +242,12 @@ def test_a_running_broker_that_leads_nothing_replicated_is_not_waited_for(tmp_pa
     first = sent.index(_parked(sent)[0])
     assert _heartbeat_ms(sent, first) >= RESUME - 2000
     assert probed == []
+
+
+def test_off_by_default_the_parked_fetches_come_late_and_are_counted(tmp_path):
+    """Waiting holds every event of the cluster, so it is asked for (--silent-hold)."""
+    from replmon.streaming.collect.collector import LATE
+
+    c, sent = _run_pause(tmp_path, probe=lambda b: True, silent_hold_ms=None)
+    assert [ts for ts, _ in _behind(sent)] == [PAUSE - 300] * 2
+    assert c.counts()[LATE] == 2
