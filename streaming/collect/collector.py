@@ -451,13 +451,17 @@ class Collector:
         return total
 
     def log_counts(self, every_s: float = COUNTS_EVERY_S) -> None:
-        """The counts, every `every_s` when a skip count changed (the lines and events
+        """The counts, every `every_s` when a skip or late count changed (the lines and events
         published move all the time and say nothing new)."""
         at, last = self._counts_logged
         if time.monotonic() - at < every_s:
             return
         counts = self.counts()
-        skips = {k: v for k, v in counts.items() if k.startswith(("skipped", "bad", "unusable", "not a"))}
+        skips = {
+            k: v
+            for k, v in counts.items()
+            if k.startswith(("skipped", "bad", "unusable", "not a", "published behind"))
+        }
         if skips != last:
             log.info("collect counts: %s", counts)
         self._counts_logged = (time.monotonic(), skips)
