@@ -270,6 +270,8 @@ class Collect(_Section):
     state_dir: str = "replmon-collect-state"  # the checkpoint folder
     # How long events wait to be released in event-time order.
     hold_ms: int = Field(default=1500, ge=0)
+    # How long the release waits for a stopped leader's parked requests; 0: off (docs/real-cluster.md).
+    silent_hold_ms: int = Field(default=0, ge=0)
     heartbeat_interval_ms: int = Field(default=1000, ge=1)
     metadata_interval_ms: int = Field(default=1000, ge=1)  # the Admin API poll
     # Give up (exit 3) when the metrics topic takes nothing for this long.

@@ -85,6 +85,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     old_spelling(p, "--hold-ms", "--hold", type=in_unit("ms"))
     p.add_argument(
+        "--silent-hold",
+        metavar="DURATION",
+        type=duration,
+        help="how long the release waits for a silent leader whose port still accepts "
+        "connections, whose parked requests come when it runs again; delays every event "
+        "meanwhile (collect.silent_hold_ms, default 0: off)",
+    )
+    p.add_argument(
         "--heartbeat-interval",
         metavar="DURATION",
         type=duration,
@@ -162,6 +170,7 @@ FLAG_SETTINGS = {
     "partitions": "partitions",
     "state_dir": "state_dir",
     "hold": "hold_ms",
+    "silent_hold": "silent_hold_ms",
     "heartbeat_interval": "heartbeat_interval_ms",
     "metadata_interval": "metadata_interval_ms",
     "publish_timeout": "publish_timeout_ms",
@@ -341,6 +350,7 @@ def collect(
         conf.state_dir,
         role=args.role,
         hold_ms=conf.hold_ms,
+        silent_hold_ms=conf.silent_hold_ms,
         heartbeat_ms=conf.heartbeat_interval_ms,
         metadata_ms=conf.metadata_interval_ms,
         max_held=conf.max_held,

@@ -17,6 +17,17 @@ first poll. An id still unknown then is a deleted topic, counted as such; an id 
 A backlog (a restart after minutes down, a burst) is read a few MB per broker and step; while
 a broker's file has more to read, the watermark stays behind the last line read from it, so
 the backlog's events leave in event-time order, not late.
+
+A leader that stops (SIGSTOP, a long GC pause, a hung host) holds its followers' fetches in
+purgatory; it logs them when it runs again, with read times from before it stopped, behind
+everything released meanwhile. With `silent_hold_ms` > 0 (off by default), while a broker that
+was answering followers' fetches is silent the watermark stays at its last such line, at most
+that long (silent_waits), so those lines come out in event-time order. Not for a broker known to
+be done: its port refuses connections (a dead process logs nothing more), it is shutting down,
+or the Admin API shows it running and leading no replicated partition (its leaderships moved).
+The cost is the whole cluster's: nothing is published while it waits, so an outage shorter
+than the wait reaches replmon after it ended (docs/real-cluster.md). Events that come behind
+the watermark are counted.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ import json
 import logging
 import os
 import queue
+import socket
 import threading
 import time
 from datetime import UTC
@@ -33,7 +45,7 @@ from pathlib import Path
 from replmon.streaming.collect.broker_log import BrokerLog
 from replmon.streaming.collect.compact import Compactor
 from replmon.streaming.collect.reorder import ReorderBuffer
-from replmon.streaming.collect.requestlog import BadLine, log_time_ms
+from replmon.streaming.collect.requestlog import BadLine, follower_of, log_time_ms
 from replmon.streaming.collect.sessions import SessionForm
 from replmon.streaming.collect.tail import MAX_LINE_BYTES, FileTail
 
@@ -42,6 +54,11 @@ CHECKPOINT_VERSION = 1
 HOLD_UNKNOWN_S = 120  # longest a line waits for a metadata poll to name its topic ids
 CATCH_UP_READS = 8  # extra reads per step in a backlog (tail.MAX_READ each)
 COUNTS_EVERY_S = 60  # the counts are logged this often when they changed
+SILENT_HOLD_MS = 0  # `replmon collect --silent-hold`'s default (collect.silent_hold_ms): off
+SILENT_AFTER_MS = 1000  # a leader's follower fetches are this far apart at most (maxWaitMs 500)
+PROBE_EVERY_MS = 2000  # a silent broker's port is tried this often (each try is one connection)
+PROBE_TIMEOUT_S = 0.2
+LATE = "published behind the release watermark (late for replmon)"
 
 # What one `replmon collect` publishes (docs/real-cluster.md, "One collector per broker"): `all`
 # every request log it is given, the Admin API's events and the heartbeats; `broker` only its
@@ -83,7 +100,11 @@ class Collector:
         clock=time.time,
         role: str,  # --role states the default (collect/cli.py)
         max_line_bytes: int = MAX_LINE_BYTES,
+        silent_hold_ms: int = SILENT_HOLD_MS,
+        probe=None,
     ) -> None:
+        """`probe(broker)`: whether a silent broker's process may be there, stopped (default:
+        probe_port, a TCP connection to the address the Admin API gave)."""
         assert role in ROLES, role
         self.role = role
 
@@ -99,6 +120,18 @@ class Collector:
         self._wait_for: dict[int, tuple[int, int]] = {}
         self._polls_begun = self._polls_done = 0
         self._read_to_ms: dict[int, int] = {}  # log time of the last line read, per broker
+        # A stopped leader's parked fetches (module docstring): per broker, the log time of its
+        # last follower FETCH line; what the Admin API says (broker states, the leader of each
+        # replicated partition, the brokers' addresses); the last port probe (when, answer).
+        self.silent_hold_ms = silent_hold_ms
+        self._answered_ms: dict[int, int] = {}
+        self._broker_state: dict[int, str] = {}
+        self._leader_of: dict[tuple, int] = {}
+        self._addresses: dict[int, tuple[str, int]] = {}
+        self._probed: dict[int, tuple[int, bool]] = {}
+        self._probe = probe or self.probe_port
+        self._waiting_for: set[int] = set()  # the silent brokers the watermark waits for now
+        self._late = 0
         self._counts_logged: tuple[float, dict] = (time.monotonic(), {})
         self.buffer = ReorderBuffer(hold_ms, max_held, indexed=compactor is not None)
         self.compactor = compactor  # None: every event goes out (--no-compact)
@@ -134,6 +167,7 @@ class Collector:
                     "sessions": self.logs[b].sessions.snapshot(),
                     "bounds": self.logs[b].bounds.snapshot(),
                     "waiting": self.waiting[b],  # read, behind the position, not yet used
+                    "answered_ms": self._answered_ms.get(b),
                 }
                 for b, t in self.tails.items()
             },
@@ -165,6 +199,8 @@ class Collector:
                     self.logs[b].sessions.restore(saved["sessions"])
                     self.logs[b].bounds.restore(saved.get("bounds") or [])
                     self.waiting[b] = list(saved.get("waiting") or [])
+                    if saved.get("answered_ms") is not None:
+                        self._answered_ms[b] = saved["answered_ms"]
             log.info(
                 "resumed from %s: %d held events, watermark %d",
                 self.checkpoint_path,
@@ -200,10 +236,14 @@ class Collector:
         self._catch_up(now)
         while True:
             try:
-                self.buffer.add(self._admin_events.get_nowait())
+                ev = self._admin_events.get_nowait()
             except queue.Empty:
                 break
-        out = self.buffer.release(min([now, *(self._read_up_to_ms(b) for b in self.tails)]))
+            self._admin_said(ev)
+            self.buffer.add(ev)
+        out = self.buffer.release(
+            min([now, *(self._read_up_to_ms(b) for b in self.tails), *self.silent_waits(now)])
+        )
         if self.compactor is not None:  # decided inside the hold: no added latency (compact.py)
             out = self.compactor.release(out, self.buffer)
         if self.session_form is not None:  # idle followers' reads said once per session
@@ -232,7 +272,11 @@ class Collector:
                     return
                 self._wait_for.pop(b, None)
                 self._read_to_ms[b] = req.log_ms
+                if follower_of(req) is not None:
+                    self._answered_ms[b] = max(req.log_ms, self._answered_ms.get(b, 0))
                 for ev in bl.events_of(req, line):
+                    if ev["ts"] < self.buffer.watermark_ms:
+                        self._late += 1
                     self.buffer.add(ev)
 
     def _catch_up(self, now: int) -> None:
@@ -278,6 +322,78 @@ class Collector:
             return self._read_to_ms[b]
         return 2**62
 
+    def _admin_said(self, ev: dict) -> None:
+        """What silent_waits needs of an Admin API event: broker states, replicated leaders."""
+        if ev["type"] == "broker":
+            self._broker_state[ev["broker"]] = ev["state"]
+        elif ev["type"] == "metadata":
+            key = (ev["topic"], ev["partition"])
+            if len(ev.get("replicas") or ()) > 1 and ev.get("leader", -1) >= 0:
+                self._leader_of[key] = ev["leader"]
+            else:
+                self._leader_of.pop(key, None)
+
+    def silent_waits(self, now: int) -> list[int]:
+        """The log times the watermark waits at for silent brokers that may still log older
+        lines (module docstring): a broker whose last follower FETCH line is more than the hold
+        and at most silent_hold_ms old, unless it is known to be done."""
+        out, waiting = [], set()
+        for b, answered in self._answered_ms.items():
+            silent = now - answered
+            if silent <= min(SILENT_AFTER_MS, self.buffer.hold_ms) or silent > self.silent_hold_ms:
+                continue
+            state = self._broker_state.get(b, "running")
+            if state == "shutting_down":
+                continue
+            if state == "running" and b not in self._leader_of.values():
+                continue  # its leaderships moved: its followers fetch elsewhere
+            if self._refused(b, now):
+                continue
+            out.append(answered)
+            waiting.add(b)
+        for b in waiting - self._waiting_for:
+            log.info(
+                "broker %s: no follower fetch logged for %d ms while its port accepts connections; "
+                "the release waits for its stopped requests (at most %d ms)",
+                b,
+                now - self._answered_ms[b],
+                self.silent_hold_ms,
+            )
+        for b in self._waiting_for - waiting:
+            if now - self._answered_ms[b] > self.silent_hold_ms:
+                log.warning(
+                    "broker %s: silent for more than --silent-hold (%d ms); the release goes on "
+                    "without it (lines it logs later with older read times are late for replmon)",
+                    b,
+                    self.silent_hold_ms,
+                )
+        self._waiting_for = waiting
+        return out
+
+    def _refused(self, b: int, now: int) -> bool:
+        """Whether the broker's last probe (one every PROBE_EVERY_MS) says it is gone."""
+        at, stopped = self._probed.get(b, (None, False))
+        if at is None or now - at >= PROBE_EVERY_MS:
+            stopped = self._probe(b)
+            self._probed[b] = (now, stopped)
+        return not stopped
+
+    def probe_port(self, b: int) -> bool:
+        """Whether the broker's process may be there, stopped: its listener accepted a
+        connection (the kernel accepts for a stopped process), or did not answer in time (a
+        stopped process's full accept queue drops the attempt). False when it refused (no
+        process), its host is unreachable, or the Admin API gave no address yet."""
+        address = self._addresses.get(b)
+        if address is None:
+            return False
+        try:
+            with socket.create_connection(address, timeout=PROBE_TIMEOUT_S):
+                return True
+        except TimeoutError:
+            return True
+        except OSError:
+            return False
+
     def poll_admin(self) -> None:
         """One Admin API poll; its events go to the loop through a queue, stamped when the
         answers came (admin.py: never before the cluster said it, never behind the watermark)."""
@@ -285,6 +401,9 @@ class Collector:
         poll = self._polls_begun
         try:
             answers = self.admin.ask()
+            for node in (answers[1].get("brokers") or []) if isinstance(answers, tuple) else []:
+                if node.get("host") and node.get("port"):
+                    self._addresses[int(node["broker_id"])] = (node["host"], int(node["port"]))
             for ev in self.admin.changes(answers, int(self.clock() * 1000)):
                 # a broker collector publishes none of these (step), but its compaction reads
                 # the ISR and L they say
@@ -328,16 +447,21 @@ class Collector:
             total["fetch events said by sessions"] = self.session_form.dropped
         total["rotations"] = sum(t.rotations for t in self.tails.values())
         total["lines waiting for topic names"] = sum(len(w) for w in self.waiting.values())
+        total[LATE] = self._late
         return total
 
     def log_counts(self, every_s: float = COUNTS_EVERY_S) -> None:
-        """The counts, every `every_s` when a skip count changed (the lines and events
+        """The counts, every `every_s` when a skip or late count changed (the lines and events
         published move all the time and say nothing new)."""
         at, last = self._counts_logged
         if time.monotonic() - at < every_s:
             return
         counts = self.counts()
-        skips = {k: v for k, v in counts.items() if k.startswith(("skipped", "bad", "unusable", "not a"))}
+        skips = {
+            k: v
+            for k, v in counts.items()
+            if k.startswith(("skipped", "bad", "unusable", "not a", "published behind"))
+        }
         if skips != last:
             log.info("collect counts: %s", counts)
         self._counts_logged = (time.monotonic(), skips)

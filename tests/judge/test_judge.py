@@ -22,7 +22,14 @@ from replmon.state.cluster import REGROUP_MS
 from tests.judge.cluster import wait_for
 from tests.judge.conftest import LAG_MS, PARTITIONS, RUNS, TOPIC
 from tests.judge.pipeline import JavaProducer, Producer, controller, describe, wait_full_isr
-from tests.judge.verdicts import describe_pages, firing, last_counts, notified_since, report
+from tests.judge.verdicts import (
+    describe_pages,
+    firing,
+    last_counts,
+    notified_since,
+    pause_in_request_log,
+    report,
+)
 
 pytestmark = [pytest.mark.services, pytest.mark.spark, pytest.mark.judge]
 
@@ -114,6 +121,12 @@ def test_paused_follower_long_session_timeout(judge_cluster, judge_admin, pipeli
         60,
         1.0,
     )
+    # The pause, as the stopped broker's request log shows it, and what the live monitor
+    # quarantined as late through it (its parked fetches, logged when it runs again).
+    late = pause_in_request_log(
+        pipeline, judge_cluster.request_log(victim), paused_ms, resumed_ms, led_by_victim
+    )
+    report(f"run {run}: the pause of broker {victim} in its request log", [late])
     # On-call: one notification, the paused broker's BrokerUnavailable, at replmon's on-call
     # stream and at the real Alertmanager; nothing about its followers before or after it resumed
     # (the running leaders' followers, and the paused leader's own, are its consequences).

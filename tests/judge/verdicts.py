@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import time
+from pathlib import Path
 
+from replmon.streaming.collect.requestlog import BadLine, log_time_ms
 from replmon.streaming.settings import Alerts, Stream
 from tests.judge.cluster import wait_for
 from tests.judge.pipeline import CLUSTER, Pipeline, describe
@@ -96,4 +99,67 @@ def describe_pages(redis: list[dict], am: list[dict]) -> str:
         + ", ".join(f"{r['name']}[{r.get('cause')}] broker {r.get('broker')}" for r in redis)
         + f"; Alertmanager notifications {len(am)}: "
         + ", ".join("+".join(sorted(a["alertname"] for a in n["alerts"])) for n in am)
+    )
+
+
+def late_quarantined(pipeline: Pipeline, since_ms: int) -> list[dict]:
+    """The events replmon quarantined as late (behind their partition's time by more than
+    stream.reorder_tolerance_ms), of event time since `since_ms`."""
+    return [
+        q
+        for _, q in pipeline.redis.xrange(f"{pipeline.prefix}:quarantine")
+        if q.get("reason", "").startswith("late") and int(q.get("ts") or 0) >= since_ms
+    ]
+
+
+_TOTAL_TIME = re.compile(r'"totalTimeMs":([0-9.]+)')
+
+
+def stopped_lines(log: Path, paused_ms: int, resumed_ms: int) -> tuple[int, int, int, int]:
+    """The pause as a broker's request log (and its rolled files) shows it: lines logged before
+    it, during it (its middle, 500 ms in from each end), after it, and those logged after it
+    that took more than half the pause (requests the stopped broker held: its parked fetches)."""
+    before = during = after = held = 0
+    for f in [*log.parent.glob(log.name + ".*"), log]:
+        for line in f.read_text(errors="replace").splitlines():
+            try:
+                at = log_time_ms(line)
+            except BadLine:
+                continue
+            if at < paused_ms:
+                before += 1
+            elif paused_ms + 500 <= at <= resumed_ms - 500:
+                during += 1
+            elif at >= resumed_ms - 500:
+                after += 1
+                total = _TOTAL_TIME.search(line)
+                if total and float(total.group(1)) > (resumed_ms - paused_ms) / 2:
+                    held += 1
+    return before, during, after, held
+
+
+def pause_in_request_log(pipeline: Pipeline, log: Path, paused_ms: int, resumed_ms: int, led: list) -> str:
+    """The pause as the stopped broker's request log shows it (its lines stopped and resumed,
+    and, when it led a partition, its followers' parked fetches came out after it with read
+    times from before it: required, else the case shows nothing), and how many events the live
+    monitor quarantined as late through it, once its clock has passed the resume (for the
+    report: with the collector's default, --silent-hold off, a pause longer than
+    stream.lateness_ms leaves the parked fetches late; docs/real-cluster.md)."""
+    before, during, after, held = stopped_lines(log, paused_ms, resumed_ms)
+    assert before and after and not during, (
+        f"the broker's request log does not show the pause: {before} lines before, {during} "
+        f"during, {after} after"
+    )
+    if led:  # a leader's followers always have a fetch waiting at it
+        assert held, "no request held across the pause was logged after it"
+    wait_for(
+        "replmon's clock to pass the resume",
+        lambda: pipeline.check_alive() or pipeline.clock() >= resumed_ms + 5000,
+        120,
+        1.0,
+    )
+    late = late_quarantined(pipeline, paused_ms - 60_000)
+    return (
+        f"request log of the paused broker: {before} lines before, {during} during, {after} after, "
+        f"{held} of them held across the pause; events quarantined as late: {len(late)}"
     )
