@@ -21,6 +21,7 @@ from replmon.state.events import (
     BROKER,
     BROKER_EPOCH,
     CLUSTER,
+    COMPACTION_RESOLUTION,
     ISR,
     LEADER,
     LEADER_EPOCH,
@@ -102,13 +103,14 @@ class Bucket:
             view = self._clock(ev, alerts)
             kind = ev[TYPE]
             if kind == "heartbeat":
+                view.state_resolution(ev[COMPACTION_RESOLUTION])
                 continue
             if kind == "session":
-                self._session(ev, view, cfg, alerts, quarantine)
+                self._session(ev, view, view.config(cfg), alerts, quarantine)
             elif kind == "broker":
                 self._broker(ev, view, alerts)
             else:
-                self._partition_event(ev, kind, view, cfg, alerts, quarantine)
+                self._partition_event(ev, kind, view, view.config(cfg), alerts, quarantine)
         if len(alerts) > mark:
             self.fetchers.after(cfg, alerts, mark)
 
@@ -350,13 +352,13 @@ class Bucket:
             if view.broker_log:
                 watch = self.warm(key)
                 self.touched.add(key)
-                self.replay.apply(key, watch, view, target + 1, cfg, alerts)
+                self.replay.apply(key, watch, view, target + 1, view.config(cfg), alerts)
             if target > watch.time_ms:
                 if watch.deadline_ms <= target:
                     watch = self.warm(key)
                     self.touched.add(key)
                     sessions.advance_watch(
-                        view.sessions, watch, target, alerts, cfg, self.replay.roots(key, view)
+                        view.sessions, watch, target, alerts, view.config(cfg), self.replay.roots(key, view)
                     )
                 else:  # what advance_to does when no deadline is due (a ColdWatch stays cold)
                     watch.time_ms = target
@@ -368,8 +370,9 @@ class Bucket:
             watch = self.warm(key)
             view = self.clusters[key[0]]
             at = watch.last_event_ms + cfg.evict_after_ms
-            self.replay.apply(key, watch, view, at + 1, cfg, alerts)
-            sessions.advance_watch(view.sessions, watch, at, alerts, cfg, self.replay.roots(key, view))
+            own = view.config(cfg)  # the cluster's: its stated compaction resolution
+            self.replay.apply(key, watch, view, at + 1, own, alerts)
+            sessions.advance_watch(view.sessions, watch, at, alerts, own, self.replay.roots(key, view))
             self._evict(
                 key,
                 at,

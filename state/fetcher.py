@@ -158,8 +158,9 @@ class FetcherWatch:
                 watch = bucket.partitions.get((cluster, a["topic"], a["partition"]))
                 if watch is not None and watch.leader.leader >= 0:
                     k = fetcher_id(a["topic"], a["partition"], cfg.num_replica_fetchers)
+                    own = bucket.clusters[cluster].config(cfg)  # its stated compaction resolution
                     self._check(
-                        cluster, cfg, alerts, fetcher_key(a["replica"], watch.leader.leader, k), a["ts"]
+                        cluster, own, alerts, fetcher_key(a["replica"], watch.leader.leader, k), a["ts"]
                     )
 
     def _group(self, cluster: str, key: FetcherKey, cfg: MonitorConfig) -> Group:
