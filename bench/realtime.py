@@ -5,23 +5,25 @@ after the decisive event does an alert reach Redis?
     bash deploy/local/services.sh up
     python bench/realtime.py --partitions 100000
     python bench/realtime.py --search [--partitions 2000]       # the largest size that keeps up
-    python bench/realtime.py --partitions 8000 --runs 3
+    python bench/realtime.py --partitions 8000 --runs 3 --lag-ms 10000
     python bench/realtime.py --partitions 8000 --resolution-ms 4000   # a coarser compaction
 
 **The cluster** (streaming/simulator/scale.py `Paced`): RF 3 over 3 brokers, L
-(replica.lag.time.max.ms) 10 s, as `replmon collect` publishes it with compaction on at
-resolution 1 s (docs/real-cluster.md section 5): an idle partition's followers send 1.00 fetch
-event per second each and it appends nothing; a moderately loaded one (200 records/s) 1.12
-fetches per follower-second and 0.91 appends per second; one at the broker's maximum 1.55 and
-1.08. The mix, by default 80% idle, 15% moderate, 5% max (`--mix`): at any moment most
-partitions of a production cluster carry no writes (topics kept for retention, low-volume and
-per-tenant topics, over-partitioned topics), and a few carry most of the load. About 2.3
-events per partition-second. `--resolution-ms R` replays a coarser compaction: every rate times
-1000/R (the bench then sets alerts.stuck_after_ms to 3 R, so a follower heard every R is not
-taken for a silent one). `--sessions` publishes the idle partitions in session form
-(docs/events.md `session`, `replmon collect --session-form`): each idle follower's first fetch
-names its session, then one `session` event per follower, leader and producer per R says all
-of them.
+(replica.lag.time.max.ms, `--lag-ms`) by default 30 s as Kafka's, in every partition's metadata
+and the monitor's `rules.replica_lag_time_max_ms`, as `replmon collect` publishes it with
+compaction on at resolution 1 s (its default, L/8 at most 1 s; the rates measured at L = 10 s,
+docs/real-cluster.md section 5): an idle partition's followers send 1.00 fetch event per
+second each and it appends nothing; a moderately loaded one (200 records/s) 1.12 fetches per
+follower-second and 0.91 appends per second; one at the broker's maximum 1.55 and 1.08. The
+mix, by default 80% idle, 15% moderate, 5% max (`--mix`): at any moment most partitions of a
+production cluster carry no writes (topics kept for retention, low-volume and per-tenant
+topics, over-partitioned topics), and a few carry most of the load. About 2.3 events per
+partition-second. `--resolution-ms R` (the collector caps it at L/4) replays a coarser
+compaction: every rate times 1000/R (the bench then sets alerts.stuck_after_ms to 3 R, so a
+follower heard every R is not taken for a silent one). `--sessions` publishes the idle
+partitions in session form (docs/events.md `session`, `replmon collect --session-form`): each
+idle follower's first fetch names its session, then one `session` event per follower, leader
+and producer per R says all of them.
 
 **Faults**: from the warm-up's end, every `--fault-every-s` one follower of a busy partition
 stops fetching for L + 10 s (its partition's appends go on: it falls behind, holds the HW,
@@ -86,7 +88,7 @@ from throughput import PHASES, p99, read_phases, spread  # bench/throughput.py
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBS = ROOT / "deploy" / "local" / "kafka-libs"
-LAG_MAX_MS = 10_000  # replica.lag.time.max.ms of the simulated partitions (the real cluster's)
+KAFKA_LAG_MAX_MS = 30_000  # Kafka's replica.lag.time.max.ms default: --lag-ms's
 TICK_S = 0.1
 # compacted events per second at resolution 1 s (docs/real-cluster.md section 5):
 # (fetches per follower, appends per partition)
@@ -141,11 +143,11 @@ def fault_schedule(args, start_ms: int, busy: np.ndarray):
     layout = Layout.of(args.partitions, "sim", "bench", 1)
     first = start_ms + args.warmup_s * 1000
     # each fault's alerts are released by about lcu + L + group_wait + tolerance + a fetch period
-    last = start_ms + (args.warmup_s + args.seconds) * 1000 - (LAG_MAX_MS + 5000 + 1000 + 3000)
+    last = start_ms + (args.warmup_s + args.seconds) * 1000 - (args.lag_ms + 5000 + 1000 + 3000)
     times = list(range(first, last, args.fault_every_s * 1000))
     picks = np.random.default_rng(args.seed + 1).choice(busy, size=min(len(times), busy.size), replace=False)
     return [
-        Fault(int(p), layout.replicas[p][1 + i % 2], t, t + LAG_MAX_MS + 10_000)
+        Fault(int(p), layout.replicas[p][1 + i % 2], t, t + args.lag_ms + 10_000)
         for i, (p, t) in enumerate(zip(picks.tolist(), times, strict=False))
     ]
 
@@ -174,7 +176,7 @@ def produce(k: int, args, start_ms: int, end_ms: int, faults, results) -> None:
         fetch,
         append,
         start_ms=start_ms,
-        lag_max_ms=LAG_MAX_MS,
+        lag_max_ms=args.lag_ms,
         faults=faults,
         heartbeats=k == 0,
         seed=args.seed + 2 + k,
@@ -354,6 +356,7 @@ def one_run(spark, args, n: int) -> dict:
             "profile_dir": str(profile),
             **({} if args.status_refresh_ms is None else {"status_refresh_ms": args.status_refresh_ms}),
         },
+        rules={"replica_lag_time_max_ms": args.lag_ms},
         alerts={"stuck_after_ms": 3 * max(1000, args.resolution_ms)},
         write_files=False,
     )
@@ -495,7 +498,19 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=90, help="measured wall seconds, after the warm-up")
     ap.add_argument("--warmup-s", type=int, default=30)
     ap.add_argument("--mix", default=DEFAULT_MIX, help="shares of idle, moderate and max partitions")
-    ap.add_argument("--resolution-ms", type=int, default=1000, help="replay this compaction resolution")
+    ap.add_argument(
+        "--lag-ms",
+        type=int,
+        default=KAFKA_LAG_MAX_MS,
+        help="replica.lag.time.max.ms of the run: every partition's metadata and the monitor's "
+        "(default 30000, Kafka's)",
+    )
+    ap.add_argument(
+        "--resolution-ms",
+        type=int,
+        default=1000,
+        help="replay this compaction resolution (the collector caps it at L/4)",
+    )
     ap.add_argument(
         "--sessions",
         action="store_true",
@@ -545,6 +560,7 @@ def main() -> int:
             best
             | {
                 "mix": parse_mix(args.mix),
+                "lag_ms": args.lag_ms,
                 "resolution_ms": args.resolution_ms,
                 "events_per_partition_s": round(float(per_partition.mean()), 3),
                 "sessions": args.sessions,

@@ -22,6 +22,7 @@ from replmon.state.events import (
     BROKER,
     BROKER_EPOCH,
     CLUSTER,
+    COMPACTION_RESOLUTION,
     ISR,
     LEADER,
     LEADER_EPOCH,
@@ -105,13 +106,14 @@ class Bucket:
             view = self._clock(ev, out)
             kind = ev[TYPE]
             if kind == "heartbeat":
+                view.state_resolution(ev[COMPACTION_RESOLUTION])
                 continue
             if kind == "session":
-                self._session(ev, view, cfg, out, quarantine)
+                self._session(ev, view, view.config(cfg), out, quarantine)
             elif kind == "broker":
                 self._broker(ev, view, out)
             else:
-                self._partition_event(ev, kind, view, cfg, out, quarantine)
+                self._partition_event(ev, kind, view, view.config(cfg), out, quarantine)
         if out.out_of_sync:
             self.fetchers.after(cfg, out, alerts)
         alerts += out
@@ -364,13 +366,13 @@ class Bucket:
             if view.broker_log:
                 watch = self.warm(key)
                 self.touched.add(key)
-                self.replay.apply(key, watch, view, target + 1, cfg, alerts)
+                self.replay.apply(key, watch, view, target + 1, view.config(cfg), alerts)
             if target > watch.time_ms:
                 if watch.deadline_ms <= target:
                     watch = self.warm(key)
                     self.touched.add(key)
                     sessions.advance_watch(
-                        view.sessions, watch, target, alerts, cfg, self.replay.roots(key, view)
+                        view.sessions, watch, target, alerts, view.config(cfg), self.replay.roots(key, view)
                     )
                 else:  # what advance_to does when no deadline is due (a ColdWatch stays cold)
                     watch.time_ms = target
@@ -382,8 +384,9 @@ class Bucket:
             watch = self.warm(key)
             view = self.clusters[key[0]]
             at = watch.last_event_ms + cfg.evict_after_ms
-            self.replay.apply(key, watch, view, at + 1, cfg, alerts)
-            sessions.advance_watch(view.sessions, watch, at, alerts, cfg, self.replay.roots(key, view))
+            own = view.config(cfg)  # the cluster's: its stated compaction resolution
+            self.replay.apply(key, watch, view, at + 1, own, alerts)
+            sessions.advance_watch(view.sessions, watch, at, alerts, own, self.replay.roots(key, view))
             self._evict(
                 key,
                 at,

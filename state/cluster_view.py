@@ -4,13 +4,17 @@ and the placeholder of a partition left encoded by a lazy decode (state/codec.py
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from replmon.state import alert_rules
 from replmon.state.alerts import AlertBook
 from replmon.state.fetcher import FetcherKey, FetcherRoot
 from replmon.state.root_cause import BrokerRoot, broker_root
 from replmon.state.sessions import SessionTable
+
+if TYPE_CHECKING:
+    from replmon.state.monitor import MonitorConfig
 
 
 def owner_bucket(cluster: str, buckets: int) -> int:
@@ -44,6 +48,27 @@ class ClusterView:
         default_factory=list
     )  # derived: roots after each log entry
     sessions: SessionTable = field(default_factory=SessionTable)  # fetch sessions' reads (state/sessions.py)
+    # The compaction resolution the cluster's source states on its heartbeats (docs/events.md);
+    # None: it states none, and alerts.compaction_resolution_ms stands for it
+    compaction_resolution_ms: int | None = None
+    # derived: (the engine's config, that config with the stated resolution)
+    stated_config: tuple[MonitorConfig, MonitorConfig] | tuple[()] = ()
+
+    def config(self, cfg: MonitorConfig) -> MonitorConfig:
+        """The engine's config for this cluster's partitions: `cfg`, with the resolution its
+        source states in place of the configured one."""
+        stated = self.compaction_resolution_ms
+        if stated is None or stated == cfg.compaction_resolution_ms:
+            return cfg
+        if not self.stated_config or self.stated_config[0] is not cfg:
+            self.stated_config = (cfg, replace(cfg, compaction_resolution_ms=stated))
+        return self.stated_config[1]
+
+    def state_resolution(self, stated: int | None) -> None:
+        """A heartbeat: the resolution its source states, if it states one."""
+        if stated is not None and stated != self.compaction_resolution_ms:
+            self.compaction_resolution_ms = stated
+            self.stated_config = ()
 
     def active(self, broker: int, ts: int, quiet_ms: int) -> None:
         """`broker` did something at `ts` (state/cluster.py merges these runs over buckets)."""

@@ -229,6 +229,12 @@ def _bucket_doc(bucket: Bucket) -> Doc:
         "broker_pos": list(bucket.replay.pos.items()) if hasattr(bucket, "replay") else [],
         # the fetch sessions' recent reads (state/sessions.py); absent before they existed
         "sessions": {name: v.sessions.to_rows() for name, v in bucket.clusters.items() if v.sessions.reads},
+        # the compaction resolution each cluster's source states; absent before it was stated
+        "resolutions": {
+            name: v.compaction_resolution_ms
+            for name, v in bucket.clusters.items()
+            if getattr(v, "compaction_resolution_ms", None) is not None
+        },
         # each broker's current run of activity (state/cluster.py); absent before it existed
         "activity": {
             name: list(v.activity.items())
@@ -573,6 +579,8 @@ def _bucket_from_doc(doc: Doc, bucket_id: int, buckets: int) -> Bucket:
         bucket.clusters[name].activity = {b: list(run) for b, run in runs}
     for name, rows in doc.get("sessions", {}).items():
         bucket.clusters[name].sessions = SessionTable.from_rows(rows)
+    for name, stated in doc.get("resolutions", {}).items():
+        bucket.clusters[name].compaction_resolution_ms = stated
     return bucket
 
 

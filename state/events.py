@@ -57,6 +57,10 @@ FIELDS: dict[str, Field] = {
     "replica_lag_time_max_ms": Field("int", minimum=1),
     "broker": Field("int", minimum=0),
     "state": Field("str", choices=("running", "fenced", "shutting_down")),
+    # A source's compaction resolution, stated on its heartbeats: the longest its compaction
+    # leaves between two sent events of a caught-up follower, beyond its own fetch interval
+    # (0: every event is sent); the engine allows for it where it decides a silence
+    "compaction_resolution_ms": Field("int", minimum=0),
 }
 
 
@@ -97,7 +101,7 @@ TYPES: dict[str, EventType] = {
     # was read then. About many partitions: delivered to every bucket, like a heartbeat.
     "session": EventType(("replica", "leader", "session_id"), (), partitioned=False),
     "append": EventType(("topic", "partition", "leader_leo"), (), partitioned=True),
-    "heartbeat": EventType((), (), partitioned=False),
+    "heartbeat": EventType((), ("compaction_resolution_ms",), partitioned=False),
 }
 
 # --- derived ------------------------------------------------------------------------------
@@ -143,6 +147,7 @@ LAG_MAX = _at("replica_lag_time_max_ms")
 BROKER = _at("broker")
 STATE = _at("state")
 SESSION_ID = _at("session_id")
+COMPACTION_RESOLUTION = _at("compaction_resolution_ms")
 RAW = _at("raw")
 
 

@@ -161,7 +161,8 @@ class FetcherWatch:
             if watch is not None and watch.leader.leader >= 0:
                 k = fetcher_id(t.topic, t.partition, cfg.num_replica_fetchers)
                 key = fetcher_key(t.replica, watch.leader.leader, k)
-                self._check(t.cluster, cfg, out, earlier, key, t.ts)
+                own = bucket.clusters[t.cluster].config(cfg)  # its stated compaction resolution
+                self._check(t.cluster, own, out, earlier, key, t.ts)
 
     def _group(self, cluster: str, key: FetcherKey, cfg: MonitorConfig) -> Group:
         _, follower, leader, k = key

@@ -54,17 +54,26 @@ def _imminent_after_ms(p: PartitionLeader, cfg: MonitorConfig) -> int:
 
 
 PARKED_FETCH_MS = 500  # Kafka's replica.fetch.wait.max.ms default: a caught-up follower's longest gap
+# A compaction resolution up to this needs no allowance: its longest gap between sent events
+# (the resolution and a parked fetch) is well inside alerts.stuck_after_ms (3 s), and the
+# differential test decides the same on compacted and uncompacted events at it (the
+# collector's default: L/8, at most 1 s; docs/real-cluster.md).
+COVERED_RESOLUTION_MS = 1000
 
 
 def quiet_after_ms(cfg: MonitorConfig, replica_lag_time_max_ms: int) -> int:
     """How long a partition's sources may send nothing before the engine calls one silent
     (its leader silent, a replica stuck, a fetcher thread stalled): alerts.stuck_after_ms, plus,
-    when the collector compacts above 1 s, the partition's resolution (at most L/4, as
+    when its source compacts above 1 s, the partition's resolution (at most L/4, as
     streaming/collect/compact.py resolution_ms caps it) and a parked fetch, the longest a
-    caught-up follower's sent fetches are apart. The last event before a real silence is always
-    sent, so compacted and uncompacted events then decide the same (docs/real-cluster.md)."""
+    caught-up follower's sent fetches are apart. The resolution is the one the cluster's source
+    states on its heartbeats (state/cluster_view.py `config`), else alerts.compaction_resolution_ms.
+    The last event before a real silence is always sent, so compacted and uncompacted events
+    then decide the same (docs/real-cluster.md)."""
     resolution = min(cfg.compaction_resolution_ms, replica_lag_time_max_ms // 4)
-    return cfg.stuck_after_ms + (resolution + PARKED_FETCH_MS if resolution else 0)
+    if resolution <= COVERED_RESOLUTION_MS:
+        return cfg.stuck_after_ms
+    return cfg.stuck_after_ms + resolution + PARKED_FETCH_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +101,8 @@ class MonitorConfig:
     reorder_tolerance_ms: int  # out-of-order events within this are taken at partition time
     stuck_after_ms: int
     caught_up_grace_ms: int
-    compaction_resolution_ms: int  # the collector's resolution when above 1 s, else 0 (quiet_after_ms)
+    # the compaction resolution of a source that does not state it on its heartbeats (quiet_after_ms)
+    compaction_resolution_ms: int
     status_interval_ms: int  # at most one routine status per partition per this much event time
     status_refresh_ms: int  # a healthy partition's unchanged status is sent again after this long
     evict_after_ms: int  # a partition with no event for this long leaves the state

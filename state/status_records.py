@@ -39,7 +39,7 @@ def emit_statuses(
         if table.reads:
             sessions.sync(table, watch, watch.time_ms)
         status = watch.partition_status()
-        rows = watch.replica_statuses(cfg)
+        rows = watch.replica_statuses(bucket.clusters[key[0]].config(cfg))
         bucket.touched.add((watch.cluster, watch.topic, watch.partition))
         digest = _steady_digest(watch, status, rows) if cfg.status_refresh_ms else None
         sent = watch.status_sent

@@ -262,7 +262,7 @@ def _sample(bucket: Bucket, at_ms: int, cfg, out: dict[str, list[dict[str, Any]]
                 "under_replicated": p.under_replicated,
             }
         )
-        for r in watch.replica_statuses(cfg):
+        for r in watch.replica_statuses(bucket.clusters[watch.cluster].config(cfg)):
             out["replica_lag"].append(
                 {
                     **base,

@@ -224,10 +224,12 @@ class Alerts(_Section):
     telemetry_gap_ms: int = Field(default=30000, ge=1)
     stuck_after_ms: int = Field(default=3000, ge=1)
     caught_up_grace_ms: int = Field(default=2000, ge=0)
-    # The collector's --compact-resolution-ms when it is above 1 s (0: it is not): a partition's
-    # sources may then send nothing for that long (at most L/4) plus a parked fetch, so its
-    # silences (leader silent, replica stuck, fetcher stalled) count from stuck_after_ms plus
-    # that (state/monitor.py quiet_after_ms; docs/real-cluster.md).
+    # The compaction resolution of a source that does not state one on its heartbeats (the
+    # simulator, files, a collector older than the field; 0: it sends every event). `replmon
+    # collect` states its own, which is used for its cluster instead (a warning says so when
+    # this disagrees). Above 1 s a partition's sources may send nothing for that long (at most
+    # L/4) plus a parked fetch, so its silences (leader silent, replica stuck, fetcher stalled)
+    # count from stuck_after_ms plus that (state/monitor.py quiet_after_ms; docs/events.md).
     compaction_resolution_ms: int = Field(default=0, ge=0)
     # Every alert is held this long (event time) so that a root cause found meanwhile claims it
     # (state/cluster.py); a broker's silence is decided stuck_after_ms after its last activity.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,6 +26,7 @@ from replmon.state.events import ARRAY_FIELDS, EVENT_FIELDS, FIELDS, PARTITION, 
 from replmon.state.monitor import MonitorConfig
 from replmon.streaming.contract import COLUMN_FIELDS, bounded_quarantine, describe
 
+log = logging.getLogger(__name__)
 OUTPUT_SCHEMA = "kind string, payload string"
 STATE_SCHEMA = "blob binary"
 # The columns of the stateful step's input (parse.monitor_input): the event fields a fetch or an
@@ -324,6 +326,31 @@ def full_collection_if_grown() -> bool:
     return True
 
 
+_warned_resolutions: set[tuple[str, int]] = set()  # (cluster, stated) this worker has warned of
+
+
+def warn_stated_resolution(bucket: Bucket, cfg: MonitorConfig) -> None:
+    """Once per worker process, cluster and value: a cluster's source states a compaction
+    resolution other than the configured alerts.compaction_resolution_ms, which then applies
+    only to sources that state none."""
+    if not cfg.compaction_resolution_ms:
+        return
+    for cluster, view in bucket.clusters.items():
+        stated = view.compaction_resolution_ms
+        if stated is None or stated == cfg.compaction_resolution_ms:
+            continue
+        if (cluster, stated) not in _warned_resolutions:
+            _warned_resolutions.add((cluster, stated))
+            log.warning(
+                "cluster %s: its collector states a compaction resolution of %d ms on its "
+                "heartbeats; that is used for it, not alerts.compaction_resolution_ms = %d ms (which "
+                "applies only to sources that state none: docs/events.md, heartbeat)",
+                cluster,
+                stated,
+                cfg.compaction_resolution_ms,
+            )
+
+
 def make_state_func(
     cfg: MonitorConfig,
     buckets: int,
@@ -358,6 +385,7 @@ def make_state_func(
         phases.lap("state_load")
         stage = len(quarantine)
         bucket.process(events, cfg, alerts, quarantine)
+        warn_stated_resolution(bucket, cfg)
         quarantine[stage:] = [bounded_quarantine(q) for q in quarantine[stage:]]
         bucket.advance(cfg, alerts, watermark_ms=watermark if watermark > 0 else None)
         partitions: list = []

@@ -43,7 +43,7 @@ from datetime import UTC
 from pathlib import Path
 
 from replmon.streaming.collect.broker_log import BrokerLog
-from replmon.streaming.collect.compact import Compactor
+from replmon.streaming.collect.compact import RESOLUTION_CAP_MS, Compactor
 from replmon.streaming.collect.reorder import ReorderBuffer
 from replmon.streaming.collect.requestlog import BadLine, follower_of, log_time_ms
 from replmon.streaming.collect.sessions import SessionForm
@@ -72,6 +72,19 @@ def source_name(cluster: str, role: str, brokers) -> str:
     if role == "broker":
         return f"{cluster}-broker-{'-'.join(str(b) for b in sorted(brokers))}"
     return cluster if role == "all" else f"{cluster}-cluster"
+
+
+def stated_resolution_ms(compactor: Compactor | None, session_form: SessionForm | None) -> int:
+    """The compaction resolution the heartbeats state (docs/events.md, `heartbeat`): the longest
+    compaction leaves between two sent events of a caught-up follower, beyond its fetch
+    interval: the requested resolution, else the default's largest (L/8, at most
+    RESOLUTION_CAP_MS); a session form's; 0 when every event is sent."""
+    stated = 0
+    if compactor is not None:
+        stated = compactor.requested_ms or RESOLUTION_CAP_MS
+    if session_form is not None:
+        stated = max(stated, session_form.resolution_ms)
+    return stated
 
 
 def rotated_files(path: Path) -> list[Path]:
@@ -137,6 +150,8 @@ class Collector:
         self.compactor = compactor  # None: every event goes out (--no-compact)
         # None: a fetch event per partition per read; else session form (--session-form)
         self.session_form = session_form
+        # what every heartbeat states, so that the monitor allows for it (state/monitor.py quiet_after_ms)
+        self.resolution_ms = stated_resolution_ms(compactor, session_form)
         for bl in self.logs.values():
             bl.session_ids = session_form is not None
         self._last_heartbeat = 0
@@ -252,7 +267,14 @@ class Collector:
             out = [ev for ev in out if ev["type"] not in ("metadata", "broker")]
         if self.role != "broker" and now - self._last_heartbeat >= self.heartbeat_ms:
             self._last_heartbeat = now
-            out.append({"type": "heartbeat", "ts": self.buffer.watermark_ms, "cluster": self.cluster})
+            out.append(
+                {
+                    "type": "heartbeat",
+                    "ts": self.buffer.watermark_ms,
+                    "cluster": self.cluster,
+                    "compaction_resolution_ms": self.resolution_ms,
+                }
+            )
         self.publisher.send(out)
         self.published += len(out)
         self.save()

@@ -3,7 +3,11 @@ events survive it, and the fetch sessions are rebuilt on a fresh start (warm-up)
 
 from __future__ import annotations
 
+import pytest
+
 from replmon.streaming.collect.collector import Collector
+from replmon.streaming.collect.compact import Compactor
+from replmon.streaming.collect.sessions import SessionForm
 from tests.collect.lines import TOPIC_ID, fetch_line, produce_line
 
 T = 1_795_437_650_000
@@ -115,7 +119,48 @@ def test_heartbeat_carries_the_release_watermark(tmp_path):
     )
     c.start()
     c.step()
-    assert rec.sent == [{"type": "heartbeat", "ts": T - 1500, "cluster": "c"}]
+    # (no compaction: it sends every event, and says so)
+    assert rec.sent == [{"type": "heartbeat", "ts": T - 1500, "cluster": "c", "compaction_resolution_ms": 0}]
+
+
+@pytest.mark.parametrize(
+    "compactor, session_form, stated",
+    [
+        # the requested resolution, as given
+        (Compactor(requested_ms=7500), None, 7500),
+        # the default is L/8 capped at 1 s: at most 1 s, whatever L
+        (Compactor(), None, 1000),
+        # session form alone: one read per session per its resolution
+        (None, SessionForm(2000, session_key=None), 2000),
+        # both, as `replmon collect --session-form --compact-resolution 3s` builds them
+        (Compactor(requested_ms=3000), SessionForm(3000, session_key=None), 3000),
+    ],
+)
+def test_every_heartbeat_states_the_compaction_resolution(tmp_path, compactor, session_form, stated):
+    """The monitor allows for the resolution the collector states (state/monitor.py
+    quiet_after_ms), so no setting can disagree with it."""
+    log = tmp_path / "kafka-request.log"
+    log.write_text("")
+    rec, clock = Recorder(), Clock(T)
+    c = Collector(
+        "c",
+        {1: str(log)},
+        NoAdmin(),
+        rec,
+        tmp_path / "s",
+        hold_ms=1000,
+        heartbeat_ms=1000,
+        clock=clock,
+        compactor=compactor,
+        session_form=session_form,
+        **PACE,
+    )
+    c.start()
+    c.step()
+    clock.ms += 1000
+    c.step()
+    beats = [e for e in rec.sent if e["type"] == "heartbeat"]
+    assert [e["compaction_resolution_ms"] for e in beats] == [stated, stated]
 
 
 class SlowAdmin(NoAdmin):

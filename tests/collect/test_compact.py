@@ -81,10 +81,18 @@ def fold(events: list[dict], lag_ms: int, slice_ms: int = 1000, **changes) -> tu
     return alerts, rows, quarantine
 
 
-def differences(events: list[dict], lag_ms: int, compactor: Compactor, **changes) -> list[str]:
-    """What the engine decides differently on the compacted events, beyond the approximate fields."""
+def differences(
+    events: list[dict], lag_ms: int, compactor: Compactor, stated: int | None = None, **changes
+) -> list[str]:
+    """What the engine decides differently on the compacted events, beyond the approximate fields.
+    `stated`: the resolution the compacted events' heartbeats state, as `replmon collect`'s do."""
     full = fold(collect(events, None), lag_ms, **changes)
-    compacted = fold(collect(events, compactor), lag_ms, **changes)
+    compacted = collect(events, compactor)
+    if stated is not None:
+        compacted = [
+            {**e, "compaction_resolution_ms": stated} if e["type"] == "heartbeat" else e for e in compacted
+        ]
+    compacted = fold(compacted, lag_ms, **changes)
 
     def alert_rows(alerts):
         rows = [
@@ -488,18 +496,18 @@ def demo_with_idle_partitions() -> list[dict]:
 
 
 def test_at_a_quarter_of_l_the_engine_counts_silence_past_the_resolution(demo_with_idle_partitions):
-    """At L/4 (7.5 s) a busy partition's compacted events are up to 8 s apart: with
-    alerts.compaction_resolution_ms set to the collector's resolution, the engine's partition
-    silences count from stuck_after_ms + 7.5 s + a parked fetch (state/monitor.py
-    quiet_after_ms), and it decides the same on compacted and uncompacted events."""
+    """At L/4 (7.5 s) a busy partition's compacted events are up to 8 s apart: with the
+    collector's resolution stated on its heartbeats, the engine's partition silences count from
+    stuck_after_ms + 7.5 s + a parked fetch (state/monitor.py quiet_after_ms), and it decides the
+    same on compacted and uncompacted events."""
     resolution = IDLE_L_MS // 4
     compactor = Compactor(default_lag_ms=IDLE_L_MS, requested_ms=resolution)
-    found = differences(demo_with_idle_partitions, IDLE_L_MS, compactor, compaction_resolution_ms=resolution)
+    found = differences(demo_with_idle_partitions, IDLE_L_MS, compactor, stated=resolution)
     assert found == []
     assert compactor.dropped["fetch"] > sum(1 for e in demo_with_idle_partitions if e["type"] == "fetch") / 2
 
 
-def test_at_a_quarter_of_l_without_the_engine_setting_a_leader_looks_silent(demo_with_idle_partitions):
+def test_at_a_quarter_of_l_with_no_resolution_stated_or_set_a_leader_looks_silent(demo_with_idle_partitions):
     compactor = Compactor(default_lag_ms=IDLE_L_MS, requested_ms=IDLE_L_MS // 4)
     found = differences(demo_with_idle_partitions, IDLE_L_MS, compactor)
     assert any("IsrExitImminent" in d and "is down: nothing from leader" in d for d in found), found

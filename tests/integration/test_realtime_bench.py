@@ -21,9 +21,10 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "realtime.py"
 
 
 def test_the_bench_reports_keeping_up_and_the_fault_alerts_latency(kafka_bootstrap, redis_url):
-    # 60 partitions (12 busy), 10 s warm-up, 35 s measured: faults at 10, 14, 18 and 22 s (the
-    # last one that L + group_wait + tolerance + a fetch period still fits before the end at 45 s).
-    args = ["--partitions", "60", "--warmup-s", "10", "--seconds", "35", "--fault-every-s", "4"]
+    # 60 partitions (12 busy), L = 10 s, 10 s warm-up, 35 s measured: faults at 10, 14, 18 and 22 s
+    # (the last one that L + group_wait + tolerance + a fetch period still fits before the end at 45 s).
+    args = ["--partitions", "60", "--lag-ms", "10000", "--warmup-s", "10", "--seconds", "35"]
+    args += ["--fault-every-s", "4"]
     args += ["--producers", "1", "--driver-memory", "1g", "--bootstrap", kafka_bootstrap]
     proc = subprocess.run(
         [sys.executable, str(BENCH), *args, "--redis-url", redis_url],
@@ -35,6 +36,7 @@ def test_the_bench_reports_keeping_up_and_the_fault_alerts_latency(kafka_bootstr
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
 
     assert figures["partitions"] == 60
+    assert figures["lag_ms"] == 10_000
     assert figures["producer_kept_pace"] is True
     # 12 busy partitions: 0.15 x 60 moderate (1.12 fetch, 0.91 append), 0.05 x 60 max, the rest idle
     assert 120 <= figures["events_per_s"] <= 150
@@ -66,4 +68,4 @@ def test_the_bench_reports_keeping_up_and_the_fault_alerts_latency(kafka_bootstr
     assert figures["latency_ms_min"] <= figures["latency_ms_p50"] <= figures["latency_ms_p99"]
     assert figures["latency_ms_p50"] > 0
     assert figures["lag_s_last"] is not None and figures["lag_s_max"] >= figures["lag_s_last"] >= 0
-    assert {"mix", "resolution_ms", "runs", "tried"} <= set(figures)
+    assert {"mix", "lag_ms", "resolution_ms", "runs", "tried"} <= set(figures)

@@ -53,7 +53,7 @@ VALID = {
         "replica_lag_time_max_ms": 30000,
     },
     "broker": {"type": "broker", "ts": T, "cluster": "c", "broker": 3, "state": "fenced", "broker_epoch": 9},
-    "heartbeat": {"type": "heartbeat", "ts": T, "cluster": "c"},
+    "heartbeat": {"type": "heartbeat", "ts": T, "cluster": "c", "compaction_resolution_ms": 7500},
     "session": {"type": "session", "ts": T, "cluster": "c", "replica": 2, "leader": 1, "session_id": 77},
 }
 

@@ -1,0 +1,66 @@
+"""The compaction resolution a cluster's source states on its heartbeats (docs/events.md,
+`heartbeat`) is the one the engine allows for in its silences (state/monitor.py
+quiet_after_ms); alerts.compaction_resolution_ms stands only for a source that states none."""
+
+from __future__ import annotations
+
+import pytest
+
+from replmon.state.bucket import Bucket
+from replmon.state.codec import decode, encode
+from replmon.state.events import as_tuple, event
+from replmon.streaming.settings import monitor_config
+
+T = 1_000_000
+L_MS = 30_000  # resolution at most L/4 = 7.5 s
+ASSIGNED = {"replicas": [1, 2], "isr": [1, 2], "leader_leo": 100, "replica_lag_time_max_ms": L_MS}
+
+
+def replica_state(configured: int, stated: int | None, quiet_ms: int) -> str:
+    """Follower 2's state `quiet_ms` after its last (caught-up) fetch, with alerts.stuck_after_ms
+    3 s, the setting `configured` and the heartbeat stating `stated` (None: not at all)."""
+    cfg = monitor_config(compaction_resolution_ms=configured)
+    events = [
+        event("metadata", T, "c", topic="t", partition=0, leader=1, leader_epoch=1, **ASSIGNED),
+        event("heartbeat", T, "c", compaction_resolution_ms=stated),
+        event("fetch", T + 10, "c", topic="t", partition=0, replica=2, fetch_offset=100, leader_leo=100),
+        # the partition's own time moves on: an append that does not grow the LEO
+        event("append", T + 10 + quiet_ms, "c", topic="t", partition=0, leader_leo=100),
+    ]
+    bucket = Bucket(0, 1)
+    bucket.process([as_tuple(e) for e in events], cfg, [], [])
+    replicas: list = []
+    bucket.statuses(cfg, [], replicas, force=True)
+    (row,) = replicas
+    return row["state"]
+
+
+@pytest.mark.parametrize(
+    "configured, stated, state",
+    [
+        # no compaction said anywhere: silent after alerts.stuck_after_ms (3 s)
+        (0, None, "stuck"),
+        # the source compacts to 7.5 s: a 5 s gap is its resolution, not a silence
+        (0, 7500, "caught_up"),
+        # a source that states none: the setting stands for it
+        (7500, None, "caught_up"),
+        # the stated value wins over a setting that disagrees (the source sends every event)
+        (7500, 0, "stuck"),
+        # 1 s (the collector's default, L/8 at most 1 s) fits in stuck_after_ms: no allowance
+        (0, 1000, "stuck"),
+    ],
+)
+def test_the_stated_resolution_decides_when_a_caught_up_follower_looks_stuck(configured, stated, state):
+    assert replica_state(configured, stated, quiet_ms=5000) == state
+
+
+def test_a_stated_resolution_is_kept_in_the_stored_state():
+    """It is stated once a heartbeat: a restored bucket keeps it until the next one."""
+    cfg = monitor_config()
+    bucket = Bucket(0, 1)
+    bucket.process([as_tuple(event("heartbeat", T, "c", compaction_resolution_ms=7500))], cfg, [], [])
+    back = decode(encode(bucket), bucket_id=0, buckets=1, cfg=cfg)
+    assert back.clusters["c"].config(cfg).compaction_resolution_ms == 7500
+    # and a later heartbeat that states nothing (an older collector) leaves it as it was
+    back.process([as_tuple(event("heartbeat", T + 1000, "c"))], cfg, [], [])
+    assert back.clusters["c"].config(cfg).compaction_resolution_ms == 7500
