@@ -467,27 +467,12 @@ def decode_chunks(
     (the next batch likely changes most of it again: the next save is whole anyway)."""
     if blob[: len(MAGIC)] != MAGIC:
         return _migrate_format0(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg), None
-    version = int.from_bytes(blob[len(MAGIC) : len(MAGIC) + 2], "big")
-    if version not in READABLE_VERSIONS:
-        raise StateFormatError(
-            f"the checkpoint's state is in format {version}, and this replmon reads formats 0 "
-            f"to {FORMAT_VERSION}: it was written by another (newer?) replmon version. Run the "
-            f"version that wrote it, or start over. {_WHAT_TO_DO}."
-        )
-    chunks = None
+    version = _readable_version(blob)
+    stored: list[bytes] = []
+    parts: list[Any] | None = None
     try:
         if version >= 3:
-            meta, stored = _BuiltinsOnly(io.BytesIO(blob[_HEADER:])).load()
-            doc = _load(meta)
-            where = doc["partitions"]
-            indexed = where["index"] is not None
-            lazy = (
-                lazy
-                and indexed
-                and doc["fields"] == _fields()
-                and (needed is None or needed() < WHOLE_ABOVE * len(where["chunk"]))
-            )
-            parts = [] if lazy else [_load(c) for c in stored]
+            doc, stored, parts = _read_format3(blob, lazy, needed)
         else:
             doc = _load(blob[_HEADER:])
     except Exception as exc:  # noqa: BLE001 - damaged bytes make zlib/pickle raise almost any type; all mean damaged
@@ -497,30 +482,71 @@ def decode_chunks(
     check_buckets(doc["buckets"], buckets)
     bucket = _bucket_from_doc(doc, bucket_id, buckets)
     fields = doc["fields"]
+    chunks = None
     if version >= 3:
-        where = doc["partitions"]
-        index = where.pop("index")
-        if index is not None:
-            where.update(zip(fields["index"], index, strict=True))
-        rows = None if lazy else [list(_rows_from_columns(part, fields)) for part in parts]
-        if fields == _fields() and index is not None:
-            chunks = _chunks_of(stored, where, rows)
-        if rows is None:
-            assert chunks is not None
-            _add_cold(bucket, where)
-            bucket.load_cold = _ColdRows(chunks, cfg)
-        else:
-            _add_partitions(
-                bucket,
-                (rows[c][r] for c, r in zip(where["chunk"], where["row"], strict=True)),
-                cfg,
-                where["time_ms"],
-            )
+        chunks = _add_format3_partitions(bucket, doc, stored, parts, cfg)
     elif version == 2:
         _add_partitions(bucket, _rows_from_columns(doc["partitions"], fields), cfg)
     else:
         _add_partitions(bucket, _rows_from_format1(doc["partitions"], fields), cfg)
     return bucket, chunks
+
+
+def _readable_version(blob: bytes) -> int:
+    """The format version of a versioned blob; StateFormatError when this code cannot read it."""
+    version = int.from_bytes(blob[len(MAGIC) : len(MAGIC) + 2], "big")
+    if version not in READABLE_VERSIONS:
+        raise StateFormatError(
+            f"the checkpoint's state is in format {version}, and this replmon reads formats 0 "
+            f"to {FORMAT_VERSION}: it was written by another (newer?) replmon version. Run the "
+            f"version that wrote it, or start over. {_WHAT_TO_DO}."
+        )
+    return version
+
+
+def _read_format3(
+    blob: bytes, lazy: bool, needed: Callable[[], int] | None
+) -> tuple[Doc, list[bytes], list[Any] | None]:
+    """A format 3 blob's document, its chunks as stored (compressed), and the chunks' decoded
+    columns, or None when the decode is lazy (`decode_chunks`: an indexed blob of these fields,
+    for a batch that needs less than WHOLE_ABOVE of its partitions)."""
+    meta, stored = _BuiltinsOnly(io.BytesIO(blob[_HEADER:])).load()
+    doc = _load(meta)
+    where = doc["partitions"]
+    lazy = (
+        lazy
+        and where["index"] is not None
+        and doc["fields"] == _fields()
+        and (needed is None or needed() < WHOLE_ABOVE * len(where["chunk"]))
+    )
+    return doc, stored, None if lazy else [_load(c) for c in stored]
+
+
+def _add_format3_partitions(
+    bucket: Bucket, doc: Doc, stored: list[bytes], parts: list[Any] | None, cfg: MonitorConfig
+) -> Chunks | None:
+    """Put a format 3 blob's partitions in the bucket: decoded from `parts`, or left encoded
+    (`parts` None: lazy, each a ColdWatch the bucket loads when needed). Returns the blob's
+    Chunks, or None when its field list is another or it has no index (the next save is whole)."""
+    fields = doc["fields"]
+    where = doc["partitions"]
+    index = where.pop("index")
+    if index is not None:
+        where.update(zip(fields["index"], index, strict=True))
+    rows = None if parts is None else [list(_rows_from_columns(part, fields)) for part in parts]
+    chunks = _chunks_of(stored, where, rows) if fields == _fields() and index is not None else None
+    if rows is None:
+        assert chunks is not None
+        _add_cold(bucket, where)
+        bucket.load_cold = _ColdRows(chunks, cfg)
+    else:
+        _add_partitions(
+            bucket,
+            (rows[c][r] for c, r in zip(where["chunk"], where["row"], strict=True)),
+            cfg,
+            where["time_ms"],
+        )
+    return chunks
 
 
 def _load(compressed: bytes):

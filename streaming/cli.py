@@ -57,91 +57,133 @@ ALL_HELP = (
 def build_parser() -> argparse.ArgumentParser:
     """The `replmon` command line: every subcommand, one grammar (docs/cli.md, checked by
     tests/streaming/test_cli_grammar.py; deployment files by tests/test_deploy.py)."""
-    from replmon.streaming import safe_to_stop, side_cmds, silence_cmd
+    parser = argparse.ArgumentParser(prog="replmon", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # in the order `replmon --help` lists them
+    _monitoring_commands(sub)
+    _checking_commands(sub)
+    _silence_commands(sub)
+    _side_commands(sub)
+    _dashboards_commands(sub)
+    return parser
+
+
+def _command(sub, name, help, declare, handler, nested=False) -> argparse.ArgumentParser:
+    """A subcommand that runs `handler`: the common flags, then the flags `declare` adds."""
+    p = sub.add_parser(name, help=help, description=help, formatter_class=SwitchFormatter)
+    add_common(p, inherited=nested)
+    declare(p)
+    p.set_defaults(handler=handler, prog=p.prog)
+    return p
+
+
+def _group(sub, name, help) -> argparse.ArgumentParser:
+    """A subcommand with actions of its own (`silence add`): the common flags on both levels."""
+    p = sub.add_parser(name, help=help, description=help)
+    add_common(p)
+    return p
+
+
+def _monitoring_commands(sub) -> None:
+    """The monitor and what feeds it: run, replay, simulate, collect."""
     from replmon.streaming.collect.cli import add_arguments as collect_arguments
     from replmon.streaming.replay_cmd import add_arguments as replay_arguments
     from replmon.streaming.simulator.cli import add_arguments as simulate_arguments
 
-    parser = argparse.ArgumentParser(prog="replmon", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name, help, declare, handler, sub=sub, nested=False):
-        p = sub.add_parser(name, help=help, description=help, formatter_class=SwitchFormatter)
-        add_common(p, inherited=nested)
-        declare(p)
-        p.set_defaults(handler=handler, prog=p.prog)
-        return p
-
-    def group(name, help):
-        """A subcommand with actions of its own (`silence add`): the common flags on both levels."""
-        p = sub.add_parser(name, help=help, description=help)
-        add_common(p)
-        return p
-
-    command(
+    _command(
+        sub,
         "run",
         "run the monitor over Kafka or files (--demo: a simulated cluster)",
         _run_arguments,
         run_command,
     )
-    command("replay", "replay a time window, with what-if variants", replay_arguments, _replay)
-    command("simulate", "simulate a Kafka cluster's fetch metrics", simulate_arguments, _simulate)
-    command("collect", "a real cluster's request logs -> the metrics topic", collect_arguments, _collect)
-    command(
+    _command(sub, "replay", "replay a time window, with what-if variants", replay_arguments, _replay)
+    _command(sub, "simulate", "simulate a Kafka cluster's fetch metrics", simulate_arguments, _simulate)
+    _command(
+        sub, "collect", "a real cluster's request logs -> the metrics topic", collect_arguments, _collect
+    )
+
+
+def _checking_commands(sub) -> None:
+    """Questions asked of the rules engine and of a live cluster: conformance, safe-to-stop."""
+    from replmon.streaming import safe_to_stop, side_cmds
+
+    _command(
+        sub,
         "conformance",
         "check the rules engine against scenario files",
         side_cmds.conformance_arguments,
         side_cmds.conformance,
     )
-    command(
+    _command(
+        sub,
         "safe-to-stop",
         "may broker N be stopped now? (a rolling restart's gate; exit 0 safe, 1 not, 2 unknown)",
         safe_to_stop.add_arguments,
         _safe_to_stop,
     )
-    silence = group("silence", "silence alerts: broker maintenance, an alert id, a matcher")
+
+
+def _silence_commands(sub) -> None:
+    """`silence` and its actions (add, list, expire), each with the group's flags too."""
+    from replmon.streaming import silence_cmd
+
+    silence = _group(sub, "silence", "silence alerts: broker maintenance, an alert id, a matcher")
     silence_cmd.group_arguments(silence)
     actions = silence.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, help, declare in silence_cmd.ACTIONS:
-        command(
+        _command(
+            actions,
             name,
             help,
             _both(partial(silence_cmd.group_arguments, inherited=True), declare),
             _silence,
-            sub=actions,
             nested=True,
         )
-    command(
+
+
+def _side_commands(sub) -> None:
+    """The development services, and the Grafana annotations side process."""
+    from replmon.streaming import side_cmds
+
+    _command(
+        sub,
         "services",
         "local Kafka broker and Redis for development",
         side_cmds.services_arguments,
         side_cmds.services,
     )
-    command(
+    _command(
+        sub,
         "grafana-annotations",
         "alerts from Redis as Grafana annotations",
         side_cmds.grafana_annotations_arguments,
         side_cmds.grafana_annotations,
     )
-    dashboards = group("dashboards", "Grafana dashboards as code: build and publish them")
+
+
+def _dashboards_commands(sub) -> None:
+    """`dashboards build` and `dashboards publish`."""
+    from replmon.streaming import side_cmds
+
+    dashboards = _group(sub, "dashboards", "Grafana dashboards as code: build and publish them")
     boards = dashboards.add_subparsers(dest="action", required=True, metavar="ACTION")
-    command(
+    _command(
+        boards,
         "build",
         "write the dashboards' JSON (dashboards/json)",
         side_cmds.build_arguments,
         side_cmds.build_dashboards,
-        sub=boards,
         nested=True,
     )
-    command(
+    _command(
+        boards,
         "publish",
         "publish the dashboards' JSON to Grafana (REPLMON_GRAFANA__*)",
         side_cmds.publish_arguments,
         side_cmds.publish_dashboards,
-        sub=boards,
         nested=True,
     )
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -289,20 +331,46 @@ def run_monitor(
     truth: Path | None = None,
     every_transition: bool = False,
 ) -> int:
+    """Set up the sinks, the Spark session and the source; run the query under the supervisor
+    until it ends or is stopped; then say what was written."""
     from replmon.state.codec import StateFormatError
-    from replmon.streaming import preflight
     from replmon.streaming.bridge import OutputRouter
     from replmon.streaming.checkpoint import with_checkpoint_buckets
     from replmon.streaming.cluster_state import ClusterStepRunner
-    from replmon.streaming.query import start_query
-    from replmon.streaming.session import build_session, local_kafka_jars
-    from replmon.streaming.sources import file_source, kafka_options, kafka_source
-    from replmon.streaming.supervise import Supervisor
 
     try:
         settings = with_checkpoint_buckets(settings)
     except StateFormatError as refused:  # the count recorded beside the checkpoint: no query started
         raise UsageError(checkpoint_refusal(settings)(refused) or str(refused)) from None
+    redis_sink, silences, alertmanager = _open_sinks(settings)
+    spark, source = _open_source(settings)
+    router = OutputRouter(
+        settings.output_dir if settings.write_files else None,
+        redis_sink,
+        alertmanager=alertmanager,
+        silences=silences,
+        cluster_step=ClusterStepRunner(settings.monitor_config(), settings.checkpoint_dir, spark),
+    )
+    outlets = monitor_outlets(settings, redis_sink, alertmanager)
+    rc, report = _supervise_query(spark, source, settings, router, outlets, alertmanager, once=once)
+    if report.fatal:
+        raise UsageError(report.fatal)
+    print(
+        f"replmon run: outputs in {settings.output_dir}: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(router.totals.items()))
+        + (f"; the query was restarted {report.restarts} times" if report.restarts else "")
+    )
+    if timeline and settings.write_files:
+        print_timeline(Path(settings.output_dir) / "alerts", every_transition=every_transition)
+    return rc
+
+
+def _open_sinks(settings):
+    """(the Redis sink, its silences, the Alertmanager sink), each None when not configured;
+    Redis checked before anything starts, and the Alertmanager sink told what a previous run
+    notified and is still firing."""
+    from replmon.streaming import preflight
+
     redis_sink = silences = alertmanager = None
     if settings.redis.url is not None:
         from replmon.sinks.silences import SilenceStore
@@ -319,28 +387,38 @@ def run_monitor(
         if redis_sink is not None:  # what a previous run notified and is still firing
             firing = redis_sink.client.hvals(redis_sink.keys.alerts_notify_firing())
             alertmanager.restore(json.loads(v) for v in firing)
+    return redis_sink, silences, alertmanager
+
+
+def _open_source(settings):
+    """(the Spark session, the streaming source): the input files, or the metrics topic once
+    Kafka answered (with the local Kafka jars when the settings name none)."""
+    from replmon.streaming import preflight
+    from replmon.streaming.session import build_session, local_kafka_jars
+    from replmon.streaming.sources import file_source, kafka_options, kafka_source
+
     spark_conf = settings.spark
     if not settings.input_path and not spark_conf.jars:
         spark_conf = spark_conf.model_copy(update={"jars": local_kafka_jars()})
     spark = build_session(spark_conf)
     if settings.input_path:
-        source = file_source(spark, settings.input_path, settings.spark.max_files_per_trigger)
-    else:
-        preflight.check_kafka(
-            spark,
-            kafka_options(settings.kafka),
-            settings.kafka.subscribe if not settings.kafka.subscribe_pattern else None,
-            settings.kafka.startup_timeout_ms,
-        )
-        source = kafka_source(spark, settings.kafka)
-    router = OutputRouter(
-        settings.output_dir if settings.write_files else None,
-        redis_sink,
-        alertmanager=alertmanager,
-        silences=silences,
-        cluster_step=ClusterStepRunner(settings.monitor_config(), settings.checkpoint_dir, spark),
+        return spark, file_source(spark, settings.input_path, settings.spark.max_files_per_trigger)
+    preflight.check_kafka(
+        spark,
+        kafka_options(settings.kafka),
+        settings.kafka.subscribe if not settings.kafka.subscribe_pattern else None,
+        settings.kafka.startup_timeout_ms,
     )
-    outlets = monitor_outlets(settings, redis_sink, alertmanager)
+    return spark, kafka_source(spark, settings.kafka)
+
+
+def _supervise_query(spark, source, settings, router, outlets, alertmanager, *, once: bool):
+    """Start the query and keep it running (restarted from its checkpoint after a failure) until
+    it ends or a signal stops it: (the exit code, the supervisor's report). A bounded run that
+    ended well flushes what the cluster step still holds."""
+    from replmon.streaming.query import start_query
+    from replmon.streaming.supervise import Supervisor
+
     if alertmanager is not None:
         alertmanager.start()
     try:
@@ -361,20 +439,7 @@ def run_monitor(
     finally:
         if alertmanager is not None:
             alertmanager.close()
-    if supervisor.report.fatal:
-        raise UsageError(supervisor.report.fatal)
-    print(
-        f"replmon run: outputs in {settings.output_dir}: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(router.totals.items()))
-        + (
-            f"; the query was restarted {supervisor.report.restarts} times"
-            if supervisor.report.restarts
-            else ""
-        )
-    )
-    if timeline and settings.write_files:
-        print_timeline(Path(settings.output_dir) / "alerts", every_transition=every_transition)
-    return rc
+    return rc, supervisor.report
 
 
 QUERY_NAME = "replmon"

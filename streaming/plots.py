@@ -104,13 +104,7 @@ def replica_lag(
     series = defaultdict(list)
     for r in samples:
         series[(r["cluster"], r["topic"], r["partition"], r["replica"])].append(r)
-    worst = sorted(
-        series,
-        key=lambda k: (
-            -max((r["lag_ms"] or 0) for r in series[k]),
-            -max(r["lag_messages"] for r in series[k]),
-        ),
-    )[:MAX_LINES]
+    worst = _most_lagging(series)
     fig, (ax, msgs) = plt.subplots(2, 1, figsize=(11, 6), sharex=True, height_ratios=(3, 2))
     limits: set[int] = set()
     for key in sorted(worst):
@@ -125,34 +119,11 @@ def replica_lag(
         msgs.plot(times, [r["lag_messages"] for r in rows], color=line.get_color(), linewidth=1)
         limits.update(r["limit_ms"] for r in rows)
     for limit in sorted(limits):
-        ax.axhline(limit / 1000, color="#d62728", linestyle="--", linewidth=1)
-        ax.text(
-            _t(window.start_ms),
-            limit / 1000,
-            f" replica.lag.time.max.ms = {limit / 1000:g} s",
-            color="#d62728",
-            va="bottom",
-            fontsize=8,
-        )
+        _limit_line(ax, window, limit / 1000, f" replica.lag.time.max.ms = {limit / 1000:g} s", "#d62728")
     if message_limit:
-        msgs.axhline(message_limit, color="#9467bd", linestyle="--", linewidth=1)
-        msgs.text(
-            _t(window.start_ms),
-            message_limit,
-            f" replica.lag.max.messages = {message_limit:,} (Kafka 0.8)",
-            color="#9467bd",
-            va="bottom",
-            fontsize=8,
-        )
-    for i, x in enumerate(e for e in isr_exits if window.contains(e["ts"])):
-        for a in (ax, msgs):
-            a.axvline(
-                _t(x["ts"]),
-                color="#444",
-                linestyle=":",
-                linewidth=1,
-                label="ISR shrink" if i == 0 and a is ax else None,
-            )
+        text = f" replica.lag.max.messages = {message_limit:,} (Kafka 0.8)"
+        _limit_line(msgs, window, message_limit, text, "#9467bd")
+    _isr_shrinks(ax, msgs, isr_exits, window)
     ax.set_ylabel("time since caught up (s)")
     msgs.set_ylabel("messages behind")
     ax.set_title("Per-replica lag in time (top) and in messages (bottom)", fontsize=10)
@@ -163,6 +134,36 @@ def replica_lag(
     else:
         _empty(ax, "no follower state sampled in the window")
     return _png(fig)
+
+
+def _most_lagging(series: dict[tuple, list[dict]]) -> list[tuple]:
+    """The MAX_LINES replicas that lagged most: in time, then in messages."""
+    return sorted(
+        series,
+        key=lambda k: (
+            -max((r["lag_ms"] or 0) for r in series[k]),
+            -max(r["lag_messages"] for r in series[k]),
+        ),
+    )[:MAX_LINES]
+
+
+def _limit_line(ax, window, y: float, text: str, color: str) -> None:
+    """A dashed horizontal line at a limit, named at the window's start."""
+    ax.axhline(y, color=color, linestyle="--", linewidth=1)
+    ax.text(_t(window.start_ms), y, text, color=color, va="bottom", fontsize=8)
+
+
+def _isr_shrinks(ax, msgs, isr_exits: list[dict], window) -> None:
+    """A dotted vertical line on both plots at each ISR shrink in the window (labelled once)."""
+    for i, x in enumerate(e for e in isr_exits if window.contains(e["ts"])):
+        for a in (ax, msgs):
+            a.axvline(
+                _t(x["ts"]),
+                color="#444",
+                linestyle=":",
+                linewidth=1,
+                label="ISR shrink" if i == 0 and a is ax else None,
+            )
 
 
 def isr_and_urp(partitions: list[dict], urp: list[dict], window) -> bytes:

@@ -24,6 +24,15 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(p) -> None:
+    """`replmon replay`'s flags, in the order `--help` lists them."""
+    _input_arguments(p)
+    _window_arguments(p)
+    _filter_arguments(p)
+    _output_arguments(p)
+
+
+def _input_arguments(p) -> None:
+    """What is replayed: event files, or the metrics topic."""
     src = p.add_argument_group("input (default: the metrics topic of the settings' kafka section)")
     src.add_argument("--input", metavar="PATH", help="a JSON-lines file or a folder of them")
     src.add_argument(
@@ -44,6 +53,10 @@ def add_arguments(p) -> None:
         type=duration_text,
         help="read Kafka records produced this much around the window (default 5m)",
     )
+
+
+def _window_arguments(p) -> None:
+    """The window of event time reported, and the history before it that builds the state."""
     win = p.add_argument_group("window")
     win.add_argument(
         "--from", dest="from_", metavar="TIME", help="ISO-8601 (UTC unless an offset is given) or ms"
@@ -66,6 +79,10 @@ def add_arguments(p) -> None:
         type=duration_text,
         help="how far before the warm-up the last metadata of each partition is searched (default 1h)",
     )
+
+
+def _filter_arguments(p) -> None:
+    """Which events of the input are replayed: clusters, topics, partitions."""
     p.add_argument(
         "--cluster",
         action="append",
@@ -84,6 +101,10 @@ def add_arguments(p) -> None:
         metavar="N",
         help="only this partition number (repeatable)",
     )
+
+
+def _output_arguments(p) -> None:
+    """The what-if variants compared with the actual settings, and where the results go."""
     p.add_argument(
         "--what-if",
         action="append",

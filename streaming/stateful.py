@@ -365,56 +365,80 @@ def make_state_func(
 
     def func(key, frames, state) -> Iterator[pd.DataFrame]:
         with quiet_collector():
-            out = step(key, frames, state)
+            bucket_id = int(key[0]) if bucket_of_key is None else bucket_of_key[int(key[0])]
+            out = bucket_step(bucket_id, frames, state, cfg, buckets, Phases(profile_dir), kept)
         if out is not None:
             yield out
 
-    def step(key, frames, state) -> pd.DataFrame | None:
-        phases = Phases(profile_dir)
-        bucket_id = int(key[0]) if bucket_of_key is None else bucket_of_key[int(key[0])]
-        alerts: list = []
-        quarantine: list = []
-        watermark = state.getCurrentWatermarkMs()
-        events: list = []
-        if not state.hasTimedOut:
-            frames = [f for f in frames if len(f)]
-            phases.lap("input")
-            events = events_from_frames(frames, quarantine)
-            phases.lap("quarantine_and_sort")
-        bucket = load_bucket(state, cfg, bucket_id, buckets, events)
-        phases.lap("state_load")
-        stage = len(quarantine)
-        bucket.process(events, cfg, alerts, quarantine)
-        warn_stated_resolution(bucket, cfg)
-        quarantine[stage:] = [bounded_quarantine(q) for q in quarantine[stage:]]
-        bucket.advance(cfg, alerts, watermark_ms=watermark if watermark > 0 else None)
-        partitions: list = []
-        replicas: list = []
-        points: list = []
-        bucket.statuses(cfg, partitions, replicas, points=points)
-        activity = bucket.activity_reports()
-        phases.lap("engine")
-        timeout = bucket.next_timeout_ms(cfg)
-        save_bucket(state, bucket, cfg, kept)
-        if timeout is not None:
-            state.setTimeoutTimestamp(max(timeout, watermark + 1, 1))
-        phases.lap("state_save")
-        kinds = (
-            ["alerts"] * len(alerts)
-            + ["partition_status"] * len(partitions)
-            + ["replica_status"] * len(replicas)
-            + ["series_point"] * len(points)
-            + ["quarantine"] * len(quarantine)
-            + ["activity"] * len(activity)
-        )
-        out = None
-        if kinds:
-            payload = [_encode(r) for r in (*alerts, *partitions, *replicas, *points, *quarantine, *activity)]
-            out = pd.DataFrame({"kind": kinds, "payload": payload})
-            phases.lap("output")
-        phases.write(
-            bucket=bucket_id, events=len(events), partitions=len(bucket.partitions), outputs=len(kinds)
-        )
-        return out
-
     return func
+
+
+def bucket_step(
+    bucket_id: int, frames, state, cfg: MonitorConfig, buckets: int, phases: Phases, kept: int | None
+) -> pd.DataFrame | None:
+    """One call for one bucket: its input events (none when the call is its timeout) through the
+    engine, its state saved with its next timeout, and its outputs as (kind, payload) rows."""
+    quarantine: list = []
+    watermark = state.getCurrentWatermarkMs()
+    events: list = []
+    if not state.hasTimedOut:
+        frames = [f for f in frames if len(f)]
+        phases.lap("input")
+        events = events_from_frames(frames, quarantine)
+        phases.lap("quarantine_and_sort")
+    bucket = load_bucket(state, cfg, bucket_id, buckets, events)
+    phases.lap("state_load")
+    outputs = engine_step(bucket, events, cfg, quarantine, watermark)
+    phases.lap("engine")
+    timeout = bucket.next_timeout_ms(cfg)
+    save_bucket(state, bucket, cfg, kept)
+    if timeout is not None:
+        state.setTimeoutTimestamp(max(timeout, watermark + 1, 1))
+    phases.lap("state_save")
+    out = output_rows(outputs)
+    if out is not None:
+        phases.lap("output")
+    phases.write(
+        bucket=bucket_id,
+        events=len(events),
+        partitions=len(bucket.partitions),
+        outputs=0 if out is None else len(out),
+    )
+    return out
+
+
+def engine_step(
+    bucket: Bucket, events: list, cfg: MonitorConfig, quarantine: list, watermark: int
+) -> list[tuple[str, list]]:
+    """The engine's outputs of one call, by kind in the order they are emitted: the events
+    processed, the bucket advanced to the watermark, its statuses taken. `quarantine` holds the
+    parser's rejects already; the engine's own are added (bounded)."""
+    alerts: list = []
+    stage = len(quarantine)
+    bucket.process(events, cfg, alerts, quarantine)
+    warn_stated_resolution(bucket, cfg)
+    quarantine[stage:] = [bounded_quarantine(q) for q in quarantine[stage:]]
+    bucket.advance(cfg, alerts, watermark_ms=watermark if watermark > 0 else None)
+    partitions: list = []
+    replicas: list = []
+    points: list = []
+    bucket.statuses(cfg, partitions, replicas, points=points)
+    return [
+        ("alerts", alerts),
+        ("partition_status", partitions),
+        ("replica_status", replicas),
+        ("series_point", points),
+        ("quarantine", quarantine),
+        ("activity", bucket.activity_reports()),
+    ]
+
+
+def output_rows(outputs: list[tuple[str, list]]) -> pd.DataFrame | None:
+    """The outputs as OUTPUT_SCHEMA rows (kind, JSON payload), None when there are none."""
+    kinds: list[str] = []
+    for kind, records in outputs:
+        kinds += [kind] * len(records)
+    if not kinds:
+        return None
+    payload = [_encode(r) for _, records in outputs for r in records]
+    return pd.DataFrame({"kind": kinds, "payload": payload})

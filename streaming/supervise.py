@@ -101,31 +101,13 @@ class Supervisor:
         )
         failures_in_row = 0
         known_batch = None  # the last batch id seen: a new one means the query made progress
-        poll_s = min(1.0, self._conf.heartbeat_interval_s)
         while True:
             try:
-                # pyspark takes float seconds (it multiplies them by 1000); its annotation says int
-                while not query.awaitTermination(poll_s):  # type: ignore[arg-type]  # float seconds
-                    self._tick(query)
-                    if self._stop.is_set():
-                        log.info("stopping query %s (its checkpoint keeps its progress)", self._name)
-                        silence_jvm_for_stop()
-                        query.stop()
-                        self._tick(query, force=True)
-                        return 0
-                self._tick(query, force=True)
-                return 0  # ended on its own: a bounded (--once) run is done
+                return self._until_ended_or_stopped(query)
             except StreamingQueryException as exc:
-                # the JVM stopped the query with the signal (a wait only when it says so)
-                if stopped_meanwhile(self._stop, STOP_GRACE_S if spark_shut_down(exc) else 0):
-                    log.info("query %s stopped with Spark's JVM (%s)", self._name, _first_line(exc))
-                    return 0
+                if (rc := self._not_restarted(query, exc)) is not None:
+                    return rc
                 failure = _first_line(exc)
-                if (reason := self._fatal(exc)) is not None:
-                    log.error("query %s failed and cannot be restarted: %s", self._name, reason)
-                    self.report.fatal = reason
-                    self._tick(query, force=True)
-                    return 2
             batch = _batch_id(query)
             failures_in_row = 1 if batch is not None and batch != known_batch else failures_in_row + 1
             known_batch = batch if batch is not None else known_batch
@@ -157,6 +139,36 @@ class Supervisor:
             if restarted is None:
                 return 0
             query = restarted
+
+    def _until_ended_or_stopped(self, query: StreamingQuery) -> int:
+        """Wait for the query with heartbeats until it ends on its own or `stop` is set (then
+        stop it): 0. Its failure is raised (StreamingQueryException)."""
+        poll_s = min(1.0, self._conf.heartbeat_interval_s)
+        # pyspark takes float seconds (it multiplies them by 1000); its annotation says int
+        while not query.awaitTermination(poll_s):  # type: ignore[arg-type]  # float seconds
+            self._tick(query)
+            if self._stop.is_set():
+                log.info("stopping query %s (its checkpoint keeps its progress)", self._name)
+                silence_jvm_for_stop()
+                query.stop()
+                self._tick(query, force=True)
+                return 0
+        self._tick(query, force=True)
+        return 0  # ended on its own: a bounded (--once) run is done
+
+    def _not_restarted(self, query: StreamingQuery, exc: StreamingQueryException) -> int | None:
+        """The exit code when the query's failure ends the run: 0 when a stop signal explains it,
+        2 when `fatal` names it as one no restart can mend; None: restart the query."""
+        # the JVM stopped the query with the signal (a wait only when it says so)
+        if stopped_meanwhile(self._stop, STOP_GRACE_S if spark_shut_down(exc) else 0):
+            log.info("query %s stopped with Spark's JVM (%s)", self._name, _first_line(exc))
+            return 0
+        if (reason := self._fatal(exc)) is not None:
+            log.error("query %s failed and cannot be restarted: %s", self._name, reason)
+            self.report.fatal = reason
+            self._tick(query, force=True)
+            return 2
+        return None
 
     def _restart(self, failed: StreamingQuery) -> StreamingQuery | None:
         """Start the query again; a failure to start is retried with the same backoff."""

@@ -24,19 +24,33 @@ def _num(pdf: pd.DataFrame, name: str) -> np.ndarray:
 
 def invalid_reasons(pdf: pd.DataFrame, now_ms: int, max_future_ms: int) -> np.ndarray:
     """An object array: None for a valid event, else why it is not."""
-    n = len(pdf)
     kind = pdf["type"].to_numpy(dtype=object)
     missing = {
         name: pdf[name].isna().to_numpy()
         for name in {"type", "ts", "cluster", *(f for fs in REQUIRED.values() for f in fs)}
     }
+    checks = [
+        *_record_checks(pdf, kind, missing),
+        *_required_field_checks(pdf, kind, missing),
+        *_value_checks(pdf, kind),
+        *_future_checks(pdf, now_ms, max_future_ms),
+    ]
+    return _first_failing(checks, len(pdf))
+
+
+# A check: a mask of the rows that fail it, and the reason (one, or one per row).
+Check = tuple[np.ndarray, object]
+
+
+def _record_checks(pdf: pd.DataFrame, kind: np.ndarray, missing: dict[str, np.ndarray]) -> list[Check]:
+    """Is the record an event at all: readable bytes, well-formed JSON, a known type."""
     byte_problem = (
         pdf["byte_problem"].to_numpy(dtype=object)
         if "byte_problem" in pdf
-        else np.full(n, None, dtype=object)
+        else np.full(len(pdf), None, dtype=object)
     )
     bad_bytes = pd.notna(byte_problem)
-    checks: list[tuple[np.ndarray, object]] = [
+    checks: list[Check] = [
         (bad_bytes, byte_problem),
         (pdf["malformed"].to_numpy(dtype=bool) & ~bad_bytes, MALFORMED),
         (missing["type"], "missing field: type"),
@@ -45,8 +59,15 @@ def invalid_reasons(pdf: pd.DataFrame, now_ms: int, max_future_ms: int) -> np.nd
     unknown = ~known & ~missing["type"]
     if unknown.any():
         checks.append((unknown, np.array([f"unknown type: {k}" for k in kind], dtype=object)))
+    return checks
+
+
+def _required_field_checks(
+    pdf: pd.DataFrame, kind: np.ndarray, missing: dict[str, np.ndarray]
+) -> list[Check]:
+    """The fields every event has (ts, a cluster name), then those its type requires."""
     cluster = pdf["cluster"].to_numpy(dtype=object)
-    checks += [
+    checks: list[Check] = [
         (missing["ts"], "missing field: ts"),
         (missing["cluster"] | (cluster == ""), "missing field: cluster"),
     ]
@@ -56,6 +77,12 @@ def invalid_reasons(pdf: pd.DataFrame, now_ms: int, max_future_ms: int) -> np.nd
             continue
         for name in names:
             checks.append((is_type & missing[name], f"missing field for {event_type}: {name}"))
+    return checks
+
+
+def _value_checks(pdf: pd.DataFrame, kind: np.ndarray) -> list[Check]:
+    """Values in range: each field's minimum (state/events.py), a broker's state, a session's ids."""
+    checks: list[Check] = []
     for name in NON_NEGATIVE:
         checks.append((_num(pdf, name) < 0, f"negative {name}"))
     for name in AT_LEAST_ONE:
@@ -73,21 +100,24 @@ def invalid_reasons(pdf: pd.DataFrame, now_ms: int, max_future_ms: int) -> np.nd
             (is_session & (leader < 0), NO_LEADER),
             (is_session & (_num(pdf, "replica") == leader), OWN_LEADER),
         ]
+    return checks
+
+
+def _future_checks(pdf: pd.DataFrame, now_ms: int, max_future_ms: int) -> list[Check]:
+    """An event time too far ahead of the wall clock."""
     future = _num(pdf, "ts") > now_ms + max_future_ms
-    if future.any():
-        ts = pdf["ts"].to_numpy()
-        checks.append(
-            (
-                future,
-                np.array(
-                    [
-                        f"event time {t:.0f} is more than {max_future_ms} ms ahead of the wall clock"
-                        for t in ts
-                    ],
-                    dtype=object,
-                ),
-            )
-        )
+    if not future.any():
+        return []
+    ts = pdf["ts"].to_numpy()
+    reasons = np.array(
+        [f"event time {t:.0f} is more than {max_future_ms} ms ahead of the wall clock" for t in ts],
+        dtype=object,
+    )
+    return [(future, reasons)]
+
+
+def _first_failing(checks: list[Check], n: int) -> np.ndarray:
+    """Each row's reason from the first check it fails, None when it passes them all."""
     reasons = np.full(n, None, dtype=object)
     for mask, reason in reversed(checks):
         if mask.any():

@@ -22,6 +22,19 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """`replmon collect`'s flags, in the order `--help` lists them."""
+    # From --create-topic on, every flag overrides the setting of the same name in the settings'
+    # collect section (a duration flag: its `_ms` setting); their defaults are stated there
+    # (streaming/settings.py).
+    _source_arguments(p)
+    _destination_arguments(p)
+    _timing_arguments(p)
+    _volume_arguments(p)
+    _reading_arguments(p)
+
+
+def _source_arguments(p: argparse.ArgumentParser) -> None:
+    """What is collected: the cluster, its request logs, and this collector's share of them."""
     p.add_argument(
         "--cluster",
         required=True,
@@ -46,6 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(one per broker host); cluster: only the Admin API's events and the heartbeats (one "
         "per cluster; a second one fences the first)",
     )
+
+
+def _destination_arguments(p: argparse.ArgumentParser) -> None:
+    """Where the events go (the metrics topic), and where the collector keeps its checkpoint."""
     p.add_argument(
         "--metrics-bootstrap",
         metavar="HOST:PORT",
@@ -57,8 +74,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help=f"the metrics topic (default: the settings' kafka.subscribe, {METRICS_TOPIC})",
     )
-    # Every other flag overrides the setting of the same name in the settings' collect section
-    # (a duration flag: its `_ms` setting); their defaults are stated there (streaming/settings.py).
     p.add_argument(
         "--create-topic",
         action=SwitchOrOldValue,
@@ -77,6 +92,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="checkpoint folder (collect.state_dir, default ./replmon-collect-state)",
     )
+
+
+def _timing_arguments(p: argparse.ArgumentParser) -> None:
+    """How long events are held, how often heartbeats and metadata go out, when to give up."""
     p.add_argument(
         "--hold",
         metavar="DURATION",
@@ -114,6 +133,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(collect.publish_timeout_ms, default 60s)",
     )
     old_spelling(p, "--publish-timeout-s", "--publish-timeout", type=in_unit("s"))
+
+
+def _volume_arguments(p: argparse.ArgumentParser) -> None:
+    """How much is read, sent and held: the line bound, the compaction, the session form."""
     p.add_argument(
         "--max-line-bytes",
         metavar="BYTES",
@@ -147,6 +170,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-held", metavar="N", type=int, help="bound on events waiting for release (collect.max_held)"
     )
+
+
+def _reading_arguments(p: argparse.ArgumentParser) -> None:
+    """How the request log's lines are read: their time zone, and which topics are reported."""
     p.add_argument(
         "--log-timezone",
         metavar="ZONE",
@@ -299,21 +326,35 @@ def run(args) -> int:
 def collect(
     args, conf: CollectSettings, logs: dict[int, str], tz: ZoneInfo, monitored: Cluster, metrics: Cluster
 ) -> int:
-    from kafka.admin import KafkaAdminClient
-
-    from replmon.streaming.collect.admin import AdminView
-    from replmon.streaming.collect.collector import Collector
-    from replmon.streaming.collect.compact import RESOLUTION_CAP_MS, Compactor
-    from replmon.streaming.collect.connect import connected
-    from replmon.streaming.collect.publish import Fenced, Publisher, PublishError
-    from replmon.streaming.collect.sessions import SessionForm
-    from replmon.streaming.signals import stop_on_signals
+    """Connect to both clusters, then collect until stopped: the exit code (docs/cli.md; 3: the
+    metrics cluster did not answer, or the metrics topic failed; 4: fenced by another instance)."""
+    from replmon.streaming.collect.publish import PublishError
 
     logging.getLogger("kafka").setLevel(logging.WARNING)
     if conf.create_topic:
         ensure_topic(metrics, args.metrics_topic, conf.partitions, args.verbose)
     wanted = topic_filter(conf, args.metrics_topic)
-    admin = AdminView(
+    admin = admin_view(args, monitored, wanted)
+    try:
+        publisher = metrics_publisher(args, conf, logs, metrics)
+    except PublishError as e:
+        print(f"replmon collect: {e}", file=sys.stderr)
+        return 3
+    collector = build_collector(args, conf, logs, tz, admin, publisher, wanted)
+    rc = collect_until_stopped(collector, conf.state_dir)
+    log.info("collect stopped: %s", collector.counts())
+    publisher.close(abandon=rc == 3)
+    return rc
+
+
+def admin_view(args, monitored: Cluster, wanted):
+    """The monitored cluster's Admin API, polled for the topics `wanted` (metadata, brokers)."""
+    from kafka.admin import KafkaAdminClient
+
+    from replmon.streaming.collect.admin import AdminView
+    from replmon.streaming.collect.connect import connected
+
+    return AdminView(
         connected(
             lambda **kw: KafkaAdminClient(
                 bootstrap_servers=monitored.bootstrap.split(","), request_timeout_ms=5000, **kw
@@ -324,25 +365,38 @@ def collect(
         args.cluster,
         wanted,
     )
-    # One writer per source: a per-broker or cluster-role collector publishes in transactions
-    # under a fixed id, so a second instance (a failover, a zombie) fences the first.
+
+
+def metrics_publisher(args, conf: CollectSettings, logs: dict[int, str], metrics: Cluster):
+    """The producer to the metrics topic. One writer per source: a per-broker or cluster-role
+    collector publishes in transactions under a fixed id, so a second instance (a failover, a
+    zombie) fences the first. Raises PublishError when the topic cannot be reached."""
+    from replmon.streaming.collect.connect import connected
+    from replmon.streaming.collect.publish import Publisher
+
     txn = None if args.role == "all" else f"replmon-collect.{source_name(args.cluster, args.role, logs)}"
-    try:
-        publisher = connected(
-            lambda **kw: Publisher(
-                metrics.bootstrap,
-                args.metrics_topic,
-                kw,
-                timeout_s=conf.publish_timeout_ms / 1000,
-                transactional_id=txn,
-            ),
-            metrics,
-            verbose=args.verbose,
-        )
-    except PublishError as e:
-        print(f"replmon collect: {e}", file=sys.stderr)
-        return 3
-    collector = Collector(
+    return connected(
+        lambda **kw: Publisher(
+            metrics.bootstrap,
+            args.metrics_topic,
+            kw,
+            timeout_s=conf.publish_timeout_ms / 1000,
+            transactional_id=txn,
+        ),
+        metrics,
+        verbose=args.verbose,
+    )
+
+
+def build_collector(
+    args, conf: CollectSettings, logs: dict[int, str], tz: ZoneInfo, admin, publisher, wanted
+):
+    """The collector of this role, with the collect settings."""
+    from replmon.streaming.collect.collector import Collector
+    from replmon.streaming.collect.compact import RESOLUTION_CAP_MS, Compactor
+    from replmon.streaming.collect.sessions import SessionForm
+
+    return Collector(
         args.cluster,
         logs,
         admin,
@@ -364,20 +418,25 @@ def collect(
         tz=tz,
         max_line_bytes=conf.max_line_bytes,
     )
-    rc = 0
+
+
+def collect_until_stopped(collector, state_dir: str) -> int:
+    """Run the collector until a signal stops it (0), another instance fences it (4), or the
+    metrics topic or the bound on held events fails it (3; its checkpoint keeps the position)."""
+    from replmon.streaming.collect.publish import Fenced, PublishError
+    from replmon.streaming.signals import stop_on_signals
+
     with stop_on_signals() as stop:
         try:
             collector.run(stop)
         except Fenced as e:
             print(f"replmon collect: {e}; this one stops", file=sys.stderr)
-            rc = 4
+            return 4
         except (PublishError, OverflowError) as e:
             print(
-                f"replmon collect: {e}; the checkpoint in {conf.state_dir} keeps the position, "
+                f"replmon collect: {e}; the checkpoint in {state_dir} keeps the position, "
                 "a restart resumes from it",
                 file=sys.stderr,
             )
-            rc = 3
-    log.info("collect stopped: %s", collector.counts())
-    publisher.close(abandon=rc == 3)
-    return rc
+            return 3
+    return 0

@@ -34,6 +34,15 @@ DEFAULT_BOOTSTRAP = "localhost:9092"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`replmon simulate`'s flags, in the order `--help` lists them."""
+    _scenario_arguments(parser)
+    _output_arguments(parser)
+    _kafka_arguments(parser)
+    _scale_arguments(parser)
+
+
+def _scenario_arguments(parser: argparse.ArgumentParser) -> None:
+    """What is simulated: the scenario, its randomness, its start and its cluster's name."""
     parser.add_argument(
         "--scenario",
         default="demo",
@@ -57,11 +66,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="the cluster this command is about: its name in the events (default: the scenario's, 'sim')",
     )
+
+
+def _output_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the events and the truth go: files, or the metrics topic."""
     parser.add_argument("--output", type=Path, metavar="DIR", help="output folder (events/ and truth.jsonl)")
     old_spelling(parser, "--out", "--output")
     parser.add_argument(
         "--to", choices=("file", "kafka"), default="file", help="where events go (default file)"
     )
+
+
+def _kafka_arguments(parser: argparse.ArgumentParser) -> None:
+    """With --to kafka: the metrics topic, and the topic --create-topic creates."""
     parser.add_argument(
         "--metrics-bootstrap",
         metavar="HOST:PORT",
@@ -86,6 +103,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="replication factor of the created topic (default 1)",
     )
+
+
+def _scale_arguments(parser: argparse.ArgumentParser) -> None:
+    """The size of the `scale` scenario."""
     parser.add_argument(
         "--scale-partitions",
         metavar="N",

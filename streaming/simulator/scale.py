@@ -175,11 +175,8 @@ class Paced:
         self.layout, self.start_ms, self.lag_max_ms = layout, start_ms, lag_max_ms
         self.owned = np.asarray(owned, np.int64)
         n = self.owned.size
-        self.fetch_period = np.repeat(1000.0 / fetch_per_s[self.owned], 2)
-        self.fetch_next = start_ms + rng.random(2 * n) * self.fetch_period
         rate = append_per_s[self.owned]
-        self.append_period = np.where(rate > 0, 1000.0 / np.where(rate > 0, rate, 1), np.inf)
-        self.append_next = np.where(rate > 0, start_ms + rng.random(n) * self.append_period, np.inf)
+        self._schedule(rng, fetch_per_s[self.owned], rate)
         self.leo = np.zeros(n, np.int64).tolist()
         self.follower_leo = [0] * (2 * n)
         self.hw = [0] * n
@@ -190,6 +187,25 @@ class Paced:
             for f in faults
             if f.partition in local
         ]
+        self._line_templates(owned)
+        self._session_form(owned, rate, session_ms, fetcher)
+        self.next_beat = -(-start_ms // 1000) * 1000 if heartbeats else None  # on whole seconds
+        self.heartbeat = f'"type":"heartbeat","ts":%d,"cluster":"{layout.cluster}"}}'.encode()
+
+    def _schedule(self, rng, fetch_per_s: np.ndarray, rate: np.ndarray) -> None:
+        """Each follower's fetch period and first fetch, and each partition's append period and
+        first append (never at a `rate` of 0 appends a second), at random phases from start_ms;
+        `fetch_per_s` and `rate` of the owned partitions."""
+        n = self.owned.size
+        self.fetch_period = np.repeat(1000.0 / fetch_per_s, 2)
+        self.fetch_next = self.start_ms + rng.random(2 * n) * self.fetch_period
+        self.append_period = np.where(rate > 0, 1000.0 / np.where(rate > 0, rate, 1), np.inf)
+        self.append_next = np.where(rate > 0, self.start_ms + rng.random(n) * self.append_period, np.inf)
+
+    def _line_templates(self, owned: Sequence[int]) -> None:
+        """The record key of each owned partition, and its append and its followers' fetch lines
+        with the per-event values left as %d."""
+        layout = self.layout
         self.keys = [f"{layout.cluster}/{layout.names[p][0]}/{layout.names[p][1]}".encode() for p in owned]
         self.appends = [
             f'"type":"append","ts":%d,{layout.heads[p]},"leader_leo":%d}}'.encode() for p in owned
@@ -200,10 +216,15 @@ class Paced:
             for p in owned
             for r in layout.replicas[p][1:]
         ]
-        # Session form (docs/events.md `session`), when session_ms is set: an idle partition's
-        # follower sends its first fetch naming its session (one per follower and leader of this
-        # generator, its `fetcher`), then only the session's reads say it, at most one `session`
-        # event per session_ms. A busy partition's fetches go out as before, in no session.
+
+    def _session_form(
+        self, owned: Sequence[int], rate: np.ndarray, session_ms: int | None, fetcher: int
+    ) -> None:
+        """Session form (docs/events.md `session`), when session_ms is set: an idle partition's
+        follower sends its first fetch naming its session (one per follower and leader of this
+        generator, its `fetcher`), then only the session's reads say it, at most one `session`
+        event per session_ms. A busy partition's fetches go out as before, in no session."""
+        layout, n = self.layout, self.owned.size
         self.session_ms = session_ms
         self.idle = [rate[i // 2] <= 0 for i in range(2 * n)]
         if session_ms is not None and any(self.idle[f] for f, _, _ in self.faults):
@@ -229,8 +250,6 @@ class Paced:
             for p in owned
             for r in layout.replicas[p][1:]
         ]
-        self.next_beat = -(-start_ms // 1000) * 1000 if heartbeats else None  # on whole seconds
-        self.heartbeat = f'"type":"heartbeat","ts":%d,"cluster":"{layout.cluster}"}}'.encode()
 
     def header(self) -> list[tuple[bytes, bytes]]:
         """The brokers (with the heartbeats) and the owned partitions' metadata at start_ms."""
