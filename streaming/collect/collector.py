@@ -133,18 +133,7 @@ class Collector:
         self._wait_for: dict[int, tuple[int, int]] = {}
         self._polls_begun = self._polls_done = 0
         self._read_to_ms: dict[int, int] = {}  # log time of the last line read, per broker
-        # A stopped leader's parked fetches (module docstring): per broker, the log time of its
-        # last follower FETCH line; what the Admin API says (broker states, the leader of each
-        # replicated partition, the brokers' addresses); the last port probe (when, answer).
-        self.silent_hold_ms = silent_hold_ms
-        self._answered_ms: dict[int, int] = {}
-        self._broker_state: dict[int, str] = {}
-        self._leader_of: dict[tuple, int] = {}
-        self._addresses: dict[int, tuple[str, int]] = {}
-        self._probed: dict[int, tuple[int, bool]] = {}
-        self._probe = probe or self.probe_port
-        self._waiting_for: set[int] = set()  # the silent brokers the watermark waits for now
-        self._late = 0
+        self._init_silent_hold(silent_hold_ms, probe)
         self._counts_logged: tuple[float, dict] = (time.monotonic(), {})
         self.buffer = ReorderBuffer(hold_ms, max_held, indexed=compactor is not None)
         self.compactor = compactor  # None: every event goes out (--no-compact)
@@ -159,6 +148,20 @@ class Collector:
         self._admin_events: queue.Queue = queue.Queue()
         self._admin_stop = threading.Event()
         self._admin_thread: threading.Thread | None = None
+
+    def _init_silent_hold(self, silent_hold_ms: int, probe) -> None:
+        """A stopped leader's parked fetches (module docstring): per broker, the log time of its
+        last follower FETCH line; what the Admin API says (broker states, the leader of each
+        replicated partition, the brokers' addresses); the last port probe (when, answer)."""
+        self.silent_hold_ms = silent_hold_ms
+        self._answered_ms: dict[int, int] = {}
+        self._broker_state: dict[int, str] = {}
+        self._leader_of: dict[tuple, int] = {}
+        self._addresses: dict[int, tuple[str, int]] = {}
+        self._probed: dict[int, tuple[int, bool]] = {}
+        self._probe = probe or self.probe_port
+        self._waiting_for: set[int] = set()  # the silent brokers the watermark waits for now
+        self._late = 0
 
     # ---------------------------------------------------------------- checkpoint
 
