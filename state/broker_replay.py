@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from replmon.state import sessions
 
 if TYPE_CHECKING:
+    from replmon.state.alerts import AlertRecord
     from replmon.state.monitor import MonitorConfig, PartitionWatch
     from replmon.state.partition import PartitionLeader
 
@@ -65,7 +66,7 @@ class BrokerReplay:
         view: Any,
         before_ms: int,
         cfg: MonitorConfig,
-        alerts: list[dict[str, Any]],
+        alerts: list[AlertRecord],
     ) -> None:
         """Apply to one partition, in order, the cluster's broker events with a time before
         `before_ms` that it has not applied yet."""

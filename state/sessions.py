@@ -30,6 +30,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
+from replmon.state.alerts import AlertRecord
 from replmon.state.replica import ReplicaState
 
 NO_SESSION = 0  # FetchRequest's INVALID_SESSION_ID: a fetch outside any session
@@ -123,9 +124,7 @@ def sync(table: SessionTable, watch, at_ms: int) -> bool:
     return taken
 
 
-def advance(
-    table: SessionTable, watch, t: int, out: list[dict[str, Any]], cfg, roots: dict[Any, Any]
-) -> None:
+def advance(table: SessionTable, watch, t: int, out: list[AlertRecord], cfg, roots: dict[Any, Any]) -> None:
     """`watch.advance_to(t)`, each deadline on the way, and `t` itself (what the caller then
     evaluates), taken with the reads made up to it."""
     while watch.deadline_ms <= t:
@@ -159,7 +158,7 @@ def restates(watch, replica: int, session_id: int | None, fetch_offset: int, ts:
 
 
 def advance_watch(
-    table: SessionTable, watch, t: int, out: list[dict[str, Any]], cfg, roots: dict[Any, Any]
+    table: SessionTable, watch, t: int, out: list[AlertRecord], cfg, roots: dict[Any, Any]
 ) -> None:
     """`watch.advance_to(t)`; with fetch sessions, each deadline takes its followers' session
     reads up to its own time first (`advance`)."""
