@@ -5,18 +5,15 @@ cluster; and the brokers each record depends on, for the cluster step (state/clu
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from replmon.state import alert_rules as rules
 from replmon.state.alert_rules import PartitionFacts, ReplicaFacts
-from replmon.state.alerts import AlertRecord, derived
+from replmon.state.alerts import AlertBook, AlertRecord, derived
 from replmon.state.explain import BROKER_FENCED, BROKER_SHUTTING_DOWN
 from replmon.state.fetcher import FetcherRoot, fetcher_id, fetcher_key
 from replmon.state.partition import PartitionLeader
 from replmon.state.root_cause import BrokerRoot, root_id
-
-if TYPE_CHECKING:
-    from replmon.state.monitor import PartitionWatch
 
 BROKER_CAUSES = (BROKER_FENCED, BROKER_SHUTTING_DOWN)
 
@@ -27,6 +24,17 @@ Roots = Mapping[Any, Root]
 ReplicaRoots = dict[int, Root]
 
 
+class Watched(Protocol):
+    """What the roots read of a partition's watch (state/monitor.py PartitionWatch)."""
+
+    cluster: str
+    topic: str
+    partition: int
+    name: str
+    leader: PartitionLeader
+    book: AlertBook
+
+
 def explains_lag(root: Root | None) -> bool:
     """A root cause that stops a replica's fetching: a stalled fetcher (a fenced or
     shutting-down broker explains the ISR exit itself, not lag before it; a silent broker is
@@ -34,7 +42,7 @@ def explains_lag(root: Root | None) -> bool:
     return isinstance(root, FetcherRoot)
 
 
-def roots_here(watch: PartitionWatch, roots: Roots, num_replica_fetchers: int) -> ReplicaRoots:
+def roots_here(watch: Watched, roots: Roots, num_replica_fetchers: int) -> ReplicaRoots:
     """Replica -> the outage or fetcher stall that explains it, for this partition."""
     here: ReplicaRoots = {k: v for k, v in roots.items() if isinstance(k, int)}
     leader = watch.leader.leader
@@ -48,7 +56,7 @@ def roots_here(watch: PartitionWatch, roots: Roots, num_replica_fetchers: int) -
 
 
 def root_of(
-    watch: PartitionWatch, how: str | None, f: ReplicaFacts | PartitionFacts, cause: str, roots: ReplicaRoots
+    watch: Watched, how: str | None, f: ReplicaFacts | PartitionFacts, cause: str, roots: ReplicaRoots
 ) -> str | None:
     """The alert that explains a firing episode (alert_rules.ROOT_OF_*), or None."""
     p = watch.leader
@@ -72,7 +80,7 @@ def root_of(
     return leader_root
 
 
-def _partition_root(watch: PartitionWatch, roots: ReplicaRoots) -> str | None:
+def _partition_root(watch: Watched, roots: ReplicaRoots) -> str | None:
     """The alert that explains every replica missing from the ISR: a broker's
     BrokerUnavailable, or a missing replica's own ReplicaOutOfSync; of several, the latest
     to start (the one that made the partition cross its threshold). None when a missing

@@ -4,15 +4,30 @@ alert texts use (state/explain.py). Which of them go out, and when, is state/sta
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from replmon.state.explain import hw_holders, out_of_isr_cause
+from replmon.state.explain import ReplicaView, hw_holders, out_of_isr_cause
+from replmon.state.monitor_config import MonitorConfig
+from replmon.state.partition import PartitionLeader
 
-if TYPE_CHECKING:
-    from replmon.state.monitor import MonitorConfig, PartitionWatch
+
+class Watched(Protocol):
+    """What the status records read of a partition's watch (state/monitor.py PartitionWatch)."""
+
+    cluster: str
+    topic: str
+    partition: int
+    leader: PartitionLeader
+    time_ms: int
+    reported_isr: tuple[int, ...] | None
+    ever_in_isr: set[int]
+    hw_last_advanced_ms: int
+    hw_waiting_since_ms: int | None
+
+    def explain(self, r: int, now: int, cfg: MonitorConfig) -> ReplicaView: ...
 
 
-def partition_status(watch: PartitionWatch) -> dict[str, Any]:
+def partition_status(watch: Watched) -> dict[str, Any]:
     p = watch.leader
     now = watch.time_ms
     waiting = watch.hw_waiting_since_ms
@@ -41,7 +56,7 @@ def partition_status(watch: PartitionWatch) -> dict[str, Any]:
     }
 
 
-def replica_statuses(watch: PartitionWatch, cfg: MonitorConfig) -> list[dict[str, Any]]:
+def replica_statuses(watch: Watched, cfg: MonitorConfig) -> list[dict[str, Any]]:
     """One record per follower the leader has state of, in assignment order."""
     p = watch.leader
     now = watch.time_ms

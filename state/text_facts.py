@@ -3,21 +3,32 @@ a transition, from the watch's state at that time."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from replmon.state import texts
+from replmon.state.alert_roots import ReplicaRoots
 from replmon.state.alert_rules import PartitionFacts, ReplicaFacts
+from replmon.state.explain import ReplicaView
+from replmon.state.monitor_config import MonitorConfig
+from replmon.state.partition import PartitionLeader
 from replmon.state.texts import fmt_clock
-
-if TYPE_CHECKING:
-    from replmon.state.alert_roots import ReplicaRoots
-    from replmon.state.monitor import MonitorConfig, PartitionWatch
 
 Facts = dict[str, object]  # a template's field -> its value
 
 
+class Watched(Protocol):
+    """What the texts read of a partition's watch (state/monitor.py PartitionWatch)."""
+
+    name: str
+    leader: PartitionLeader
+    hw_waiting_since_ms: int | None
+    last_event_ms: int
+
+    def explain(self, r: int, now: int, cfg: MonitorConfig) -> ReplicaView: ...
+
+
 def text_facts(
-    watch: PartitionWatch, f: ReplicaFacts | PartitionFacts, now: int, cfg: MonitorConfig, roots: ReplicaRoots
+    watch: Watched, f: ReplicaFacts | PartitionFacts, now: int, cfg: MonitorConfig, roots: ReplicaRoots
 ) -> Facts:
     """Every fact a template of the rule's scope may name."""
     if isinstance(f, ReplicaFacts):
@@ -33,13 +44,13 @@ def text_facts(
     return facts
 
 
-def replica_close(watch: PartitionWatch, name: str, cause: str, r: int) -> str:
+def replica_close(watch: Watched, name: str, cause: str, r: int) -> str:
     """The text that closes a per-replica episode for a reason of the partition (the replica
     became the leader, or left the assignment)."""
     return texts.close_text(name, cause, replica=r, partition=watch.name, leader=watch.leader.leader)
 
 
-def _partition_facts(watch: PartitionWatch) -> Facts:
+def _partition_facts(watch: Watched) -> Facts:
     p = watch.leader
     return {
         "partition": watch.name,
@@ -55,7 +66,7 @@ def _partition_facts(watch: PartitionWatch) -> Facts:
     }
 
 
-def _replica_facts(watch: PartitionWatch, r: int, now: int, cfg: MonitorConfig, roots: ReplicaRoots) -> Facts:
+def _replica_facts(watch: Watched, r: int, now: int, cfg: MonitorConfig, roots: ReplicaRoots) -> Facts:
     p = watch.leader
     st = p.followers[r]
     view = watch.explain(r, now, cfg)
