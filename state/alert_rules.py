@@ -160,7 +160,7 @@ def at_min_isr_close_cause(f: PartitionFacts) -> str:
 
 # ---- the table ----------------------------------------------------------------------------------
 
-# How a firing episode finds the alert that explains it (`caused_by`), state/monitor.py:
+# How a firing episode finds the alert that explains it (`caused_by`), state/alert_roots.py:
 ROOT_OF_REPLICA = "replica"  # the replica's broker outage or fetcher stall
 ROOT_OF_REPLICA_OR_LEADER = "replica_or_leader"  # ... or a stalled fetcher on the partition's leader
 ROOT_OF_OUT_OF_SYNC = "out_of_sync"  # as above, the replica's own only when its cause is its broker

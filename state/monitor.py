@@ -10,41 +10,22 @@ into batches.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
-from replmon.state import alert_rules as rules
-from replmon.state import texts
+from replmon.state import alert_roots, deadlines, partition_status, texts
+from replmon.state.alert_roots import ReplicaRoots, Roots
 from replmon.state.alert_rules import PARTITION_RULES, REPLICA_RULES, AlertRule, PartitionFacts, ReplicaFacts
-from replmon.state.alerts import AlertBook
-from replmon.state.explain import (
-    BROKER_FENCED,
-    BROKER_SHUTTING_DOWN,
-    explain_replica,
-    hw_holders,
-    out_of_isr_cause,
-)
-from replmon.state.fetcher import FetcherRoot, fetcher_id, fetcher_key
-from replmon.state.legacy import CURRENT
-from replmon.state.partition import PartitionConfig, PartitionLeader
-from replmon.state.replica import ReplicaState
-from replmon.state.root_cause import root_id
-from replmon.state.texts import fmt_clock
+from replmon.state.alerts import AlertBook, AlertRecord
+from replmon.state.deadlines import NEVER
+from replmon.state.explain import ReplicaView, explain_replica, hw_holders
+from replmon.state.monitor_config import MonitorConfig  # its users import it from here too
+from replmon.state.partition import PartitionLeader
+from replmon.state.text_facts import replica_close, text_facts
 
-BROKER_CAUSES = (BROKER_FENCED, BROKER_SHUTTING_DOWN)
-
-
-def explains_lag(root) -> bool:
-    """A root cause that stops a replica's fetching: a stalled fetcher (a fenced or
-    shutting-down broker explains the ISR exit itself, not lag before it; a silent broker is
-    the cluster step's to decide: state/cluster.py)."""
-    return isinstance(root, FetcherRoot)
-
-
-NEVER = 1 << 62
 # A partition whose ISR followers are all at the leader's LEO gets no isr-expiration run, only
-# the runs that can remove one (_isr_expiration_due). Off: every run of the schedule evaluates
-# every partition, as before (bench/bucket_step.py --every-run, bench/engine_diff.py --every-run:
-# the alerts must not change).
+# the runs that can remove one (deadlines.isr_expiration_due). Off: every run of the schedule
+# evaluates every partition, as before (bench/bucket_step.py --every-run, bench/engine_diff.py
+# --every-run: the alerts must not change).
 SKIP_IDLE_RUNS = True
 
 
@@ -74,50 +55,6 @@ def quiet_after_ms(cfg: MonitorConfig, replica_lag_time_max_ms: int) -> int:
     if resolution <= COVERED_RESOLUTION_MS:
         return cfg.stuck_after_ms
     return cfg.stuck_after_ms + resolution + PARKED_FETCH_MS
-
-
-@dataclass(frozen=True, slots=True)
-class MonitorConfig:
-    """The engine's frozen config: what a partition's metadata does not say, and the alert
-    thresholds.
-
-    No field has a default here: each value is stated once, as a setting in streaming/settings.py
-    (the `rules`, `alerts` and `stream` sections), and `Settings.monitor_config()` fills every
-    field from the setting of the same name. A new field is this one line plus its setting, with its
-    default, in one of those sections; tests/test_config_once.py fails until both exist. Code
-    that wants the defaults (tests, benches) calls replmon.streaming.settings.monitor_config().
-    """
-
-    replica_lag_time_max_ms: int
-    min_insync_replicas: int
-    rule_set: str
-    replica_lag_max_messages: int
-    imminent_fraction: float  # IsrExitImminent after this fraction of the limit
-    hw_stall_ms: int  # HighWatermarkStalled after this long behind the LEO
-    flap_count: int  # IsrFlapping: this many ISR exits ...
-    flap_window_ms: int  # ... within this window
-    telemetry_gap_ms: int  # TelemetryMissing after this much silence
-    lateness_ms: int  # how far behind its cluster's clock a partition may lag
-    reorder_tolerance_ms: int  # out-of-order events within this are taken at partition time
-    stuck_after_ms: int
-    caught_up_grace_ms: int
-    # the compaction resolution of a source that does not state it on its heartbeats (quiet_after_ms)
-    compaction_resolution_ms: int
-    status_interval_ms: int  # at most one routine status per partition per this much event time
-    status_refresh_ms: int  # a healthy partition's unchanged status is sent again after this long
-    evict_after_ms: int  # a partition with no event for this long leaves the state
-    num_replica_fetchers: int  # Kafka's num.replica.fetchers (ReplicaFetcherStalled groups)
-    group_wait_ms: int  # every alert waits this long (event time) for a root to claim it (state/cluster.py)
-    lag_share: float  # restart gate: a listed follower lagging past this share of L is out
-
-    def partition_config(self, lag_ms: int | None = None, min_isr: int | None = None) -> PartitionConfig:
-        return PartitionConfig(
-            replica_lag_time_max_ms=lag_ms or self.replica_lag_time_max_ms,
-            min_insync_replicas=min_isr or self.min_insync_replicas,
-            alter_partition="immediate",
-            rule_set=self.rule_set,
-            replica_lag_max_messages=self.replica_lag_max_messages,
-        )
 
 
 class PartitionWatch:
@@ -166,7 +103,7 @@ class PartitionWatch:
         self.time_ms = now_ms
         self.next_tick_ms = self._tick_after(now_ms)
         self.deadline_ms = self.next_tick_ms
-        self.reported_isr: tuple | None = None
+        self.reported_isr: tuple[int, ...] | None = None
         self.ever_in_isr = set(leader.isr)
         self.last_isr = leader.isr
         self.exits: dict[int, list[int]] = {}
@@ -186,24 +123,23 @@ class PartitionWatch:
         self.leo_seen = leader.leader_leo
 
     # -- time -------------------------------------------------------------------------------
-    def _half(self) -> int:
-        return max(1, self.leader.config.replica_lag_time_max_ms // 2)
-
     def _tick_after(self, t: int) -> int:
-        """Next isr-expiration run strictly after t (Kafka runs it every L/2; phase: epoch)."""
-        half = self._half()
-        return (t // half + 1) * half
+        """Next isr-expiration run strictly after t (state/deadlines.py)."""
+        return deadlines.run_after(self.leader.config.replica_lag_time_max_ms, t)
 
     def next_run_ms(self, after: int) -> int:
         """The first run of the isr-expiration schedule after `after`. `next_tick_ms` is the
         schedule as last brought up to date: the runs that fell due since were not needed (no
-        follower could be removed, _isr_expiration_due) and count on from it. The bucket brings
-        it up to date before it changes the partition's L, which moves the runs after it."""
+        follower could be removed, deadlines.isr_expiration_due) and count on from it. The
+        bucket brings it up to date before it changes the partition's L, which moves the runs
+        after it."""
         if self.next_tick_ms <= after:
             self.next_tick_ms = self._tick_after(after)
         return self.next_tick_ms
 
-    def advance_to(self, t: int, out: list, cfg: MonitorConfig, roots: dict | None = None) -> None:
+    def advance_to(
+        self, t: int, out: list[AlertRecord], cfg: MonitorConfig, roots: Roots | None = None
+    ) -> None:
         """Run every scheduled tick and deadline up to and including event time t."""
         while self.deadline_ms <= t:
             d = self.deadline_ms
@@ -217,7 +153,12 @@ class PartitionWatch:
 
     # -- alerts -------------------------------------------------------------------------------
     def observe(
-        self, now: int, out: list, cfg: MonitorConfig, roots: dict | None = None, replica: int | None = None
+        self,
+        now: int,
+        out: list[AlertRecord],
+        cfg: MonitorConfig,
+        roots: Roots | None = None,
+        replica: int | None = None,
     ) -> None:
         """After a fetch (by `replica`) or an append. Alerts only fire when a deadline passes or
         the ISR changes, and only resolve while one is open; otherwise an event can only bring a
@@ -257,52 +198,34 @@ class PartitionWatch:
         if d < self.deadline_ms:
             self.deadline_ms = d
 
-    def evaluate(self, now: int, out: list, cfg: MonitorConfig, roots: dict | None = None) -> None:
+    def evaluate(
+        self, now: int, out: list[AlertRecord], cfg: MonitorConfig, roots: Roots | None = None
+    ) -> None:
         """Bring every alert of this partition in line with its condition at `now`: derive the
         facts once, apply the rules of state/alert_rules.py (per follower, then per partition),
         and set the next deadline at which a condition may change.
 
-        `roots` maps each unavailable broker of the cluster to its BrokerUnavailable alert id
-        (state/root_cause.py): alerts it explains carry that id in `caused_by`."""
+        `roots` maps each unavailable broker of the cluster to its outage and each stalled
+        fetcher to its stall (alert_roots.Roots): alerts one explains carry its alert id in
+        `caused_by`."""
         p = self.leader
-        roots = self._roots_here(roots, cfg) if roots else {}
+        here = alert_roots.roots_here(self, roots, cfg.num_replica_fetchers) if roots else {}
         self.leo_seen = p.leader_leo
         emitted = len(out)
         self._track_isr(now)
         self._track_hw(now)
         pf = self._facts(now, cfg)
         subject = f"{self.cluster}/{self.name}"
-        deadline = self._isr_expiration_due(now)
+        # every run while the replicas are learnt from fetches (auto_assign: a fetch adds one,
+        # and the run is when the alerts see it)
+        every_run = self.auto_assign or not SKIP_IDLE_RUNS
+        deadline = deadlines.isr_expiration_due(p, self.next_run_ms(now), every_run)
         if p.leader >= 0:
-            out_of_sync = p.out_of_sync_replicas(now, ignore_inflight=True)
-            isr = p.isr
-            imminent_after = _imminent_after_ms(p, cfg)
-            for r in p.replicas:
-                if r == p.leader:
-                    continue
-                st = p.followers.get(r)
-                if st is None:
-                    continue
-                f = ReplicaFacts(
-                    pf,
-                    r,
-                    r in isr,
-                    st.leo != p.leader_leo,
-                    now - st.last_caught_up_ms,
-                    imminent_after,
-                    r in out_of_sync,
-                    r in self.ever_in_isr,
-                    self._exits_in_window(r, now, cfg),
-                    cfg.flap_count,
-                )
-                rsub = f"{subject}/{r}"
-                for rule, holds in REPLICA_RULES:
-                    self._apply(rule, holds(f), rsub, r, f, now, out, cfg, roots)
-                deadline = self._replica_deadline(st, f, deadline, now, cfg)
+            deadline = self._evaluate_followers(pf, now, out, cfg, here, deadline)
         if self.book.open:
             self._resolve_former_followers(now, out)
         for rule, holds in PARTITION_RULES:
-            self._apply(rule, holds(pf), subject, None, pf, now, out, cfg, roots)
+            self._apply(rule, holds(pf), subject, None, pf, now, out, cfg, here)
         waiting = self.hw_waiting_since_ms
         if waiting is not None and now < waiting + cfg.hw_stall_ms + 1 < deadline:
             deadline = waiting + cfg.hw_stall_ms + 1
@@ -313,36 +236,48 @@ class PartitionWatch:
         self.dirty = True
         if len(out) > emitted:
             self.significant = True
-            self._annotate(out, emitted, pf.holders)
+            out[emitted:] = alert_roots.with_brokers(p, out[emitted:], pf.holders)
 
-    def _isr_expiration_due(self, now: int) -> int:
-        """The next isr-expiration run that may remove a follower from the ISR: the first run of
-        the schedule at or after the earliest time an ISR follower behind the leader's LEO fails
-        isCaughtUp (lcu + L + 1); NEVER while every ISR follower is at the LEO, which Kafka's
-        rule never calls out of sync (KAFKA-7152), so a partition whose followers are all caught
-        up costs no run. An event that puts one behind brings its IsrExitImminent deadline
-        forward (observe), which comes before lcu + L and schedules the run from there. Every
-        run: under the older rule sets (no such exemption), and while the replicas are learnt
-        from fetches (auto_assign: a fetch adds one, and the run is when the alerts see it)."""
+    def _evaluate_followers(
+        self,
+        pf: PartitionFacts,
+        now: int,
+        out: list[AlertRecord],
+        cfg: MonitorConfig,
+        roots: ReplicaRoots,
+        deadline: int,
+    ) -> int:
+        """Apply the per-follower rules to each follower the leader has state of; the deadline,
+        brought forward to the first time one of them may change."""
         p = self.leader
-        first = self.next_run_ms(now)
-        if self.auto_assign or p.config.rule_set != CURRENT or not SKIP_IDLE_RUNS:
-            return first
-        lag_limit = p.config.replica_lag_time_max_ms
-        earliest = NEVER
-        followers = p.followers
-        for r in p.isr:
+        subject = f"{self.cluster}/{self.name}"
+        out_of_sync = p.out_of_sync_replicas(now, ignore_inflight=True)
+        isr = p.isr
+        imminent_after = _imminent_after_ms(p, cfg)
+        for r in p.replicas:
             if r == p.leader:
                 continue
-            st = followers.get(r)
+            st = p.followers.get(r)
             if st is None:
-                return first  # an ISR member the leader has no state of: out at the next run
-            at = p.lag_passes_at_ms(st, lag_limit)
-            if at is not None and at < earliest:
-                earliest = at
-        if earliest == NEVER:
-            return NEVER
-        return first if earliest <= first else self._tick_after(earliest - 1)
+                continue
+            f = ReplicaFacts(
+                pf,
+                r,
+                r in isr,
+                st.leo != p.leader_leo,
+                now - st.last_caught_up_ms,
+                imminent_after,
+                r in out_of_sync,
+                r in self.ever_in_isr,
+                self._exits_in_window(r, now, cfg),
+                cfg.flap_count,
+            )
+            rsub = f"{subject}/{r}"
+            for rule, holds in REPLICA_RULES:
+                self._apply(rule, holds(f), rsub, r, f, now, out, cfg, roots)
+            exits = self.exits.get(r)
+            deadline = deadlines.follower_deadline(p, st, f, exits, cfg.flap_window_ms, deadline, now)
+        return deadline
 
     def _facts(self, now: int, cfg: MonitorConfig) -> PartitionFacts:
         """The partition's facts at `now`, for its rules (state/alert_rules.py)."""
@@ -368,9 +303,9 @@ class PartitionWatch:
         replica: int | None,
         f: ReplicaFacts | PartitionFacts,
         now: int,
-        out: list,
+        out: list[AlertRecord],
         cfg: MonitorConfig,
-        roots: dict,
+        roots: ReplicaRoots,
     ) -> None:
         """Fire or resolve one rule's episode for `subject` so that it matches `active` (whether
         its condition holds)."""
@@ -389,8 +324,8 @@ class PartitionWatch:
                 subject,
                 now,
                 (self.cluster, self.topic, self.partition, replica),
-                texts.open_text(rule.name, says, **self._text_facts(f, now, cfg, roots)),
-                self._root_of(rule.root, f, cause, roots),
+                texts.open_text(rule.name, says, **text_facts(self, f, now, cfg, roots)),
+                alert_roots.root_of(self, rule.root, f, cause, roots),
                 cause,
             )
         elif key in book.open:
@@ -401,48 +336,8 @@ class PartitionWatch:
                 subject,
                 now,
                 (self.cluster, self.topic, self.partition, replica),
-                texts.close_text(rule.name, closes, **self._text_facts(f, now, cfg, roots)),
+                texts.close_text(rule.name, closes, **text_facts(self, f, now, cfg, roots)),
             )
-
-    def _root_of(
-        self, how: str | None, f: ReplicaFacts | PartitionFacts, cause: str, roots: dict
-    ) -> str | None:
-        """The alert that explains a firing episode (alert_rules.ROOT_OF_*), or None."""
-        p = self.leader
-        if isinstance(f, PartitionFacts):
-            if how == rules.ROOT_OF_MISSING:  # a missing replica's own ReplicaOutOfSync may explain it
-                return self._partition_root(roots)
-            if how == rules.ROOT_OF_REPLICAS:
-                return self._single_root(roots, p.replicas)
-            if how == rules.ROOT_OF_HOLDERS:
-                return self._single_root(roots, f.holders, every=True)
-            return root_id(roots, p.leader)  # ROOT_OF_LEADER
-        r = f.replica
-        if how == rules.ROOT_OF_REPLICA:
-            return root_id(roots, r)
-        # a silent leader makes every follower look stuck: it is the cause
-        leader_root = roots[p.leader].alert_id if explains_lag(roots.get(p.leader)) else None
-        if how == rules.ROOT_OF_REPLICA_OR_LEADER:
-            return root_id(roots, r) or leader_root
-        if cause in BROKER_CAUSES or explains_lag(roots.get(r)):  # ROOT_OF_OUT_OF_SYNC
-            return root_id(roots, r)
-        return leader_root
-
-    def _text_facts(
-        self, f: ReplicaFacts | PartitionFacts, now: int, cfg: MonitorConfig, roots: dict
-    ) -> dict:
-        """Every fact a template of the rule's scope may name (only built on a transition)."""
-        if isinstance(f, ReplicaFacts):
-            facts = self._replica_text_facts(f.replica, now, cfg, roots)
-            facts["exits"] = f.exits_in_window
-            facts["window"] = f"{cfg.flap_window_ms / 1000:g} s"
-            return facts
-        facts = self._partition_text_facts()
-        facts["holders"] = list(f.holders)
-        facts["stalled"] = texts.fmt_seconds(now - (self.hw_waiting_since_ms or now))
-        facts["since"] = fmt_clock(self.last_event_ms)
-        facts["silent"] = texts.fmt_seconds(now - self.last_event_ms)
-        return facts
 
     def _track_isr(self, now: int) -> None:
         """Record the followers that left the ISR since the last evaluation (IsrFlapping).
@@ -474,103 +369,7 @@ class PartitionWatch:
             exits.pop(0)
         return len(exits)
 
-    def _replica_deadline(
-        self, st: ReplicaState, f: ReplicaFacts, deadline: int, now: int, cfg: MonitorConfig
-    ) -> int:
-        """The earliest time before `deadline` at which a rule of this follower may change: its
-        oldest ISR exit leaving the flap window, and while in the ISR its lag passing the
-        imminent fraction and the limit, and the limit after its last fetch."""
-        exits = self.exits.get(f.replica)
-        if exits:
-            deadline = min(deadline, exits[0] + cfg.flap_window_ms)
-        if f.in_isr:
-            p = self.leader
-            lag_limit = p.config.replica_lag_time_max_ms
-            imminent_at = p.lag_passes_at_ms(st, f.imminent_after_ms)
-            out_of_sync_at = p.lag_passes_at_ms(st, lag_limit)
-            if imminent_at is not None and out_of_sync_at is not None:  # None: exempt, nothing to come
-                for d in (imminent_at, out_of_sync_at, st.last_fetch_ms + lag_limit + 1):
-                    if now < d < deadline:
-                        deadline = d
-        return deadline
-
-    def _annotate(self, out: list, start: int, holders) -> None:
-        """The brokers each new record depends on, for the cluster step (state/cluster.py):
-        the partition's leader and replicas, and for a partition alert the brokers whose absence
-        explains it (the replicas missing from the ISR, the HW holders, every replica when offline)."""
-        p = self.leader
-        missing = [r for r in p.replicas if r not in p.isr and r not in p.adding_replicas]
-        for rec in out[start:]:
-            rec["leader"] = p.leader
-            rec["replicas"] = list(p.replicas)
-            name = rec["name"]
-            if rec["replica"] is not None:
-                rec["brokers"] = [rec["replica"]]
-            elif name == "HighWatermarkStalled":
-                rec["brokers"] = list(holders)
-            elif name == "OfflinePartition":
-                rec["brokers"] = list(p.replicas)
-            elif name == "TelemetryMissing":
-                rec["brokers"] = [p.leader] if p.leader >= 0 else []
-            else:
-                rec["brokers"] = missing
-
-    def _roots_here(self, roots: dict, cfg: MonitorConfig) -> dict:
-        """Replica -> the outage or fetcher stall that explains it, for this partition."""
-        here = {k: v for k, v in roots.items() if isinstance(k, int)}
-        if len(here) < len(roots) and self.leader.leader >= 0:
-            k = fetcher_id(self.topic, self.partition, cfg.num_replica_fetchers)
-            for r in self.leader.followers:
-                root = roots.get(fetcher_key(r, self.leader.leader, k))
-                if root is not None and r not in here:
-                    here[r] = root
-        return here
-
-    def _partition_text_facts(self) -> dict:
-        p = self.leader
-        return {
-            "partition": self.name,
-            "isr": list(p.isr),
-            "replicas": list(p.replicas),
-            "isr_size": len(p.isr),
-            "replica_count": len(p.replicas),
-            "hw": p.hw,
-            "leader": p.leader,
-            "leader_leo": p.leader_leo,
-            "min_isr": p.effective_min_isr,
-            "out": [r for r in p.replicas if r not in p.isr],
-        }
-
-    def _partition_root(self, roots: dict) -> str | None:
-        """The alert that explains every replica missing from the ISR: a broker's
-        BrokerUnavailable, or a missing replica's own ReplicaOutOfSync; of several, the latest
-        to start (the one that made the partition cross its threshold). None when a missing
-        replica has no such alert (then the partition alert stands on its own)."""
-        p = self.leader
-        found = []
-        for r in p.replicas:
-            if r in p.isr or r in p.adding_replicas:
-                continue
-            root = roots.get(r)
-            if root is not None:
-                found.append((root.since_ms, root.alert_id))
-                continue
-            own = self.book.open.get(("ReplicaOutOfSync", f"{self.cluster}/{self.name}/{r}"))
-            if own is None:
-                return None
-            found.append((own.started_ms, own.alert_id))
-        return max(found)[1] if found else None
-
-    @staticmethod
-    def _single_root(roots: dict, brokers, every: bool = False) -> str | None:
-        """The latest outage among the given brokers (with `every`, only if all of them are
-        unavailable)."""
-        found = [(roots[b].since_ms, roots[b].alert_id) for b in brokers if b in roots]
-        if every and len(found) < len(tuple(brokers)):
-            return None
-        return max(found)[1] if found else None
-
-    def _resolve_former_followers(self, now: int, out: list) -> None:
+    def _resolve_former_followers(self, now: int, out: list[AlertRecord]) -> None:
         """Per-replica alerts only concern followers: a replica that became the leader or left
         the assignment closes its episodes (docs/kafka-rules.md §1.4: a leader is not a follower)."""
         p = self.leader
@@ -579,7 +378,7 @@ class PartitionWatch:
             if r is not None and (r == p.leader or r not in p.replicas):
                 role = "became_leader" if r == p.leader else "left_assignment"
                 self.book.update(
-                    out, name, subject, False, now, alert.labels, self._replica_close(name, role, r)
+                    out, name, subject, False, now, alert.labels, replica_close(self, name, role, r)
                 )
 
     def _track_hw(self, now: int) -> None:
@@ -593,13 +392,10 @@ class PartitionWatch:
         elif self.hw_waiting_since_ms is None:
             self.hw_waiting_since_ms = now
 
-    def _replica_close(self, name: str, cause: str, r: int) -> str:
-        return texts.close_text(name, cause, replica=r, partition=self.name, leader=self.leader.leader)
-
-    def _replica_text_facts(self, r: int, now: int, cfg: MonitorConfig, roots: dict) -> dict:
+    def explain(self, r: int, now: int, cfg: MonitorConfig) -> ReplicaView:
+        """Follower r as its status and the alert texts describe it (state/explain.py)."""
         p = self.leader
-        st = p.followers[r]
-        view = explain_replica(
+        return explain_replica(
             p,
             r,
             now,
@@ -607,99 +403,12 @@ class PartitionWatch:
             stuck_after_ms=quiet_after_ms(cfg, p.config.replica_lag_time_max_ms),
             caught_up_grace_ms=cfg.caught_up_grace_ms,
         )
-        fetch = (
-            f"no fetch since {fmt_clock(st.last_fetch_ms)}"
-            if st.last_fetch_ms
-            else "no fetch since the election"
-        )
-        limit = p.config.replica_lag_time_max_ms
-        if st.last_caught_up_ms:  # 0 means never (Kafka's reset for a non-ISR follower)
-            lag = f"not caught up for {texts.fmt_against_limit(now - st.last_caught_up_ms, limit)}"
-        else:
-            lag = f"never caught up since the election (limit {limit / 1000:g} s)"
-        return {
-            "replica": r,
-            "partition": self.name,
-            "lag": lag,
-            "lag_messages": view.lag_messages,
-            "state": view.state,
-            "fetch": fetch,
-            "leader": p.leader,
-            "leader_epoch": p.leader_epoch,
-            "silent_since": fmt_clock(self.last_event_ms),
-            "since": fmt_clock(roots[r].since_ms if r in roots else now),
-        }
 
     # -- status -------------------------------------------------------------------------------
-    def partition_status(self) -> dict:
-        p = self.leader
-        now = self.time_ms
-        waiting = self.hw_waiting_since_ms
-        holders = list(hw_holders(p, now))
-        return {
-            "cluster": self.cluster,
-            "topic": self.topic,
-            "partition": self.partition,
-            "ts": now,
-            "leader": p.leader,
-            "leader_epoch": p.leader_epoch,
-            "replicas": list(p.replicas),
-            "isr": list(p.isr),
-            "maximal_isr": list(p.maximal_isr),
-            "reported_isr": list(self.reported_isr) if self.reported_isr is not None else None,
-            "hw": p.hw,
-            "leader_leo": p.leader_leo,
-            "under_replicated": p.under_replicated,
-            "under_min_isr": p.under_min_isr,
-            "at_min_isr": p.at_min_isr,
-            "min_insync_replicas": p.config.min_insync_replicas,
-            "replica_lag_time_max_ms": p.config.replica_lag_time_max_ms,
-            "hw_last_advanced_ms": self.hw_last_advanced_ms,
-            "hw_stalled_ms": now - waiting if waiting is not None else 0,
-            "hw_holders": holders,
-        }
+    def partition_status(self) -> dict[str, Any]:
+        """The partition's status record at its time (state/partition_status.py)."""
+        return partition_status.partition_status(self)
 
-    def replica_statuses(self, cfg: MonitorConfig) -> list[dict]:
-        p = self.leader
-        now = self.time_ms
-        rows = []
-        for r in p.replicas:
-            if r == p.leader or r not in p.followers:
-                continue
-            v = explain_replica(
-                p,
-                r,
-                now,
-                ever_in_isr=r in self.ever_in_isr,
-                stuck_after_ms=quiet_after_ms(cfg, p.config.replica_lag_time_max_ms),
-                caught_up_grace_ms=cfg.caught_up_grace_ms,
-            )
-            rows.append(
-                {
-                    "cluster": self.cluster,
-                    "topic": self.topic,
-                    "partition": self.partition,
-                    "replica": r,
-                    "ts": now,
-                    "leo": v.leo,
-                    "leader_leo": v.leader_leo,
-                    "lag_messages": v.lag_messages,
-                    "last_caught_up_ms": v.last_caught_up_ms,
-                    "lag_ms": v.lag_ms,
-                    "last_fetch_ms": v.last_fetch_ms,
-                    "in_isr": v.in_isr,
-                    "in_reported_isr": (r in self.reported_isr) if self.reported_isr is not None else None,
-                    "caught_up": v.caught_up,
-                    "state": v.state,
-                    "out_of_sync_at_ms": v.out_of_sync_at_ms,
-                    "removable_by_ms": v.removable_by_ms,
-                    "holds_hw": v.holds_hw,
-                    # the one definition the alert texts use too (explain.out_of_isr_cause)
-                    "out_of_isr_cause": (
-                        None
-                        if v.in_isr and v.caught_up
-                        else out_of_isr_cause(p, r, now, ever_in_isr=r in self.ever_in_isr)
-                    ),
-                }
-            )
-        return rows
+    def replica_statuses(self, cfg: MonitorConfig) -> list[dict[str, Any]]:
+        """Its followers' status records at its time (state/partition_status.py)."""
+        return partition_status.replica_statuses(self, cfg)

@@ -5,7 +5,7 @@ that names the setting. Secrets are SecretStr and never printed.
 
 Every default is stated once (tests/test_config_once.py fails otherwise):
 - replmon's own defaults are stated here, as settings. The engine's frozen `MonitorConfig`
-  (state/monitor.py) has no defaults: `Settings.monitor_config()` fills each of its fields from
+  (state/monitor_config.py) has no defaults: `Settings.monitor_config()` fills each of its fields from
   the setting of the same name in one of ENGINE_SECTIONS, and `monitor_config(**changes)` gives
   tests and benches the defaults without reading the environment. A new engine field is one line
   in MonitorConfig plus its setting here, in one of those sections; nothing else changes.
