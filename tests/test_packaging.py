@@ -48,9 +48,51 @@ def _clean_env(**extra: str) -> dict:
     return {**env, **extra}
 
 
+def _runtime_closure() -> list:
+    """The distributions replmon's declared dependencies need at run time, their own
+    dependencies (and requested extras) included, as installed here; test extras are not."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    todo = [(Requirement(r), "") for r in _pyproject()["project"]["dependencies"]]
+    seen: dict[str, metadata.Distribution] = {}
+    while todo:
+        req, extra = todo.pop()
+        if req.marker is not None and not req.marker.evaluate({"extra": extra}):
+            continue
+        dist = metadata.distribution(req.name)
+        key = dist.metadata["Name"].lower()
+        if key in seen and not req.extras:
+            continue
+        seen[key] = dist
+        for e in ("", *req.extras):
+            todo += [(Requirement(r), e) for r in dist.requires or ()]
+    return list(seen.values())
+
+
+def _link_dependencies(env_dir: Path, into: Path) -> None:
+    """Make the runtime closure importable in the new venv without copying it (pyspark alone is
+    hundreds of MB): each distribution's top-level files and folders, and its metadata, are
+    linked into `into`, which a .pth file of the venv puts on sys.path. Only these: a module
+    the code imports but pyproject.toml does not declare is missing there as in a user's
+    install, and the checkout's own editable replmon is not among them."""
+    into.mkdir()
+    for dist in _runtime_closure():
+        assert dist.files is not None, f"{dist.metadata['Name']} lists no files"
+        for top in {f.parts[0] for f in dist.files} - {"..", "__pycache__"}:
+            src = Path(dist.locate_file(top))
+            if src.exists() and not (into / top).exists():
+                (into / top).symlink_to(src)
+    (site,) = (env_dir / "lib").glob("python*/site-packages")
+    (site / "replmon_test_dependencies.pth").write_text(f"{into}\n")
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """Build the wheel from the checkout and install it into a new venv in a temporary folder."""
+    """Build the wheel from the checkout and install it into a new venv in a temporary folder;
+    its dependencies are this environment's, linked in (_link_dependencies), and pip checks
+    that they satisfy what the wheel declares."""
     tmp = tmp_path_factory.mktemp("wheel")
     dist = tmp / "dist"
     build = subprocess.run(
@@ -67,16 +109,18 @@ def installed(tmp_path_factory) -> Path:
     assert any(n.startswith("replmon/dashboards/json/") and n.endswith(".json") for n in names)
     assert not any(n.split("/")[0] in SOURCE_FOLDERS for n in names), "bare top-level packages"
     env_dir = tmp / "venv"
-    venv.create(env_dir, with_pip=True)
+    venv.create(env_dir)  # no pip of its own: this pip installs into it (--python)
+    _link_dependencies(env_dir, tmp / "dependencies")
     py = env_dir / "bin" / "python"
-    install = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=_clean_env(),
-    )
-    assert install.returncode == 0, install.stderr[-3000:]
+    for args in (["install", "-q", "--no-deps", "--no-index", str(wheel)], ["check"]):
+        pip = subprocess.run(
+            [sys.executable, "-m", "pip", "--python", str(py), *args],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=_clean_env(),
+        )
+        assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
     return env_dir
 
 

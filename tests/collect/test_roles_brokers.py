@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.local_cluster import bootstrap_of, run_services, services_env
+from tests.local_cluster import bootstrap_of, kill_brokers, run_services, services_env
 
 pytestmark = pytest.mark.services
 
@@ -49,6 +49,7 @@ def cluster():
     try:
         yield c
     finally:
+        kill_brokers(RUN_DIR)  # the next run cleans the run dir first
         c.services("down")
 
 

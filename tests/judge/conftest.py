@@ -20,6 +20,7 @@ from tests.integration.conftest import local_services  # noqa: F401 - the fixtur
 from tests.judge.cluster import PORT_SHIFT, RUN_DIR, JudgeCluster, wait_for
 from tests.judge.oncall import JudgeAlertmanager
 from tests.judge.pipeline import Pipeline, describe, wait_full_isr
+from tests.local_cluster import kill_brokers
 
 LAG_MS = 6000  # replica.lag.time.max.ms on the judged brokers
 LONG_SESSION_MS = 60000  # broker.session.timeout.ms: above every pause, so no fencing first
@@ -44,6 +45,7 @@ def judge_cluster(request):
         yield cluster
     finally:
         cluster.resume_all()
+        kill_brokers(cluster.run_dir)  # its next use (fresh()) formats the storage anew
         cluster.services("down")
 
 
