@@ -6,7 +6,8 @@
 #   test   setup, the static checks (ruff check, ruff format --check, mypy), then start the local
 #          Kafka broker and Redis (deploy/local) and run the whole test suite; it prints every
 #          skip and xfail with its reason and the 25 slowest steps, and fails on any skip not
-#          listed as expected in tests/skip_policy.py (--strict-skips)
+#          listed as expected in tests/skip_policy.py (--strict-skips); the judge's tests run
+#          beside the rest on services of their own (beside_the_rest below)
 #   test --fast
 #          setup, the static checks, then only the tests that need no service, no Spark and no
 #          package index (-m "not spark and not services and not judge and not wheel"; a test's
@@ -46,6 +47,34 @@ checks() {
 # The fast tier: what needs no service, no Spark session and no package index.
 FAST="not spark and not services and not judge and not wheel"
 
+PYTEST_FULL="-q -rsx --durations=25 --strict-skips -p no:cacheprovider"
+
+# The whole suite as two groups side by side: the judge's (real 3-broker clusters driven through
+# faults: mostly waiting on Kafka's timers, about half the suite's time) on services of its own
+# (ports +2000, deploy/local/.run-judge-services), and the rest on the default ones. Each prints
+# its own report; the judge group's comes second. Fails when either fails (exit 5, nothing
+# collected, included). REPLMON_TEST_SERIAL=1 runs them one after the other instead.
+beside_the_rest() {
+  local offset=$(( ${REPLMON_PORT_OFFSET:-0} + 2000 )) log="$root/.cache/judge-group.log" jpid rc jrc
+  local -a judge_env=(REPLMON_PORT_OFFSET="$offset" REPLMON_SERVICES_RUN="$root/deploy/local/.run-judge-services")
+  mkdir -p "$root/.cache"
+  env "${judge_env[@]}" bash deploy/local/services.sh up >/dev/null
+  env "${judge_env[@]}" "$venv/bin/python" -m pytest $PYTEST_FULL -m judge >"$log" 2>&1 &
+  jpid=$!
+  set +e
+  "$venv/bin/python" -m pytest $PYTEST_FULL -m "not judge"
+  rc=$?
+  wait "$jpid"
+  jrc=$?
+  set -e
+  echo
+  echo "==================== the judge group (run beside the rest; exit $jrc) ===================="
+  cat "$log"
+  env "${judge_env[@]}" bash deploy/local/services.sh down >/dev/null 2>&1 || true
+  if [ "$rc" -ne 0 ]; then exit "$rc"; fi
+  exit "$jrc"
+}
+
 cmd="${1:-}"; shift || true
 case "$cmd" in
   setup) setup ;;
@@ -69,12 +98,14 @@ case "$cmd" in
     fi
     bash deploy/local/services.sh up
     bash deploy/local/chromium.sh      # the replay report is rendered in headless Chromium
-    set +e
-    "$venv/bin/python" -m pytest -q -rsx --durations=25 --strict-skips -p no:cacheprovider "$@"
-    rc=$?
-    set -e
-    # pytest exits 5 when it collected nothing: that is a failure here, never a pass.
-    exit $rc ;;
+    if [ $# -gt 0 ] || [ -n "${REPLMON_TEST_SERIAL:-}" ]; then
+      set +e
+      "$venv/bin/python" -m pytest $PYTEST_FULL "$@"
+      rc=$?
+      set -e
+      exit $rc   # pytest exits 5 when it collected nothing: a failure here, never a pass
+    fi
+    beside_the_rest ;;
   bench)
     setup
     exec "$venv/bin/python" bench/throughput.py "$@" ;;
