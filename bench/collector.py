@@ -146,7 +146,6 @@ def wait_fetching(admin, logs: dict[int, Path], topic: str, partitions: int, tim
     the brokers take tens of seconds to create 600 partitions, answering UNKNOWN_TOPIC_ID
     meanwhile), and no fetch of it has erred for 2 s."""
     view = AdminView(admin, "bench", wanted=lambda t: t == topic)
-    view.changes(view.ask(), 0)  # its topic id
     pos, bls = {}, {}
     for b, path in logs.items():
         bls[b] = BrokerLog("bench", b, view.name_of, lambda t: t == topic)
@@ -160,6 +159,9 @@ def wait_fetching(admin, logs: dict[int, Path], topic: str, partitions: int, tim
     deadline = last_error + timeout_s
     while time.monotonic() < deadline:
         time.sleep(1)
+        if topic not in view.names.values():  # its topic id, once the broker asked knows it
+            view.changes(view.ask(), 0)
+            continue
         for b, path in logs.items():
             with open(path, "rb") as f:
                 f.seek(pos[b])
@@ -255,6 +257,9 @@ def one_run(env: dict, logs: dict[int, Path], load: str, partitions: int, second
     # not counted; the load runs through both.
     tm = int(time.time() * 1000)
     metadata = view.changes(view.ask(), tm)  # metadata (ISR, replica.lag.time.max.ms), brokers
+    while sum(e["type"] == "metadata" for e in metadata) < partitions:  # a broker that lags
+        time.sleep(0.2)
+        metadata += view.changes(view.ask(), tm)
     wall0 = time.monotonic()
     if load == "moderate":
         produce_moderate(bootstrap, topic, partitions, COLLECTOR_WARM_S + seconds)
