@@ -250,8 +250,8 @@ def test_no_flag_names_a_unit_and_every_duration_flag_refuses_a_bare_number(caps
                 args = parser.parse_args([*required, action.option_strings[0], "1500ms"])
                 assert getattr(args, action.dest) in (1500, "1500ms")  # replay parses it later
                 durations += 1
-    assert durations == 13, (
-        "every DURATION flag: collect 5, replay 4, simulate 1, silence add 1, safe-to-stop 2"
+    assert durations == 14, (
+        "every DURATION flag: collect 6, replay 4, simulate 1, silence add 1, safe-to-stop 2"
     )
 
 
