@@ -4,6 +4,8 @@ decisions wait 1 s of activity past them (slack)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from replmon.state.alerts import alert_id
@@ -301,3 +303,18 @@ def test_a_resolve_after_group_wait_notifies_however_the_batches_are_cut(togethe
         out = step.step([fired], [steady([1, 2, 3], 18_000)])
     out += step.step([] if together else [over], [steady([1, 2, 3], 40_000)])
     assert [(x["status"], x["notify"]) for x in out] == [("firing", True), ("resolved", True)]
+
+
+def test_the_records_passed_in_are_not_changed():
+    """What the step adds to a record (its cause, caused_by, notify, a leader's outage in its
+    reason) is on a new record: the bucket's records stay as they were emitted."""
+    from tests.state.cluster_history import FIRST, LATER
+
+    alerts = json.loads(json.dumps(FIRST[0] + LATER[0]))
+    before = json.loads(json.dumps(alerts))
+    step = ClusterStep(CFG)
+    out = step.step(alerts, FIRST[1] + LATER[1], flush=True)
+    assert alerts == before
+    claimed = next(r for r in out if r["name"] == "ReplicaOutOfSync" and r["replica"] == 3)
+    assert (claimed["cause"], claimed["notify"]) == ("broker_silent", False)
+    assert not any(r is a for r in out for a in alerts)
