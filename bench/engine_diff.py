@@ -2,7 +2,7 @@
 
     python -m bench.engine_diff --against /path/to/other/.venv/bin/python [--statuses]
     python -m bench.engine_diff --every-run
-    python -m bench.engine_diff --against /path/to/other/.venv/bin/python --cluster
+    python -m bench.engine_diff --against /path/to/other/.venv/bin/python --cluster [--kept-step]
 
 For a change to the engine that must not change what it decides (a speed change: fewer ticks,
 fewer loads): every simulator scenario at several seeds, and random faulted clusters (the
@@ -16,8 +16,9 @@ is this checkout with every isr-expiration run evaluating every partition (state
 SKIP_IDLE_RUNS off). `--cluster`: the whole engine instead, as the streaming query composes
 it: the events routed to several buckets (a broker event to every bucket), each bucket's
 outputs encoded as the stateful step sends them, then through the bridge (`split_batch`,
-`decide_alerts`) into the cluster step (state/cluster.py), its state kept in memory or saved
-to a checkpoint folder and read back between batches, the input flushed at the end; the
+`decide_alerts`) into the cluster step (state/cluster.py), its state kept as its document in
+memory or saved to a checkpoint folder and read back between batches (streaming/cluster_state.py,
+as the query keeps it; `--kept-step`: also the step object kept), the input flushed at the end; the
 decided alert records (the bridge's bytes) and the restart gate's verdicts are compared.
 Exits 1 on a difference, showing the first batch that differs.
 """
@@ -38,6 +39,11 @@ SEEDS = (0, 1, 2)
 RANDOM_SEEDS = range(8)
 SLICES_MS = (1000, 7000)
 CLUSTER_BUCKETS = 3  # --cluster: buckets the events are routed to
+# --cluster: the step between batches as the query keeps it (cluster_worker). --kept-step adds
+# the step kept as it is, the pure harnesses' way (before the step named outages by id in its
+# decisions, a decision kept in memory could hold on to an outage its saved state had forgotten,
+# so against such a version that differs)
+STATE_KEPT = ("memory", "saved")
 
 
 def inputs() -> list[dict]:
@@ -140,7 +146,7 @@ def routed(events: list[dict], buckets: int) -> list[list[dict]]:
     return out
 
 
-def cluster_worker(path: str) -> None:
+def cluster_worker(path: str, kept_step: bool = False) -> None:
     """The whole engine over every case (see --cluster); one JSON line per decided alert record
     (the bytes the bridge writes) and per restart verdict."""
     from replmon.state.bucket import Bucket
@@ -153,11 +159,11 @@ def cluster_worker(path: str) -> None:
         events = sorted(case["events"], key=lambda e: (e["ts"], TIE_RANK[e["type"]]))
         for slice_ms in SLICES_MS:
             batches = sliced(events, slice_ms)
-            for saved in (False, True):
-                label = f"{case['name']} slice={slice_ms} saved={saved}"
+            for state in (("kept",) if kept_step else ()) + STATE_KEPT:
+                label = f"{case['name']} slice={slice_ms} state={state}"
                 buckets = [Bucket(b, CLUSTER_BUCKETS) for b in range(CLUSTER_BUCKETS)]
                 with tempfile.TemporaryDirectory(prefix="replmon-engine-diff-ckpt-") as checkpoint:
-                    for n, kind, line in whole_engine(buckets, batches, cfg, checkpoint if saved else None):
+                    for n, kind, line in whole_engine(buckets, batches, cfg, state, checkpoint):
                         out.write(json.dumps([label, n, kind, line]) + "\n")
 
 
@@ -173,13 +179,39 @@ def sliced(events: list[dict], slice_ms: int) -> list[list[dict]]:
     return batches
 
 
-def whole_engine(buckets: list, batches: list[list[dict]], cfg, checkpoint: str | None):
+class KeptStep:
+    """The cluster step kept as it is between batches (no document), as the pure test harnesses
+    run it (tests/faults/replay.py), with the runner's interface."""
+
+    def __init__(self, cfg) -> None:
+        from replmon.state.cluster import ClusterStep, cluster_config
+
+        self.step = ClusterStep(cluster_config(cfg))
+        self.batches = 0
+
+    def run(
+        self, batch_id: int, alerts: list, activity: list, flush: bool = False, statuses=([], [])
+    ) -> list:
+        self.batches = batch_id + 1
+        return self.step.step(alerts, activity, flush=flush, statuses=statuses)
+
+    @property
+    def verdicts(self) -> list:
+        return self.step.restart_verdicts()
+
+    def next_batch(self) -> int:
+        return self.batches
+
+
+def whole_engine(buckets: list, batches: list[list[dict]], cfg, state: str, checkpoint: str):
     """(batch, kind, JSON text) of every decided alert and restart verdict, batch by batch."""
     from replmon.streaming.bridge import decide_alerts, split_batch
     from replmon.streaming.cluster_state import ClusterStepRunner
 
     encode = json.JSONEncoder(separators=(",", ":")).encode  # as streaming/stateful.py sends them
-    runner = ClusterStepRunner(cfg, checkpoint)
+    runner = (
+        KeptStep(cfg) if state == "kept" else ClusterStepRunner(cfg, checkpoint if state == "saved" else None)
+    )
     for n, batch in enumerate(batches):
         rows: list[tuple[str, str]] = []
         for bucket, events in zip(buckets, routed(batch, len(buckets)), strict=True):
@@ -212,11 +244,12 @@ def main() -> int:
     ap.add_argument("--statuses", action="store_true", help="compare the status records too")
     ap.add_argument("--every-run", action="store_true", help="the reference: this code, every run evaluated")
     ap.add_argument("--cluster", action="store_true", help="the whole engine: buckets and the cluster step")
+    ap.add_argument("--kept-step", action="store_true", help="--cluster: also the step kept between batches")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         if args.cluster:
-            cluster_worker(args.worker)
+            cluster_worker(args.worker, args.kept_step)
         else:
             worker(args.worker, args.every_run)
         return 0
@@ -232,9 +265,10 @@ def main() -> int:
     )
     theirs, ours = ([line for line in lines if json.loads(line)[2] in kinds] for lines in outputs)
     per_kind = Counter(json.loads(line)[2] for line in ours)
+    states = (("kept",) if args.kept_step else ()) + STATE_KEPT
+    ways = f"{CLUSTER_BUCKETS} buckets + cluster step {'/'.join(states)}" if args.cluster else "kept/reloaded"
     print(
-        f"{cases} cases x {len(SLICES_MS)} batch lengths x kept/reloaded"
-        f"{f' x {CLUSTER_BUCKETS} buckets + cluster step' if args.cluster else ''}: "
+        f"{cases} cases x {len(SLICES_MS)} batch lengths x {ways}: "
         f"{len(theirs)} records against {len(ours)} ({', '.join(f'{per_kind[k]} {k}' for k in kinds)})"
     )
     if theirs != ours:
@@ -256,7 +290,7 @@ def run_workers(args: argparse.Namespace) -> tuple[int, list[list[str]]]:
         cases = inputs()
         path.write_text(json.dumps(cases))
         outputs = []
-        mode = ["--cluster"] if args.cluster else []
+        mode = (["--cluster"] if args.cluster else []) + (["--kept-step"] if args.kept_step else [])
         reference = [args.against or sys.executable, __file__, "--worker", str(path), *mode]
         for command in (
             reference + (["--every-run"] if args.every_run else []),
