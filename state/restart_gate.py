@@ -23,6 +23,7 @@ entry per partition, replaced by each newer partition_status and its followers' 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,7 +211,7 @@ def observe(
     facts: GateFacts,
     partition_status: list[dict[str, Any]],
     replica_status: list[dict[str, Any]],
-    alerts: list[dict[str, Any]],
+    alerts: Sequence[Mapping[str, Any]],
 ) -> None:
     """Fold one batch's statuses (of one cluster) and the alert records the cluster step released."""
     followers: dict[str, list[dict[str, Any]]] = {}

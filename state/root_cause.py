@@ -16,12 +16,13 @@ How (docs/alerts.md, "Root causes across buckets"):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from replmon.state import texts
 from replmon.state.alert_rules import BROKER_ALERTS, BROKER_UNAVAILABLE, FETCHER_STALLED
-from replmon.state.alerts import AlertBook, alert_id
+from replmon.state.alerts import AlertBook, AlertRecord, alert_id, derived
 
 if TYPE_CHECKING:
     from replmon.state.fetcher import FetcherKey, FetcherRoot
@@ -88,7 +89,7 @@ def cause_of(state: str) -> str:
     return "broker_fenced" if state == "fenced" else "broker_shutting_down"
 
 
-def root_text(record: dict[str, Any], counts: dict[str, int]) -> str:
+def root_text(record: AlertRecord, counts: dict[str, int]) -> str:
     if record["name"] == FETCHER_STALLED:
         facts = dict(
             broker=record["broker"], leader=record.get("leader"), fetcher_id=record.get("fetcher_id")
@@ -112,9 +113,11 @@ def root_text(record: dict[str, Any], counts: dict[str, int]) -> str:
             broker=record["broker"],
             cluster=record["cluster"],
         )
+    cause = record["cause"]
+    assert cause is not None, "a BrokerUnavailable record names its cause"
     return texts.open_text(
         BROKER_UNAVAILABLE,
-        record["cause"],
+        cause,
         broker=record["broker"],
         cluster=record["cluster"],
         since=texts.fmt_clock(record["started_ms"]),
@@ -122,43 +125,63 @@ def root_text(record: dict[str, Any], counts: dict[str, int]) -> str:
     )
 
 
-def merge_root_alerts(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+@dataclass(slots=True)
+class _Merged:
+    """The shares of one root alert transition seen so far: the first share, and what the
+    merge changes of it."""
+
+    first: AlertRecord
+    started_ms: int
+    ts: int
+    counts: dict[str, int]
+    partitions: list[str] | None
+
+    def add(self, share: AlertRecord) -> None:
+        if share["status"] == "firing":  # shares decided at different times: the earliest
+            self.started_ms = min(self.started_ms, share["started_ms"])
+        self.ts = min(self.ts, share["ts"])
+        self.counts["leaders_lost"] = self.counts.get("leaders_lost", 0) + (share.get("counts") or {}).get(
+            "leaders_lost", 0
+        )
+        if "partitions" in share:
+            self.partitions = sorted(set(self.partitions or []) | set(share["partitions"]))
+
+    def record(self, caused: dict[str, set[str]]) -> AlertRecord:
+        """The one record of the transition: the first share with the earliest times, the
+        summed leaders and the partition alerts of the batch that name it counted."""
+        counts = self.counts
+        for kind in COUNT_KEYS[:3]:
+            counts[kind] = len(caused.get(kind, ()))
+        if self.first["name"] == BROKER_UNAVAILABLE:
+            counts.setdefault("leaders_lost", 0)
+        changes: dict[str, Any] = {"started_ms": self.started_ms, "ts": self.ts, "counts": counts}
+        if self.partitions is not None:
+            changes["partitions"] = self.partitions
+        rec = derived(self.first, **changes)
+        return derived(rec, reason=root_text(rec, counts))
+
+
+def merge_root_alerts(alerts: Sequence[AlertRecord]) -> list[AlertRecord]:
     """One record per root alert transition (the buckets' shares folded, counts filled in),
     every other record unchanged and in place. Pure; the input records are not modified."""
     caused: dict[str, dict[str, set[str]]] = {}
     for a in alerts:
         kind = COUNTED.get(a["name"])
-        if kind and a["status"] == "firing" and a.get("caused_by"):
-            caused.setdefault(a["caused_by"], {}).setdefault(kind, set()).add(a["subject"])
-    merged: dict[tuple[str, str], dict[str, Any]] = {}
-    out: list[dict[str, Any]] = []
+        caused_by = a.get("caused_by")
+        if kind and a["status"] == "firing" and caused_by:
+            caused.setdefault(caused_by, {}).setdefault(kind, set()).add(a["subject"])
+    merged: dict[tuple[str, str], _Merged] = {}
+    out: list[AlertRecord | tuple[str, str]] = []  # a root's place holds its key until it is merged
     for a in alerts:
         if a["name"] not in ROOT_ALERTS:
             out.append(a)
             continue
         key = (a["alert_id"], a["status"])
-        first = merged.get(key)
-        if first is None:
-            first = merged[key] = dict(a, counts=dict(a.get("counts") or {}))
-            if "partitions" in a:
-                first["partitions"] = list(a["partitions"])
-            out.append(first)
-        else:
-            if a["status"] == "firing":  # shares decided at different times: the earliest
-                first["started_ms"] = min(first["started_ms"], a["started_ms"])
-                first["ts"] = min(first["ts"], a["ts"])
-            else:
-                first["ts"] = min(first["ts"], a["ts"])
-            first["counts"]["leaders_lost"] = first["counts"].get("leaders_lost", 0) + (
-                a.get("counts") or {}
-            ).get("leaders_lost", 0)
-            if "partitions" in a:
-                first["partitions"] = sorted(set(first.get("partitions", [])) | set(a["partitions"]))
-    for (aid, _), record in merged.items():
-        counts = record["counts"]
-        for kind in COUNT_KEYS[:3]:
-            counts[kind] = len(caused.get(aid, {}).get(kind, ()))
-        if record["name"] == BROKER_UNAVAILABLE:
-            counts.setdefault("leaders_lost", 0)
-        record["reason"] = root_text(record, counts)
-    return out
+        if key in merged:
+            merged[key].add(a)
+            continue
+        parts = list(a["partitions"]) if "partitions" in a else None
+        merged[key] = _Merged(a, a["started_ms"], a["ts"], dict(a.get("counts") or {}), parts)
+        out.append(key)
+    records = {key: m.record(caused.get(key[0], {})) for key, m in merged.items()}
+    return [records[r] if isinstance(r, tuple) else r for r in out]

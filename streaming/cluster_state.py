@@ -17,6 +17,7 @@ import logging
 import os
 from pathlib import Path
 
+from replmon.state.alerts import AlertRecord
 from replmon.state.cluster import ClusterStep, cluster_config
 from replmon.streaming.checkpoint import local_path
 
@@ -120,11 +121,11 @@ class ClusterStepRunner:
     def run(
         self,
         batch_id: int,
-        alerts: list[dict],
+        alerts: list[AlertRecord],
         activity: list[dict],
         flush: bool = False,
         statuses: tuple[list[dict], list[dict]] = ([], []),
-    ) -> list[dict]:
+    ) -> list[AlertRecord]:
         """The alert records of batch `batch_id`, decided (state/cluster.py). The restart gate's
         verdicts after it are `self.verdicts`."""
         step = ClusterStep.from_doc(self.cfg, self._load(batch_id))
