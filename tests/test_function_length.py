@@ -7,10 +7,6 @@ from pathlib import Path
 ROOT = Path(__file__).parents[1]
 PACKAGES = ("state", "streaming")
 MAX_LINES = 60
-# Known offenders, as "path::qualified name", until their split is merged.
-ALLOWED: set[str] = {
-    "state/cluster.py::ClusterStep._run",  # removed when ClusterStep is split
-}
 
 
 def function_lengths(root: Path = ROOT) -> dict[str, int]:
@@ -63,13 +59,5 @@ def test_the_real_packages_are_walked():
 
 
 def test_no_function_is_over_the_limit():
-    over = sorted(
-        f"{key}: {n} lines" for key, n in function_lengths().items() if n > MAX_LINES and key not in ALLOWED
-    )
+    over = sorted(f"{key}: {n} lines" for key, n in function_lengths().items() if n > MAX_LINES)
     assert not over, f"over {MAX_LINES} lines (split each along what it does):\n" + "\n".join(over)
-
-
-def test_each_allowed_offender_is_still_over_the_limit():
-    """An entry whose function was split (or renamed) is taken out of ALLOWED."""
-    lengths = function_lengths()
-    assert all(lengths.get(key, 0) > MAX_LINES for key in ALLOWED), {k: lengths.get(k) for k in ALLOWED}
