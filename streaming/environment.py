@@ -42,6 +42,7 @@ TOOLING_VARIABLES = {
     "REPLMON_COLLECT_SERVICES_RUN": "tests/integration/test_collect_faults.py: its cluster's run dir",
     "REPLMON_COLLECT_PORT_OFFSET": "tests/integration/test_collect_faults.py: its cluster's port offset",
     "REPLMON_SERVICES_RUN": "deploy/local/services.sh: its run folder (a second cluster)",
+    "REPLMON_TEST_SERIAL": "deploy/dev.sh test: 1 runs the judge group after the rest, not beside it",
     "REPLMON_KAFKA_RUN": "deploy/local/.run/env, bench/collector.py: the brokers' run folder",
     "REPLMON_REQUEST_LOG": "deploy/local/services.sh: 1 turns on the brokers' request log",
     "REPLMON_REQUEST_LOG_FRAGMENT": "deploy/local/services.sh: the request log's log4j lines (a bench)",
