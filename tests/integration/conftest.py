@@ -27,7 +27,9 @@ import pytest
 from tests import local_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_DIR = ROOT / "deploy" / "local" / ".run"
+# services.sh's run folder: REPLMON_SERVICES_RUN when set (deploy/dev.sh runs the judge's group
+# on services of its own), else its default
+RUN_DIR = Path(os.environ.get("REPLMON_SERVICES_RUN") or ROOT / "deploy" / "local" / ".run")
 ENV_FILE = RUN_DIR / "env"
 # A cold start may apt-get install redis-server and download ~60 MB of jars.
 UP_TIMEOUT_S = float(os.environ.get("REPLMON_SERVICES_UP_TIMEOUT", "900"))
