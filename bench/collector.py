@@ -48,7 +48,6 @@ from pathlib import Path
 from replmon.streaming.collect.admin import AdminView
 from replmon.streaming.collect.broker_log import BrokerLog
 from replmon.streaming.collect.compact import RESOLUTION_CAP_MS, Compactor, published
-from replmon.streaming.collect.reorder import ReorderBuffer
 from replmon.streaming.collect.sessions import SessionForm
 
 PARTITIONS, RF, MODERATE_PER_PARTITION = 6, 3, 200
@@ -193,20 +192,8 @@ def session_published(events: list[dict], hold_ms: int, step_ms: int) -> tuple[l
     """What `replmon collect --session-form` sends of `events` read at their own time: as
     compact.published, then the session form after the compactor, as collector.py's step does,
     with the resolution cli.py gives it (the compaction default: RESOLUTION_CAP_MS)."""
-    from replmon.state.events import TIE_RANK
-
-    evs = sorted(events, key=lambda e: (e["ts"], TIE_RANK[e["type"]]))
-    compactor = Compactor(requested_ms=None)
     former = SessionForm(RESOLUTION_CAP_MS, session_key=None)
-    buffer, out, i = ReorderBuffer(hold_ms, 10**8, indexed=True), [], 0
-    now = evs[0]["ts"] if evs else 0
-    while i < len(evs) or len(buffer):
-        now += step_ms
-        while i < len(evs) and evs[i]["ts"] <= now:
-            buffer.add(evs[i])
-            i += 1
-        out += former.release(compactor.release(buffer.release(now), buffer))
-    return out + former.finish(), former
+    return published(events, Compactor(requested_ms=None), hold_ms, step_ms, former), former
 
 
 def counted(events: list[dict], topic: str, t0: int, t1: int) -> Counter:

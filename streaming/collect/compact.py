@@ -31,7 +31,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from replmon.streaming.collect.sessions import SessionForm
 
 INF = float("inf")
 RESOLUTION_CAP_MS = 1000  # well inside alerts.stuck_after_ms (3 s): a partition never looks silent
@@ -319,15 +322,23 @@ class _Batch:
             yield entry[2]
 
 
-def published(events: list[dict], compactor: Compactor | None, hold_ms: int, step_ms: int) -> list[dict]:
+def published(
+    events: list[dict],
+    compactor: Compactor | None,
+    hold_ms: int,
+    step_ms: int,
+    session_form: SessionForm | None = None,
+) -> list[dict]:
     """What the collector's loop (collector.py, step) sends of `events` read at their own time:
     each step adds what was read, releases what the hold lets go and compacts it knowing what is
-    still held. For measuring and testing compaction without request logs."""
+    still held, then, with `session_form` (--session-form), turns that into session form. For
+    measuring and testing compaction without request logs."""
     from replmon.state.events import TIE_RANK
     from replmon.streaming.collect.reorder import ReorderBuffer
 
     evs = sorted(events, key=lambda e: (e["ts"], TIE_RANK[e["type"]]))
-    buffer, out, i = ReorderBuffer(hold_ms, 10**8, indexed=compactor is not None), [], 0
+    buffer, i = ReorderBuffer(hold_ms, 10**8, indexed=compactor is not None), 0
+    out: list[dict] = []
     now = evs[0]["ts"] if evs else 0
     while i < len(evs) or len(buffer):
         now += step_ms
@@ -335,5 +346,6 @@ def published(events: list[dict], compactor: Compactor | None, hold_ms: int, ste
             buffer.add(evs[i])
             i += 1
         released = buffer.release(now)
-        out += compactor.release(released, buffer) if compactor else released
-    return out
+        sent = compactor.release(released, buffer) if compactor else released
+        out += session_form.release(sent) if session_form else sent
+    return out + session_form.finish() if session_form else out
