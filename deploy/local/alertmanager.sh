@@ -8,11 +8,11 @@
 #           deploy/alertmanager/alertmanager.yml (clustering off), waits until /-/ready answers
 #   down    stops the process this script started (pid file under .run/alertmanager)
 # Port: 19393 + REPLMON_PORT_OFFSET (19093 is broker 2 of the 3-broker cluster). Data and log: deploy/local/.run/alertmanager/
-# (REPLMON_ALERTMANAGER_RUN); the configuration: deploy/alertmanager/alertmanager.yml (REPLMON_ALERTMANAGER_CONFIG).
+# (REPLMON_ALERTMANAGER_RUN, else $REPLMON_SERVICES_RUN/alertmanager); the configuration: deploy/alertmanager/alertmanager.yml (REPLMON_ALERTMANAGER_CONFIG).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-RUN="${REPLMON_ALERTMANAGER_RUN:-$HERE/.run/alertmanager}"  # a second instance: its own dir and port offset
+RUN="${REPLMON_ALERTMANAGER_RUN:-${REPLMON_SERVICES_RUN:-$HERE/.run}/alertmanager}"  # a second instance: its own dir and port offset
 CONFIG="${REPLMON_ALERTMANAGER_CONFIG:-$HERE/../alertmanager/alertmanager.yml}"
 HOST=127.0.0.1
 PORT=$((19393 + ${REPLMON_PORT_OFFSET:-0}))

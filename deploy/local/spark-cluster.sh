@@ -13,11 +13,13 @@
 #
 # Ports (127.0.0.1, each plus REPLMON_PORT_OFFSET): master 17077, master UI 18080, workers
 # 17078-17079, worker UIs 18081-18082. Each worker offers REPLMON_SPARK_WORKER_CORES (1) cores
-# and REPLMON_SPARK_WORKER_MEMORY (1g) to executors. Logs and work folders: .run/spark/.
+# and REPLMON_SPARK_WORKER_MEMORY (1g) to executors. Pid files, logs and work folders:
+# $REPLMON_SERVICES_RUN/spark (default .run/spark), so the `services.sh down` of another run
+# dir never stops this one's cluster.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-SRUN="$HERE/.run/spark"
+SRUN="${REPLMON_SERVICES_RUN:-$HERE/.run}/spark"  # beside the services of the same run dir
 HOST=127.0.0.1
 # shellcheck source=deploy/local/lib.sh
 . "$HERE/lib.sh"   # PY (the project's interpreter), port_open, pid_matches
@@ -38,7 +40,7 @@ spark_home() {
     || die "'$PY' cannot import pyspark (run deploy/dev.sh setup, or set REPLMON_PYTHON)"
 }
 
-master_running() { pid_matches "$SRUN/master.pid" "deploy.master.Master"; }
+master_running() { pid_matches "$SRUN/master.pid" "--port $MASTER_PORT "; }
 worker_port() { echo $((MASTER_PORT + $1)); }
 worker_ui() { echo $((MASTER_UI + $1)); }
 worker_running() { pid_matches "$SRUN/worker-$1.pid" "--port $(worker_port "$1")"; }
@@ -119,14 +121,16 @@ stop_pidfile() {  # stop_pidfile NAME PATTERN: SIGTERM the process group, SIGKIL
     done
     kill -9 -- "-$pid" 2>/dev/null || true
     log "stopped $1 (pid $pid)"
+    rm -f "$f"
+  elif ! kill -0 "$(cat "$f" 2>/dev/null)" 2>/dev/null; then
+    rm -f "$f"  # stale; a live process on other ports keeps its pid file, or it could not be stopped later
   fi
-  rm -f "$f"
 }
 
 cmd_down() {
   local i
   for i in $(seq 1 "$WORKERS"); do stop_pidfile "worker-$i" "--port $(worker_port "$i")"; done
-  stop_pidfile master "deploy.master.Master"
+  stop_pidfile master "--port $MASTER_PORT "
   rm -f "$SRUN/env"
 }
 

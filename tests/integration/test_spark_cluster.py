@@ -32,7 +32,7 @@ from tests.streaming.helpers import await_end, read_outputs
 from tests.streaming.test_outage import split_into_files, wait_for
 
 CLUSTER_SH = ROOT / "deploy" / "local" / "spark-cluster.sh"
-SPARK_RUN = ROOT / "deploy" / "local" / ".run" / "spark"
+SPARK_RUN = Path(os.environ.get("REPLMON_SERVICES_RUN", ROOT / "deploy" / "local" / ".run")) / "spark"
 FILES = 3
 
 
