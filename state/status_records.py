@@ -27,8 +27,9 @@ def emit_statuses(
     """Append the status of each partition that changed, at most once per status interval
     unless something significant (ISR, alerts, metadata) changed. A healthy partition whose
     status would say what its last one said but for its times and offsets (_steady_digest)
-    goes out again only after status_refresh_ms; meanwhile, when its offsets moved, its
-    series points go to `points` instead (docs/outputs.md)."""
+    goes out again once per status_refresh_ms, at its own phase in that period (_refresh_phase);
+    meanwhile, when its offsets moved, its series points go to `points` instead
+    (docs/outputs.md)."""
     for key, watch in bucket.partitions.items():
         if not watch.dirty:
             continue
@@ -48,7 +49,7 @@ def emit_statuses(
             and digest is not None
             and sent is not None
             and sent[0] == digest
-            and watch.time_ms - sent[1] < cfg.status_refresh_ms
+            and _same_refresh_period(watch, sent[1], cfg.status_refresh_ms)
         )
         watch.dirty = watch.significant = False
         watch.last_status_ms = watch.time_ms
@@ -62,6 +63,22 @@ def emit_statuses(
         partitions.append(status)
         replicas.extend(rows)
         watch.status_sent = None if digest is None else (digest, watch.time_ms, _offsets(status, rows))
+
+
+def _refresh_phase(cluster: str, topic: str, partition: int, refresh_ms: int) -> int:
+    """Where in each refresh period a partition's repeat falls: fixed per partition (the same in
+    every process) and spread evenly over the period, so that partitions first seen together
+    (a monitor's start) do not all repeat in the same micro-batch, period after period."""
+    return zlib.crc32(f"{cluster}/{topic}/{partition}".encode()) % refresh_ms
+
+
+def _same_refresh_period(watch: PartitionWatch, sent_ms: int, refresh_ms: int) -> bool:
+    """Whether the partition's event time is still in the refresh period of its last status:
+    periods of refresh_ms, shifted by the partition's phase. A healthy partition repeats its
+    status once a period: at most refresh_ms apart (plus a batch), and a monitor's partitions
+    spread over the period instead of coming due together."""
+    phase = _refresh_phase(watch.cluster, watch.topic, watch.partition, refresh_ms)
+    return (watch.time_ms + phase) // refresh_ms == (sent_ms + phase) // refresh_ms
 
 
 def _steady_digest(watch: PartitionWatch, status: dict[str, Any], rows: list[dict[str, Any]]) -> int | None:

@@ -3,9 +3,11 @@ its moving offsets go out as series points (docs/outputs.md, `series_point`)."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from replmon.state.bucket import Bucket
 from replmon.streaming.settings import monitor_config
-from tests.state.test_monitor import T0, L, meta, steady
+from tests.state.test_monitor import T0, L, ev, meta, steady
 
 
 def per_second(events, cfg, seconds):
@@ -50,3 +52,31 @@ def test_an_idle_healthy_partition_sends_no_points():
     out = per_second([meta(T0), *steady(T0 + 100, T0 + 30_000, per_step=0)], CFG, 30)
     assert [s for s, (statuses, _) in enumerate(out) if statuses] == [0, 10, 20]
     assert [s for s, (_, points) in enumerate(out) if points] == []
+
+
+def test_partitions_first_seen_together_spread_their_refreshes():
+    # 200 idle, healthy partitions, all first seen in the same second (as at a monitor's start).
+    # Each repeats its status once per 10 s, at a point of the period of its own: never all in
+    # the same batch (with one refresh time for all, 200 would go out in second 10, and again in
+    # second 20: the micro-batch that writes them is the slow one).
+    events = []
+    for p in range(200):
+        events.append(meta(T0, partition=p))
+        for t in range(T0 + 100, T0 + 25_000, 500):
+            events += [
+                ev("fetch", t + 1, replica=r, partition=p, fetch_offset=0, leader_leo=0) for r in (2, 3)
+            ]
+    events.sort(key=lambda e: e[1])
+    out = per_second(events, CFG, 25)
+    sent: dict[int, list[int]] = {}
+    for s, (statuses, points) in enumerate(out):
+        assert points == []
+        for status in statuses:
+            sent.setdefault(status["partition"], []).append(s)
+    assert sorted(sent) == list(range(200))
+    for p, seconds in sent.items():
+        first, *again = seconds
+        assert first == 0 and again, (p, seconds)
+        assert 1 <= again[0] <= 10 and all(b - a == 10 for a, b in pairwise(again)), (p, seconds)
+    per_s = [len(statuses) for statuses, _ in out[1:]]
+    assert max(per_s) <= 60, per_s  # 20 a second on average
