@@ -226,7 +226,8 @@ def test_per_broker_collectors_publish_what_one_collector_does_and_one_cluster_r
     # The same request-log events over the window in which every collector ran.
     one, per_broker = log_events(single, start_ms, end_ms), log_events(published, start_ms, end_ms)
     kinds = Counter(json.loads(e)["type"] for e in one.elements())
-    assert sent > 1000 and kinds["fetch"] > 100 and kinds["append"] > 20, kinds
+    # (8 s of sends paced by 10 ms sleeps: ~2,400 on a quiet machine, 831 once on a loaded one)
+    assert sent > 300 and kinds["fetch"] > 100 and kinds["append"] > 20, (sent, kinds)
     assert per_broker == one, (len(per_broker), len(one), list((per_broker - one).items())[:3])
     # The same Admin API reports; no request-log event published more often than the single
     # collector published it (the multisets above are equal: two fetches a follower sent within
