@@ -49,6 +49,7 @@ class TimedSink:
         self.reports: list = []
         self.seconds = 0.0
         self.statuses = 0  # partition and replica status records handed to the sink
+        self.per_batch: dict[int, tuple[float, int]] = {}  # batch id: (seconds, status records)
 
     def write_batch(
         self,
@@ -66,7 +67,9 @@ class TimedSink:
         report = self.sink.write_batch(
             batch_id, alerts, partition_status, replica_status, quarantine, clocks, series_points, verdicts
         )
-        self.seconds += time.perf_counter() - start
+        took = time.perf_counter() - start
+        self.seconds += took
+        self.per_batch[batch_id] = (took, len(partition_status) + len(replica_status))
         self.reports.append(report)
         return report
 
