@@ -254,9 +254,11 @@ class Stream(_Section):
     status_interval_ms: int = Field(default=1000, ge=0)
     # A healthy partition (full ISR, every follower caught up at the leader's LEO, HW at the LEO,
     # no open alert) whose status says what its last one said, but for the times, is sent again
-    # only after this much event time (0: every status_interval_ms, as any other partition). The
-    # cluster's newest event time (Redis cluster series) says the monitor is alive meanwhile.
-    status_refresh_ms: int = Field(default=60_000, ge=0)
+    # once per this much event time, at a phase of its own (0: every status_interval_ms, as any
+    # other partition). The cluster's newest event time (Redis cluster series) says the monitor
+    # is alive meanwhile. 5 min: at 60 s the refreshes of 40,000 healthy partitions were 2,000
+    # status records a second, about a fifth of a core in the Redis sink (docs/performance.md).
+    status_refresh_ms: int = Field(default=300_000, ge=0)
     # A partition with no event for this long (event time) is dropped from the state and its
     # open alerts resolve; above alerts.telemetry_gap_ms, so TelemetryMissing fires first.
     evict_after_ms: int = Field(default=600_000, ge=1)
