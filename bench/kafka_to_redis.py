@@ -48,8 +48,7 @@ class TimedSink:
         self.sink = sink
         self.reports: list = []
         self.seconds = 0.0
-        self.statuses = 0  # partition and replica status records handed to the sink
-        self.per_batch: dict[int, tuple[float, int]] = {}  # batch id: (seconds, status records)
+        self.per_batch: dict[int, tuple[float, int]] = {}  # batch id: (seconds, status records handed in)
 
     def write_batch(
         self,
@@ -62,7 +61,6 @@ class TimedSink:
         series_points=None,
         verdicts=None,
     ):
-        self.statuses += len(partition_status) + len(replica_status)
         start = time.perf_counter()
         report = self.sink.write_batch(
             batch_id, alerts, partition_status, replica_status, quarantine, clocks, series_points, verdicts

@@ -257,7 +257,7 @@ class Stream(_Section):
     # once per this much event time, at a phase of its own (0: every status_interval_ms, as any
     # other partition). The cluster's newest event time (Redis cluster series) says the monitor
     # is alive meanwhile. 5 min: at 60 s the refreshes of 40,000 healthy partitions were 2,000
-    # status records a second, about a fifth of a core in the Redis sink (docs/performance.md).
+    # status records a second, a quarter of every batch in the Redis sink (docs/performance.md).
     status_refresh_ms: int = Field(default=300_000, ge=0)
     # A partition with no event for this long (event time) is dropped from the state and its
     # open alerts resolve; above alerts.telemetry_gap_ms, so TelemetryMissing fires first.

@@ -1,5 +1,5 @@
 """Two deploy/local run dirs side by side (CI runs the judge group's services beside the rest):
-`services.sh down` of one must not stop the other's Spark master or Alertmanager.
+`services.sh down` of one must not stop the other's Spark master.
 
 No JVM is started: a stand-in process carries a Spark master's command line, which is all the
 scripts look at (its pid file and the `--port` in /proc/PID/cmdline)."""
