@@ -20,7 +20,7 @@ PARTITIONS = 30  # the first 20 idle, the last 10 appending 5 times a second
 SECONDS = 30
 
 
-def paced(session_ms: int | None) -> list[dict]:
+def paced(session_ms: int | None, step_ms: int | None = None) -> list[dict]:
     append = np.r_[np.zeros(20), np.full(10, 5.0)]
     cluster = Paced(
         Layout.of(PARTITIONS, "sim", "bench", 1),
@@ -33,8 +33,19 @@ def paced(session_ms: int | None) -> list[dict]:
         seed=3,
         session_ms=session_ms,
     )
-    lines = cluster.header() + cluster.window(START + SECONDS * 1000)
+    lines = cluster.header()
+    for end in range(START + (step_ms or SECONDS * 1000), START + SECONDS * 1000 + 1, step_ms or 1):
+        lines += cluster.window(end)
     return [json.loads(value) for _, value in lines]
+
+
+def test_the_events_do_not_depend_on_how_time_is_cut_into_windows():
+    """The bench asks for the events every 100 ms; the sessions' and the idle followers'
+    progress carries from one window to the next."""
+    whole = paced(1000)
+    assert paced(1000, step_ms=100) == whole
+    assert paced(1000, step_ms=1500) == whole
+    assert sum(e["type"] == "session" for e in whole) >= 6 * (SECONDS - 2)
 
 
 def test_idle_followers_are_said_by_their_sessions():
