@@ -7,8 +7,8 @@ import zlib
 from typing import Any
 
 from replmon.state import sessions
-from replmon.state.explain import CAUGHT_UP
-from replmon.state.monitor import MonitorConfig, PartitionWatch
+from replmon.state.explain import CAUGHT_UP, classify_replica
+from replmon.state.monitor import MonitorConfig, PartitionWatch, quiet_after_ms
 
 # What a series point carries (docs/outputs.md, `series_point`): the values of a status that move
 # while a partition stays healthy; a partition's point also has `isr_size`.
@@ -36,13 +36,13 @@ def emit_statuses(
         if not (force or watch.significant or watch.time_ms - watch.last_status_ms >= cfg.status_interval_ms):
             continue
         watch = bucket.warm(key)  # (loaded first if the bucket was loaded without it)
-        table = bucket.clusters[key[0]].sessions
-        if table.reads:
-            sessions.sync(table, watch, watch.time_ms)
-        status = watch.partition_status()
-        rows = watch.replica_statuses(bucket.clusters[key[0]].config(cfg))
+        view = bucket.clusters[key[0]]
+        if view.sessions.reads:
+            sessions.sync(view.sessions, watch, watch.time_ms)
         bucket.touched.add((watch.cluster, watch.topic, watch.partition))
-        digest = _steady_digest(watch, status, rows) if cfg.status_refresh_ms else None
+        conf = view.config(cfg)
+        # read from the partition's state, so that a repeat (the common case) builds no record
+        digest = _steady_digest(watch, conf) if cfg.status_refresh_ms else None
         sent = watch.status_sent
         repeat = (
             not (force or watch.significant)
@@ -55,14 +55,14 @@ def emit_statuses(
         watch.last_status_ms = watch.time_ms
         if repeat:  # healthy, and it would say what it said last: no news, perhaps points
             assert sent is not None
-            offsets = _offsets(status, rows)
+            offsets = _offsets(watch)
             if points is not None and sent[2:] != (offsets,):
-                points.extend(_series_points(status, rows))
+                points.extend(series_points(watch))
                 watch.status_sent = (sent[0], sent[1], offsets)
             continue
-        partitions.append(status)
-        replicas.extend(rows)
-        watch.status_sent = None if digest is None else (digest, watch.time_ms, _offsets(status, rows))
+        partitions.append(watch.partition_status())
+        replicas.extend(watch.replica_statuses(conf))
+        watch.status_sent = None if digest is None else (digest, watch.time_ms, _offsets(watch))
 
 
 def _refresh_phase(cluster: str, topic: str, partition: int, refresh_ms: int) -> int:
@@ -81,55 +81,90 @@ def _same_refresh_period(watch: PartitionWatch, sent_ms: int, refresh_ms: int) -
     return (watch.time_ms + phase) // refresh_ms == (sent_ms + phase) // refresh_ms
 
 
-def _steady_digest(watch: PartitionWatch, status: dict[str, Any], rows: list[dict[str, Any]]) -> int | None:
-    """What a healthy partition's status says but for its times and offsets, as a number (equal
-    numbers: the same health); None when the partition is not healthy (its statuses all go
-    out): an ISR short of its replicas or not the one reported, a follower not caught up (Kafka's
-    isCaughtUp, and at the leader's LEO within alerts.caught_up_grace_ms) or not fetching, an
-    open alert (a stalled HW is one). A busy partition whose followers keep up is healthy: its
-    moving HW, LEOs and lags are series points, not news."""
+def _followers(watch: PartitionWatch) -> list[int]:
+    """The followers that have status records, in their order (partition_status.replica_statuses)."""
+    p = watch.leader
+    return [r for r in p.replicas if r != p.leader and r in p.followers]
+
+
+def _steady_digest(watch: PartitionWatch, cfg: MonitorConfig) -> int | None:
+    """What a healthy partition's status would say but for its times and offsets, as a number
+    (equal numbers: the same health), read from its state without building the records; None
+    when the partition is not healthy (its statuses all go out): an ISR short of its replicas
+    or not the one reported, a follower not caught up (Kafka's isCaughtUp, and at the leader's
+    LEO within alerts.caught_up_grace_ms) or not fetching, an open alert (a stalled HW is one).
+    A busy partition whose followers keep up is healthy: its moving HW, LEOs and lags are
+    series points, not news. The fields are the records' (state/partition_status.py)."""
+    p = watch.leader
+    reported = watch.reported_isr
     if (
         watch.book.open
-        or status["under_replicated"]
-        or len(status["isr"]) != len(status["replicas"])
-        or status["reported_isr"] not in (None, status["isr"])
+        or p.under_replicated
+        or len(p.isr) != len(p.replicas)
+        or (reported is not None and list(reported) != list(p.isr))
     ):
         return None
     said: list[Any] = [
-        status["leader"],
-        status["leader_epoch"],
-        status["replicas"],
-        status["isr"],
-        status["min_insync_replicas"],
-        status["replica_lag_time_max_ms"],
+        p.leader,
+        p.leader_epoch,
+        list(p.replicas),
+        list(p.isr),
+        p.config.min_insync_replicas,
+        p.config.replica_lag_time_max_ms,
     ]
-    for r in rows:
-        if not (r["in_isr"] and r["caught_up"] and r["state"] == CAUGHT_UP):
+    now = watch.time_ms
+    stuck_after_ms = quiet_after_ms(cfg, p.config.replica_lag_time_max_ms)
+    for r in _followers(watch):
+        if not (r in p.isr and p.is_caught_up(r, now)):
             return None  # (a follower silent at the LEO is caught up by Kafka's rule, but stuck)
-        said.append((r["replica"], r["in_reported_isr"]))
+        state = classify_replica(
+            p,
+            r,
+            now,
+            ever_in_isr=r in watch.ever_in_isr,
+            stuck_after_ms=stuck_after_ms,
+            caught_up_grace_ms=cfg.caught_up_grace_ms,
+        )
+        if state != CAUGHT_UP:
+            return None
+        said.append((r, (r in reported) if reported is not None else None))
     return zlib.crc32(repr(said).encode())
 
 
-def _offsets(status: dict[str, Any], rows: list[dict[str, Any]]) -> int:
+def _offsets(watch: PartitionWatch) -> int:
     """The offsets a status gives (the HW, the leader's LEO, each follower's LEO), as one number
     (a hash of ints: the same in every process; should two differ alike, one point is left out)."""
-    return hash((status["hw"], status["leader_leo"], *(r["leo"] for r in rows)))
+    p = watch.leader
+    return hash((p.hw, p.leader_leo, *(p.followers[r].leo for r in _followers(watch))))
 
 
-def _series_points(status: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The partition's and its followers' series points, from their statuses."""
-    key = {f: status[f] for f in ("cluster", "topic", "partition")}
+def series_points(watch: PartitionWatch) -> list[dict[str, Any]]:
+    """The partition's and its followers' series points (docs/outputs.md, `series_point`): the
+    values its partition_status and replica_status records give, read from its state."""
+    p, now = watch.leader, watch.time_ms
+    key = {"cluster": watch.cluster, "topic": watch.topic, "partition": watch.partition}
+    waiting = watch.hw_waiting_since_ms
     points = [
         {
             **key,
             "replica": None,
-            "ts": status["ts"],
-            **{f: status[f] for f in PARTITION_POINT_FIELDS},
-            "isr_size": len(status["isr"]),
+            "ts": now,
+            "hw": p.hw,
+            "leader_leo": p.leader_leo,
+            "hw_stalled_ms": now - waiting if waiting is not None else 0,
+            "isr_size": len(p.isr),
         }
     ]
-    for r in rows:
+    for r in _followers(watch):
+        st = p.followers[r]
         points.append(
-            {**key, "replica": r["replica"], "ts": r["ts"], **{f: r[f] for f in REPLICA_POINT_FIELDS}}
+            {
+                **key,
+                "replica": r,
+                "ts": now,
+                "lag_ms": now - st.last_caught_up_ms,
+                "lag_messages": p.leader_leo - st.leo if st.leo >= 0 else p.leader_leo,
+                "leo": st.leo,
+            }
         )
     return points

@@ -80,3 +80,31 @@ def test_partitions_first_seen_together_spread_their_refreshes():
         assert 1 <= again[0] <= 10 and all(b - a == 10 for a, b in pairwise(again)), (p, seconds)
     per_s = [len(statuses) for statuses, _ in out[1:]]
     assert max(per_s) <= 60, per_s  # 20 a second on average
+
+
+def test_points_give_the_values_the_status_records_give():
+    # Points are read from the partition's state, records built from it: at every second of a
+    # run where follower 3 first keeps up, then fetches 30 messages behind (lag, HW held), then
+    # stops (HW stalled), both say the same HW, LEOs, lags and ISR size.
+    from replmon.state.status_records import series_points
+
+    cfg = monitor_config(replica_lag_time_max_ms=L)
+    events = [meta(T0), *steady(T0 + 100, T0 + 5_000), *steady(T0 + 5_000, T0 + 9_000, leo0=490, slow=30)]
+    events += steady(T0 + 9_000, T0 + 20_000, leo0=890, stop=T0 + 12_000)
+    bucket, alerts = Bucket(0, 1), []
+    checked = 0
+    for s in range(20):
+        bucket.process([e for e in events if T0 + s * 1000 <= e[1] < T0 + (s + 1) * 1000], cfg, alerts, [])
+        bucket.advance(cfg, alerts)
+        watch = bucket.partitions[("c1", "t", 0)]
+        status, rows = watch.partition_status(), watch.replica_statuses(cfg)
+        partition_point, *replica_points = series_points(watch)
+        for f in ("cluster", "topic", "partition", "ts", "hw", "leader_leo", "hw_stalled_ms"):
+            assert partition_point[f] == status[f], (s, f)
+        assert partition_point["isr_size"] == len(status["isr"])
+        assert [p["replica"] for p in replica_points] == [r["replica"] for r in rows] == [2, 3]
+        for point, row in zip(replica_points, rows, strict=True):
+            for f in ("ts", "lag_ms", "lag_messages", "leo"):
+                assert point[f] == row[f], (s, f)
+        checked += status["hw_stalled_ms"] > 0 and rows[1]["lag_messages"] > 0
+    assert checked  # the run reached a stalled HW with follower 3 behind
