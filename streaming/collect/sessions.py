@@ -10,19 +10,20 @@ Epochs: sessionEpoch 0 opens a session with a full request (the response says it
 -1 is a full fetch without a session, > 0 is incremental on sessionId. A top-level error
 answers nothing and ends the session (the fetcher starts over with a full request).
 
-**Session form** (`SessionForm`, docs/events.md `session`): what `replmon collect
---session-form` publishes. A follower's fetch of a partition whose picture did not change (the
-follower still at the LEO, nothing appended, no election, no error, the same epochs, the
-partition still in its session and in the ISR) is dropped: its session's read says it. Each
-session's reads are published as `session` events at most once per resolution, each with the
-exact time of the newest read: a read is held until its flush time, on a grid of the
-resolution from the first read held (so a session's last read before it falls silent is always
-sent, at most one resolution after its time). Any other fetch is sent as it is, naming its
-session (the id the request log shows); before it, and before an append or a metadata event of
-the partition, the partition's last read that only its session said is sent as a fetch of its
-own (restated), so that the engine's previous-fetch credit (lastFetchTimeMs) stays exact. A
-held read whose followers were all restated before its flush time says nothing more: it is
-dropped (between bursts, a follower's one idle read is restated before the next append, and a
+**Session form** (`SessionForm`, docs/events.md `session`): what `replmon collect` publishes
+by default. A follower's fetch of a partition whose picture did not change (the follower still
+at the LEO, nothing appended, no election, no error, the same epochs, the partition still in
+its session and in the ISR) is dropped: its session's read says it. Each session's reads are
+published as `session` events at most once per resolution, each with the exact time of the
+newest read: a read is held until its flush time, on a grid of the resolution from the first
+read held (so a session's last read before it falls silent is always sent, at most one
+resolution after its time). Any other fetch is sent as it is, naming its session (the id the
+request log shows); before it, and before an append or a metadata event of the partition, the
+partition's last read that only its session said is sent as a fetch of its own (restated), so
+that the engine's previous-fetch credit (lastFetchTimeMs) stays exact, unless a session event
+published in an earlier step said it (it is on the metrics topic before the change). A held
+read whose followers were all restated before its flush time says nothing more: it is dropped
+(between bursts, a follower's one idle read is restated before the next append, and a
 `session` event for it would only repeat it). tests/state/test_session_form.py builds this form
 from simulated and captured per-partition events for the differential test. Pure: events in,
 events out.
@@ -237,6 +238,7 @@ class _Follower:
     carried: bool = False  # whether the engine takes its session's reads for it
     changed: bool = True  # the partition changed since that fetch
     unsent: int | None = None  # the time of its last read that only its session said
+    key: tuple | None = None  # the session key of that read
     waits_on: tuple | None = None  # (session key, generation) of the held read that says it
 
 
@@ -269,6 +271,7 @@ class _Reads:
     held: int | None = None
     next_flush: int | None = None
     sent: int = -1  # the newest read published
+    sent_step: int = -1  # the release step that published it
     waiting: int = 0  # followers whose last read only the held read says (not restated since)
     generation: int = 0  # one per held read: a follower waits on one held read at a time
 
@@ -289,11 +292,14 @@ class SessionForm:
         self.dropped = 0  # fetches a session read said
         self.restated = 0  # reads only a session said, sent as fetches before a change
         self.unneeded = 0  # held session reads dropped: every follower they said was restated
+        self.said = 0  # reads not restated: a session event of an earlier step had said them
+        self._step = 0  # release calls so far
 
     def release(self, released: list[dict[str, Any]], now_ms: int | None = None) -> list[dict[str, Any]]:
         """The session form of `released` (in event-time order), and the held reads whose flush
         time has come: up to `now_ms` (the collector's release watermark: no read at or before
         it is still to come), else up to the last released event's time."""
+        self._step += 1
         out: list[dict] = []
         for ev in released:
             self._one(ev, out)
@@ -351,7 +357,8 @@ class SessionForm:
             and all(ev.get(n) == f.last.get(n) for n in _SAME)
         )
         if same:  # a read only the session says (a session that carries no one says nothing)
-            self._read(f, (ev["cluster"], r, part.leader, sid), ev["ts"], out)
+            f.key = (ev["cluster"], r, part.leader, sid)
+            self._read(f, f.key, ev["ts"], out)
             f.unsent = ev["ts"]
             f.last = ev
             self.dropped += 1
@@ -381,8 +388,16 @@ class SessionForm:
         """The follower's last read that only its session said, as a fetch of its own (before
         an event at `now` changes its partition). The held read it waited on is dropped when
         no follower waits on it any more and its flush time has not come: it says nothing the
-        restated fetches do not."""
+        restated fetches do not. Not when a session event of an earlier step said it: that one
+        is on the metrics topic before this step's events, so the engine takes it before the
+        change, and a restated fetch of a follower that fell silent long ago (a paused broker)
+        would only come behind its partition's newer events, late."""
         if f.unsent is None or f.last is None:
+            return
+        reads = self._reads.get(f.key) if f.key is not None else None
+        if reads is not None and reads.sent >= f.unsent and reads.sent_step < self._step:
+            f.unsent, f.waits_on = None, None
+            self.said += 1
             return
         out.append({**f.last, "ts": f.unsent, "session_id": f.session})
         f.unsent = None
@@ -425,6 +440,6 @@ class SessionForm:
         assert reads.held is not None
         cluster, replica, leader, sid = key
         out.append(event("session", reads.held, cluster, replica=replica, leader=leader, session_id=sid))
-        reads.sent, reads.held = reads.held, None
+        reads.sent, reads.held, reads.sent_step = reads.held, None, self._step
         reads.waiting = 0
         reads.generation += 1

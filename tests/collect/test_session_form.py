@@ -12,10 +12,17 @@ from datetime import UTC
 
 import pytest
 
+from replmon.state.bucket import Bucket
 from replmon.state.events import TIE_RANK, event
 from replmon.streaming.collect.broker_log import BrokerLog
-from replmon.streaming.collect.sessions import SessionForm
+from replmon.streaming.collect.compact import Compactor, published
+from replmon.streaming.collect.sessions import SessionForm, per_partition
+from replmon.streaming.settings import monitor_config
+from replmon.streaming.simulator.cluster import ClusterSpec, TopicSpec
+from replmon.streaming.simulator.faults import BrokerCrash, PausedFollower
+from replmon.streaming.simulator.model import simulate
 from tests.collect.test_versions import DATA, FIXTURES, _topics
+from tests.state.test_monitor_vs_truth import as_tuple
 from tests.state.test_session_form import RESOLUTION_MS, agree
 
 LAG_MS = 30_000  # the fixtures' brokers ran with Kafka's default replica.lag.time.max.ms
@@ -163,3 +170,43 @@ def test_a_held_read_goes_out_when_the_release_watermark_passes_its_flush_time()
     assert former.release([], now_ms=1599) == []
     assert [(e["type"], e["ts"]) for e in former.release([], now_ms=1600)] == [("session", 600)]
     assert former.release([], now_ms=5000) == [] and former.finish() == []
+
+
+def test_a_silent_followers_read_that_a_session_event_gave_is_not_restated_late():
+    """A follower of an idle partition stops fetching (a paused broker: Kafka keeps it in the
+    ISR, it is at the LEO), and its session's last read goes out as a `session` event. When the
+    partition changes 20 s later (another broker crashes: a new ISR), that read is not restated
+    as a fetch: the engine took it from the session event, published steps before, and a fetch
+    20 s old would come behind the partition's newer events, and a live monitor would
+    quarantine it as late. The engine decides the same as on the compacted events."""
+    lag_ms = 10_000
+    spec = ClusterSpec(
+        name="p",
+        topics=(TopicSpec(name="idle", partitions=3, produce_rate=0.0),),
+        duration_ms=80_000,
+        faults=(
+            PausedFollower(topic="idle", partition=0, replica=2, start_ms=10_000, duration_ms=40_000),
+            BrokerCrash(broker=3, start_ms=30_000, restart_after_ms=20_000),
+        ),
+        replica_lag_time_max_ms=lag_ms,
+    )
+    events, _ = simulate(spec, seed=0)
+    compacted = published(events, Compactor(default_lag_ms=lag_ms), 1500, 200)
+    former = SessionForm(1000, per_partition)
+    sent = published(events, Compactor(default_lag_ms=lag_ms), 1500, 200, former)
+    assert former.said > 0  # the paused follower's last read, on each change after its silence
+    assert _late_in_a_live_monitor(sent, lag_ms) == []
+    agree(compacted, sent, lag_ms)
+
+
+def _late_in_a_live_monitor(published: list[dict], lag_ms: int) -> list[str]:
+    """The engine fed the events in the order they were published, in micro-batches of 50
+    (each sorted by event time, as the streaming step sorts one): what it quarantines as late."""
+    cfg = monitor_config(replica_lag_time_max_ms=lag_ms, compaction_resolution_ms=1000)
+    bucket, quarantine = Bucket(0, 1), []
+    for i in range(0, len(published), 50):
+        chunk = sorted(published[i : i + 50], key=lambda e: (e["ts"], TIE_RANK[e["type"]]))
+        got: list = []
+        bucket.process([as_tuple(e) for e in chunk], cfg, got, quarantine)
+        bucket.advance(cfg, got)
+    return [q["reason"] for q in quarantine if q["reason"].startswith("late")]
