@@ -17,8 +17,9 @@ broker (request-log lines and bytes per second), how fast one process turns line
 reorder buffer's 200 ms steps and 1.5 s hold as `replmon collect` runs them, counted over
 `--seconds` after it has run for COLLECTOR_WARM_S (what it sends once on start, each
 follower's first fetch after the first metadata poll, is not counted), in three forms:
-lossless compaction off (`--no-compact`), on (the default; streaming/collect/compact.py), and
-session form (`--session-form`, compaction on: streaming/collect/sessions.py `SessionForm`
+lossless compaction off (`--no-compact --no-session-form`), on (`--no-session-form`;
+streaming/collect/compact.py), and session form (the default, compaction on:
+streaming/collect/sessions.py `SessionForm`
 after the compactor, as collector.py's step calls them). For each: fetch events per
 follower-second (one follower of one partition), appends and (session form) session events per
 partition-second, events per partition-second (fetches, appends and session events of the
@@ -31,6 +32,13 @@ measures instead, without brokers, how many events per CPU second the collector'
 (the reorder buffer's 200 ms steps and 1.5 s hold) gets through with compaction off and on, on
 a simulated RF 3 cluster (streaming/simulator: one produce batch per partition every 100 ms on
 the busy half, none on the idle half; the followers fetch as a real broker's do).
+
+    python bench/collector.py --simulated-bursty 2000,2500,3000,4000 [--partitions 3]
+        [--seconds 100] [--runs 3]
+
+gives, without brokers, the events per partition-second of compaction on and of session form
+on a simulated topic under the judge's bursts (4,000 records round-robin, sent over a second)
+every 2, 2.5, 3 and 4 s: the share of `session` events between bursts (one seed per run).
 """
 
 from __future__ import annotations
@@ -189,7 +197,7 @@ def wait_deleted(admin, topic: str, timeout_s: float = 180) -> None:
 
 
 def session_published(events: list[dict], hold_ms: int, step_ms: int) -> tuple[list[dict], SessionForm]:
-    """What `replmon collect --session-form` sends of `events` read at their own time: as
+    """What `replmon collect` sends by default (session form) of `events` read at their own time: as
     compact.published, then the session form after the compactor, as collector.py's step does,
     with the resolution cli.py gives it (the compaction default: RESOLUTION_CAP_MS)."""
     former = SessionForm(RESOLUTION_CAP_MS, session_key=None)
@@ -271,7 +279,7 @@ def one_run(env: dict, logs: dict[int, Path], load: str, partitions: int, second
         lines = data.decode(errors="replace").splitlines()
         bl = BrokerLog("bench", b, view.name_of, lambda t: t == topic)
         sbl = BrokerLog("bench", b, view.name_of, lambda t: t == topic)
-        sbl.session_ids = True  # as Collector sets it with --session-form
+        sbl.session_ids = True  # as Collector sets it in session form
         for line in warm[-20000:]:  # the sessions, as the collector learns them on start
             bl.events(line, emit=False)
             sbl.events(line, emit=False)
@@ -328,12 +336,74 @@ def offline(partitions: int, seconds: float, runs: int, resolution_ms: int | Non
     return out
 
 
+def simulated_bursty(partitions: int, seconds: float, every_ms: int, seed: int) -> dict:
+    """Events per partition-second, compaction on and session form, of a simulated RF 3 topic
+    under bursts like the judge's: BURST_RECORDS round-robin over the partitions, sent over a
+    second, every `every_ms`, nothing between (streaming/simulator: the followers fetch as a
+    real broker's do, parked replica.fetch.wait.max.ms when caught up). One session per follower
+    and leader, as Kafka's fetcher threads keep them. Counted over `seconds` after 10 s."""
+    from replmon.streaming.collect.sessions import per_leader
+    from replmon.streaming.simulator.cluster import ClusterSpec, TopicSpec
+    from replmon.streaming.simulator.faults import BurstyProducer
+    from replmon.streaming.simulator.model import simulate
+
+    duration_ms = int(seconds * 1000) + 15_000
+    spec = ClusterSpec(
+        name="bench",
+        topics=(TopicSpec(name="t", partitions=partitions, produce_rate=0.0),),
+        duration_ms=duration_ms,
+        replica_lag_time_max_ms=10_000,
+        faults=tuple(
+            BurstyProducer(
+                topic="t",
+                partition=p,
+                start_ms=5_000,
+                duration_ms=duration_ms - 5_000,
+                every_ms=every_ms,
+                burst_messages=BURST_RECORDS // partitions,
+                burst_ms=1000,
+            )
+            for p in range(partitions)
+        ),
+    )
+    events, _ = simulate(spec, seed=seed)
+    t0 = min(e["ts"] for e in events) + 10_000
+    t1 = t0 + int(seconds * 1000)
+    on = counted(published(events, Compactor(), HOLD_MS, STEP_MS), "t", t0, t1)
+    former = SessionForm(RESOLUTION_CAP_MS, session_key=per_leader)
+    session = counted(published(events, Compactor(), HOLD_MS, STEP_MS, former), "t", t0, t1)
+    return {"on": rates(on, partitions, seconds), "session": rates(session, partitions, seconds)}
+
+
 def spread(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def fmt(v: dict, digits: int = 1) -> str:
     return f"{v['median']:,.{digits}f} ({v['min']:,.{digits}f}-{v['max']:,.{digits}f})"
+
+
+def print_simulated_bursty(partitions: int, seconds: float, runs: int, every: str) -> int:
+    summary: dict = {"partitions": partitions, "seconds": seconds, "runs": runs, "every_ms": {}}
+    print(
+        f"simulated bursty, {partitions} partitions, RF {RF}, {BURST_RECORDS:,} records a burst; "
+        f"events per partition-second over {seconds:.0f} s, median (min-max) of {runs} seeds"
+    )
+    for every_ms in (int(v) for v in every.split(",")):
+        rs = [simulated_bursty(partitions, seconds, every_ms, seed) for seed in range(runs)]
+        row = {
+            f"{k}_{form}": spread([r[form][k] for r in rs])
+            for form in ("on", "session")
+            for k in ("events_per_partition_s", "session_per_partition_s")
+        }
+        summary["every_ms"][every_ms] = row
+        print(
+            f"  every {every_ms} ms: compaction on {fmt(row['events_per_partition_s_on'], 3)}, "
+            f"session form {fmt(row['events_per_partition_s_session'], 3)} "
+            f"(session events {fmt(row['session_per_partition_s_session'], 3)})"
+        )
+    print(json.dumps(summary))
+    return 0
 
 
 def main() -> int:
@@ -352,7 +422,15 @@ def main() -> int:
         help=f"the topic's partitions (RF 3; default {PARTITIONS}); --offline: simulated ones (default 200)",
     )
     ap.add_argument("--resolution-ms", type=int, default=None, help="--offline: compaction resolution")
+    ap.add_argument(
+        "--simulated-bursty",
+        metavar="MS,MS",
+        help="no brokers: events per partition-second, compaction on and session form, of a "
+        "simulated topic under the judge's bursts every MS (e.g. 2000,3000), one seed per run",
+    )
     args = ap.parse_args()
+    if args.simulated_bursty:
+        return print_simulated_bursty(args.partitions or 3, args.seconds, args.runs, args.simulated_bursty)
     if args.offline:
         args.partitions = args.partitions or 200
         r = offline(args.partitions, args.seconds, args.runs, args.resolution_ms)

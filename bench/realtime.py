@@ -21,7 +21,7 @@ topics, over-partitioned topics), and a few carry most of the load. About 2.3 ev
 partition-second. `--resolution-ms R` (the collector caps it at L/4) replays a coarser
 compaction: every rate times 1000/R (the bench then sets alerts.stuck_after_ms to 3 R, so a
 follower heard every R is not taken for a silent one). `--sessions` publishes the idle
-partitions in session form (docs/events.md `session`, `replmon collect --session-form`): each
+partitions in session form (docs/events.md `session`, `replmon collect`'s default): each
 idle follower's first fetch names its session, then one `session` event per follower, leader
 and producer per R says all of them.
 
@@ -516,7 +516,7 @@ def main() -> int:
     ap.add_argument(
         "--sessions",
         action="store_true",
-        help="idle partitions in session form (replmon collect --session-form): one session event "
+        help="idle partitions in session form (replmon collect's default): one session event "
         "per follower, leader and producer per resolution instead of a fetch per follower",
     )
     ap.add_argument("--fault-every-s", type=int, default=6)

@@ -285,7 +285,7 @@ class Collect(_Section):
     # None: replica.lag.time.max.ms / 8, at most 1 s (streaming/collect/compact.py).
     compact_resolution_ms: int | None = Field(default=None, ge=1)
     # Publish fetch sessions' reads as `session` events, a partition's own fetches on change.
-    session_form: bool = False
+    session_form: bool = True
     max_held: int = Field(default=1_000_000, ge=1)  # events waiting for release
     log_timezone: str = "UTC"  # of the request log's dates when they are not epoch ms
     exclude_topics: list[str] = Field(default_factory=list)

@@ -147,15 +147,22 @@ def _volume_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-compact",
         action="store_true",
-        help="send every event: no lossless compaction of caught-up fetches and appends "
-        "(collect.compact = false)",
+        help="no lossless compaction of caught-up fetches and appends (collect.compact = false); "
+        "with --no-session-form too, every event is sent",
     )
-    p.add_argument(
+    form = p.add_mutually_exclusive_group()
+    form.add_argument(
         "--session-form",
         action="store_true",
         help="publish each fetch session's reads as `session` events (at most one per session per "
         "resolution) and a partition's own fetches only when its picture changes "
-        "(collect.session_form; docs/events.md)",
+        "(collect.session_form, the default; docs/events.md)",
+    )
+    form.add_argument(
+        "--no-session-form",
+        action="store_true",
+        help="a fetch event for every read of every partition that compaction keeps, no `session` "
+        "events (collect.session_form = false)",
     )
     p.add_argument(
         "--compact-resolution",
@@ -220,6 +227,8 @@ def collect_settings(args, section: CollectSettings) -> CollectSettings:
     given = {k: v for k, v in given.items() if v is not None and v is not False}
     if args.no_compact:
         given["compact"] = False
+    if args.no_session_form:
+        given["session_form"] = False
     try:
         return type(section).model_validate({**section.model_dump(), **given})
     except ValidationError as exc:

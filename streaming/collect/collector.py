@@ -265,7 +265,7 @@ class Collector:
         if self.compactor is not None:  # decided inside the hold: no added latency (compact.py)
             out = self.compactor.release(out, self.buffer)
         if self.session_form is not None:  # idle followers' reads said once per session
-            out = self.session_form.release(out)
+            out = self.session_form.release(out, self.buffer.watermark_ms)
         if self.role == "broker":  # the cluster role publishes the Admin API's events
             out = [ev for ev in out if ev["type"] not in ("metadata", "broker")]
         if self.role != "broker" and now - self._last_heartbeat >= self.heartbeat_ms:

@@ -347,5 +347,5 @@ def published(
             i += 1
         released = buffer.release(now)
         sent = compactor.release(released, buffer) if compactor else released
-        out += session_form.release(sent) if session_form else sent
+        out += session_form.release(sent, buffer.watermark_ms) if session_form else sent
     return out + session_form.finish() if session_form else out

@@ -10,18 +10,23 @@ Epochs: sessionEpoch 0 opens a session with a full request (the response says it
 -1 is a full fetch without a session, > 0 is incremental on sessionId. A top-level error
 answers nothing and ends the session (the fetcher starts over with a full request).
 
-**Session form** (`SessionForm`, docs/events.md `session`): what `replmon collect
---session-form` publishes. A follower's fetch of a partition whose picture did not change (the
-follower still at the LEO, nothing appended, no election, no error, the same epochs, the
-partition still in its session and in the ISR) is dropped: its session's read says it. Each
-session's reads are published as `session` events at most once per resolution, each with the
-exact time of the newest read (flushed on a grid of the resolution from the first, so a
-session's last read before it falls silent is always sent). Any other fetch is sent as it is,
-naming its session (the id the request log shows); before it, and before an append or a
-metadata event of the partition, the partition's last read that only its session said is sent
-as a fetch of its own, so that the engine's previous-fetch credit (lastFetchTimeMs) stays
-exact. tests/state/test_session_form.py builds this form from simulated and captured
-per-partition events for the differential test. Pure: events in, events out.
+**Session form** (`SessionForm`, docs/events.md `session`): what `replmon collect` publishes
+by default. A follower's fetch of a partition whose picture did not change (the follower still
+at the LEO, nothing appended, no election, no error, the same epochs, the partition still in
+its session and in the ISR) is dropped: its session's read says it. Each session's reads are
+published as `session` events at most once per resolution, each with the exact time of the
+newest read: a read is held until its flush time, on a grid of the resolution from the first
+read held (so a session's last read before it falls silent is always sent, at most one
+resolution after its time). Any other fetch is sent as it is, naming its session (the id the
+request log shows); before it, and before an append or a metadata event of the partition, the
+partition's last read that only its session said is sent as a fetch of its own (restated), so
+that the engine's previous-fetch credit (lastFetchTimeMs) stays exact, unless a session event
+published in an earlier step said it (it is on the metrics topic before the change). A held
+read whose followers were all restated before its flush time says nothing more: it is dropped
+(between bursts, a follower's one idle read is restated before the next append, and a
+`session` event for it would only repeat it). tests/state/test_session_form.py builds this form
+from simulated and captured per-partition events for the differential test. Pure: events in,
+events out.
 """
 
 from __future__ import annotations
@@ -233,6 +238,8 @@ class _Follower:
     carried: bool = False  # whether the engine takes its session's reads for it
     changed: bool = True  # the partition changed since that fetch
     unsent: int | None = None  # the time of its last read that only its session said
+    key: tuple | None = None  # the session key of that read
+    waits_on: tuple | None = None  # (session key, generation) of the held read that says it
 
 
 @dataclass
@@ -264,6 +271,9 @@ class _Reads:
     held: int | None = None
     next_flush: int | None = None
     sent: int = -1  # the newest read published
+    sent_step: int = -1  # the release step that published it
+    waiting: int = 0  # followers whose last read only the held read says (not restated since)
+    generation: int = 0  # one per held read: a follower waits on one held read at a time
 
 
 class SessionForm:
@@ -281,13 +291,21 @@ class SessionForm:
         self._reads: dict[tuple, _Reads] = {}  # (cluster, replica, leader, session id) -> reads
         self.dropped = 0  # fetches a session read said
         self.restated = 0  # reads only a session said, sent as fetches before a change
+        self.unneeded = 0  # held session reads dropped: every follower they said was restated
+        self.said = 0  # reads not restated: a session event of an earlier step had said them
+        self._step = 0  # release calls so far
 
-    def release(self, released: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def release(self, released: list[dict[str, Any]], now_ms: int | None = None) -> list[dict[str, Any]]:
+        """The session form of `released` (in event-time order), and the held reads whose flush
+        time has come: up to `now_ms` (the collector's release watermark: no read at or before
+        it is still to come), else up to the last released event's time."""
+        self._step += 1
         out: list[dict] = []
         for ev in released:
             self._one(ev, out)
-        if released:
-            self._flush(released[-1]["ts"], out)
+        now = max(released[-1]["ts"] if released else -1, now_ms if now_ms is not None else -1)
+        if now >= 0:
+            self._flush(now, out)
         out.sort(key=_order)
         return out
 
@@ -296,8 +314,8 @@ class SessionForm:
         out: list[dict] = []
         for key, reads in self._reads.items():
             if reads.held is not None:
-                out.append(self._session(key, reads.held))
-                reads.sent, reads.held, reads.next_flush = reads.held, None, None
+                self._publish(key, reads, out)
+            reads.next_flush = None
         return out
 
     def _one(self, ev: dict, out: list) -> None:
@@ -309,7 +327,7 @@ class SessionForm:
         part = self._partitions.setdefault(key, _Partition())
         if kind != "fetch":
             for f in part.followers.values():
-                self.restated += _restate(f, out)
+                self._restate(f, ev["ts"], out)
                 f.changed = True
             if kind == "append":
                 part.leo = max(part.leo, ev["leader_leo"])
@@ -339,29 +357,70 @@ class SessionForm:
             and all(ev.get(n) == f.last.get(n) for n in _SAME)
         )
         if same:  # a read only the session says (a session that carries no one says nothing)
-            self._read((ev["cluster"], r, part.leader, sid), ev["ts"], out)
+            f.key = (ev["cluster"], r, part.leader, sid)
+            self._read(f, f.key, ev["ts"], out)
             f.unsent = ev["ts"]
             f.last = ev
             self.dropped += 1
             return
-        self.restated += _restate(f, out)
+        self._restate(f, ev["ts"], out)
         out.append({**ev, "session_id": sid} if sid else ev)
         f.last, f.session, f.changed = ev, sid, False
         f.carried = bool(sid) and ev["fetch_offset"] == ev["leader_leo"] >= part.leo and r in part.isr
 
-    def _read(self, key: tuple, ts: int, out: list) -> None:
-        """A read of the session at `ts`: published at once when none is due, else held (each
-        session publishes at most once per resolution: on a grid from its first read)."""
+    def _read(self, f: _Follower, key: tuple, ts: int, out: list) -> None:
+        """The follower's read, by its session at `ts`: held until the session's next flush
+        time (each session publishes at most once per resolution: on a grid from the first read
+        held), unless a published read already says it."""
         reads = self._reads.setdefault(key, _Reads())
         if ts <= reads.sent:  # one request reads all its partitions at once
             return
         self._flush_one(key, reads, ts - 1, out)
         if reads.next_flush is None:
-            out.append(self._session(key, ts))
-            reads.sent = ts
             reads.next_flush = ts + self.resolution_ms
-        elif reads.held is None or ts > reads.held:
+        if reads.held is None or ts > reads.held:
             reads.held = ts
+        if f.waits_on != (key, reads.generation):
+            f.waits_on = (key, reads.generation)
+            reads.waiting += 1
+
+    def _restate(self, f: _Follower, now: int, out: list) -> None:
+        """The follower's last read that only its session said, as a fetch of its own (before
+        an event at `now` changes its partition). The held read it waited on is dropped when
+        no follower waits on it any more and its flush time has not come: it says nothing the
+        restated fetches do not. Not when a session event of an earlier step said it: that one
+        is on the metrics topic before this step's events, so the engine takes it before the
+        change, and a restated fetch of a follower that fell silent long ago (a paused broker)
+        would only come behind its partition's newer events, late."""
+        if f.unsent is None or f.last is None:
+            return
+        reads = self._reads.get(f.key) if f.key is not None else None
+        if reads is not None and reads.sent >= f.unsent and reads.sent_step < self._step:
+            f.unsent, f.waits_on = None, None
+            self.said += 1
+            return
+        out.append({**f.last, "ts": f.unsent, "session_id": f.session})
+        f.unsent = None
+        self.restated += 1
+        if f.waits_on is None:
+            return
+        key, generation = f.waits_on
+        f.waits_on = None
+        reads = self._reads[key]
+        if reads.generation != generation:  # that read was published
+            return
+        reads.waiting -= 1
+        if (
+            reads.waiting == 0
+            and reads.held is not None
+            and reads.next_flush is not None
+            and now < reads.next_flush
+        ):
+            # nothing published: the session's next read starts a grid of its own (its flush
+            # is still a resolution after the last one published)
+            reads.held, reads.next_flush = None, None
+            reads.generation += 1
+            self.unneeded += 1
 
     def _flush(self, now: int, out: list) -> None:
         for key, reads in self._reads.items():
@@ -369,25 +428,18 @@ class SessionForm:
 
     def _flush_one(self, key: tuple, reads: _Reads, now: int, out: list) -> None:
         """Publish the held read at each flush time up to `now`; a flush time with nothing
-        held ends the grid (the next read is published at once)."""
+        held ends the grid (the next read held starts a new one)."""
         while reads.next_flush is not None and reads.next_flush <= now:
             if reads.held is None:
                 reads.next_flush = None
             else:
-                out.append(self._session(key, reads.held))
-                reads.sent, reads.held = reads.held, None
+                self._publish(key, reads, out)
                 reads.next_flush += self.resolution_ms
 
-    @staticmethod
-    def _session(key: tuple, ts: int) -> dict:
+    def _publish(self, key: tuple, reads: _Reads, out: list) -> None:
+        assert reads.held is not None
         cluster, replica, leader, sid = key
-        return event("session", ts, cluster, replica=replica, leader=leader, session_id=sid)
-
-
-def _restate(f: _Follower, out: list) -> bool:
-    """The follower's last read that only its session said, as a fetch of its own."""
-    if f.unsent is None or f.last is None:
-        return False
-    out.append({**f.last, "ts": f.unsent, "session_id": f.session})
-    f.unsent = None
-    return True
+        out.append(event("session", reads.held, cluster, replica=replica, leader=leader, session_id=sid))
+        reads.sent, reads.held, reads.sent_step = reads.held, None, self._step
+        reads.waiting = 0
+        reads.generation += 1

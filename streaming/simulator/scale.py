@@ -12,7 +12,7 @@ JSON lines, in ts order.
 fetches and each busy partition's appends at a given rate (events per second, from
 docs/real-cluster.md section 5), generated for any window of event time so that a benchmark can
 send them as the wall clock reaches it; a follower can be stopped for a while (a fault). With
-`session_ms`, idle partitions are published in session form (`replmon collect --session-form`).
+`session_ms`, idle partitions are published in session form (`replmon collect`'s default).
 """
 
 from __future__ import annotations

@@ -173,9 +173,10 @@ def test_per_broker_collectors_publish_what_one_collector_does_and_one_cluster_r
         cluster.bootstrap,
     ]
     common += ["--exclude-topic", single_topic, "--exclude-topic", split_topic]
-    # Every event, compared one by one: compaction decides at each collector's release, whose
-    # timing differs between processes (its own differential test shows what it keeps).
-    common += ["--no-compact"]
+    # Every event, compared one by one: compaction and the session form decide at each
+    # collector's release, whose timing differs between processes (their own differential
+    # tests show what they keep).
+    common += ["--no-compact", "--no-session-form"]
     logs = {b: f"{b}={cluster.request_log(b)}" for b in (1, 2, 3)}
     procs = {
         "all": Collect(

@@ -117,9 +117,11 @@ class Collect:
             "--state-dir",
             str(workdir / f"state-{name}"),
             # every event, compared one by one with the uninterrupted collector's: compaction
-            # decides at each release, whose timing differs between processes, and keeps no
-            # checkpoint (tests/collect/test_compact.py shows what it keeps)
+            # and the session form decide at each release, whose timing differs between
+            # processes, and keep no checkpoint (tests/collect/test_compact.py and
+            # tests/collect/test_session_form.py show what they keep)
             "--no-compact",
+            "--no-session-form",
             *extra,
         ]
         for b in (1, 2, 3):

@@ -417,6 +417,34 @@ def test_collect_takes_its_settings_from_the_file_and_the_environment_and_flags_
     assert given.publish_timeout_ms == 9000  # not given as a flag: the environment's
 
 
+@pytest.mark.parametrize(
+    ("flags", "setting", "want"),
+    [
+        ([], None, True),  # the default: session form
+        (["--no-session-form"], None, False),
+        (["--session-form"], None, True),  # still accepted
+        (["--session-form"], "false", True),  # the flag wins over the file
+        ([], "false", False),
+        (["--no-compact"], None, True),  # compaction and session form are separate settings
+    ],
+)
+def test_collect_publishes_session_form_unless_told_not_to(tmp_path, flags, setting, want):
+    from replmon.streaming.collect.cli import collect_settings
+    from replmon.streaming.settings import load_settings
+
+    config = tmp_path / "replmon.toml"
+    config.write_text(f"[collect]\nsession_form = {setting}\n" if setting else "")
+    args = build_parser().parse_args(["collect", "--cluster", "c", "--bootstrap", "b:1", *flags])
+    assert collect_settings(args, load_settings(str(config)).collect).session_form is want
+
+
+def test_session_form_and_no_session_form_together_are_a_usage_error(capsys):
+    assert (
+        main(["collect", "--cluster", "c", "--bootstrap", "b:1", "--session-form", "--no-session-form"]) == 2
+    )
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
 def test_a_bad_collect_flag_or_setting_exits_2_naming_it(tmp_path, monkeypatch, capsys):
     base = ["collect", "--cluster", "c", "--bootstrap", "b:1", "--request-log", "1=x"]
     assert main([*base, "--publish-timeout", "0s"]) == 2
