@@ -91,3 +91,44 @@ def test_a_remote_checkpoint_keeps_the_state_through_spark(spark, tmp_path):
         assert remote_doc == local_doc
     assert runner().next_batch() == len(BATCHES)
     assert not [p for p in (tmp_path / "remote" / "cluster-step").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_runner_that_keeps_its_state_decides_as_one_that_reads_it_back(tmp_path):
+    # The runner keeps the step it ran last and starts the next batch from it, instead of
+    # reading its state back: what it outputs, saves and gives as restart-gate verdicts must be
+    # what a runner made afresh for every batch (which reads the state back) gives. The batches
+    # come from a bucket: a partition whose follower 3 stops fetching (it lags, leaves the ISR),
+    # with the statuses that feed the restart gate.
+    from replmon.state.bucket import Bucket
+    from tests.state.test_monitor import T0, L, meta, steady
+
+    cfg = monitor_config(replica_lag_time_max_ms=L)
+    events = [meta(T0), *steady(T0 + 100, T0 + 40_000, stop=T0 + 8_000)]
+    bucket, batches = Bucket(0, 1), []
+    for s in range(0, 40, 4):
+        alerts: list = []
+        bucket.process([e for e in events if T0 + s * 1000 <= e[1] < T0 + (s + 4) * 1000], cfg, alerts, [])
+        bucket.advance(cfg, alerts)
+        parts: list = []
+        reps: list = []
+        bucket.statuses(cfg, parts, reps)
+        batches.append((alerts, bucket.activity_reports(), (parts, reps)))
+    assert any(r["name"] == "ReplicaOutOfSync" for a, _, _ in batches for r in a)
+
+    kept = ClusterStepRunner(cfg, str(tmp_path / "kept"))
+    for batch_id, (alerts, act, statuses) in enumerate(batches):
+        afresh = ClusterStepRunner(cfg, str(tmp_path / "afresh"))
+        assert kept.run(batch_id, alerts, act, statuses=statuses) == afresh.run(
+            batch_id, alerts, act, statuses=statuses
+        )
+        assert kept.verdicts == afresh.verdicts
+        name = f"{batch_id}.json"
+        assert (tmp_path / "kept" / "cluster-step" / name).read_bytes() == (
+            tmp_path / "afresh" / "cluster-step" / name
+        ).read_bytes()
+    # a batch run again (a replay after a crash) starts from the state before it, not its own
+    again = kept.run(len(batches) - 1, *batches[-1][:2], statuses=batches[-1][2])
+    assert again == ClusterStepRunner(cfg, str(tmp_path / "afresh")).run(
+        len(batches) - 1, *batches[-1][:2], statuses=batches[-1][2]
+    )
+    assert any(v["reasons"] for v in kept.verdicts)
