@@ -20,10 +20,11 @@ production cluster carry no writes (topics kept for retention, low-volume and pe
 topics, over-partitioned topics), and a few carry most of the load. About 2.3 events per
 partition-second. `--resolution-ms R` (the collector caps it at L/4) replays a coarser
 compaction: every rate times 1000/R (the bench then sets alerts.stuck_after_ms to 3 R, so a
-follower heard every R is not taken for a silent one). `--sessions` publishes the idle
-partitions in session form (docs/events.md `session`, `replmon collect`'s default): each
+follower heard every R is not taken for a silent one). The idle partitions are published in
+session form, as `replmon collect` publishes them by default (docs/events.md `session`): each
 idle follower's first fetch names its session, then one `session` event per follower, leader
-and producer per R says all of them.
+and producer per R says all of them. `--no-sessions` sends every idle follower's fetch
+instead, as compaction alone does (`replmon collect --no-session-form`).
 
 **Faults**: from the warm-up's end, every `--fault-every-s` one follower of a busy partition
 stops fetching for L + 10 s (its partition's appends go on: it falls behind, holds the HW,
@@ -515,9 +516,11 @@ def main() -> int:
     )
     ap.add_argument(
         "--sessions",
-        action="store_true",
-        help="idle partitions in session form (replmon collect's default): one session event "
-        "per follower, leader and producer per resolution instead of a fetch per follower",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="idle partitions in session form, as replmon collect publishes them (default): one "
+        "session event per follower, leader and producer per resolution instead of a fetch per "
+        "follower; --no-sessions: a fetch per follower, as compaction alone",
     )
     ap.add_argument("--fault-every-s", type=int, default=6)
     ap.add_argument("--producers", type=int, default=1, help="producer processes")
