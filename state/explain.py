@@ -131,6 +131,11 @@ def classify_replica(
     return SLOW
 
 
+def lag_messages(leader_leo: int, leo: int) -> int:
+    """How many messages a follower is behind the leader's LEO (all of them while its LEO is unknown)."""
+    return leader_leo - leo if leo >= 0 else leader_leo
+
+
 def explain_replica(
     p: PartitionLeader,
     replica: int,
@@ -162,7 +167,7 @@ def explain_replica(
         ),
         leo=state.leo,
         leader_leo=leader_leo,
-        lag_messages=leader_leo - state.leo if state.leo >= 0 else leader_leo,
+        lag_messages=lag_messages(leader_leo, state.leo),
         last_caught_up_ms=state.last_caught_up_ms,
         lag_ms=now_ms - state.last_caught_up_ms,
         last_fetch_ms=state.last_fetch_ms,

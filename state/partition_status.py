@@ -27,10 +27,20 @@ class Watched(Protocol):
     def explain(self, r: int, now: int, cfg: MonitorConfig) -> ReplicaView: ...
 
 
+def status_followers(p: PartitionLeader) -> list[int]:
+    """The followers that have status records, in assignment order: those the leader has state of."""
+    return [r for r in p.replicas if r != p.leader and r in p.followers]
+
+
+def hw_stalled_ms(watch: Watched) -> int:
+    """How long the HW has waited below the leader's LEO (0: it is not waiting)."""
+    waiting = watch.hw_waiting_since_ms
+    return watch.time_ms - waiting if waiting is not None else 0
+
+
 def partition_status(watch: Watched) -> dict[str, Any]:
     p = watch.leader
     now = watch.time_ms
-    waiting = watch.hw_waiting_since_ms
     holders = list(hw_holders(p, now))
     return {
         "cluster": watch.cluster,
@@ -51,7 +61,7 @@ def partition_status(watch: Watched) -> dict[str, Any]:
         "min_insync_replicas": p.config.min_insync_replicas,
         "replica_lag_time_max_ms": p.config.replica_lag_time_max_ms,
         "hw_last_advanced_ms": watch.hw_last_advanced_ms,
-        "hw_stalled_ms": now - waiting if waiting is not None else 0,
+        "hw_stalled_ms": hw_stalled_ms(watch),
         "hw_holders": holders,
     }
 
@@ -62,9 +72,7 @@ def replica_statuses(watch: Watched, cfg: MonitorConfig) -> list[dict[str, Any]]
     now = watch.time_ms
     reported = watch.reported_isr
     rows: list[dict[str, Any]] = []
-    for r in p.replicas:
-        if r == p.leader or r not in p.followers:
-            continue
+    for r in status_followers(p):
         v = watch.explain(r, now, cfg)
         rows.append(
             {

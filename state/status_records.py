@@ -7,8 +7,9 @@ import zlib
 from typing import Any
 
 from replmon.state import sessions
-from replmon.state.explain import CAUGHT_UP, classify_replica
+from replmon.state.explain import CAUGHT_UP, classify_replica, lag_messages
 from replmon.state.monitor import MonitorConfig, PartitionWatch, quiet_after_ms
+from replmon.state.partition_status import hw_stalled_ms, status_followers
 
 # What a series point carries (docs/outputs.md, `series_point`): the values of a status that move
 # while a partition stays healthy; a partition's point also has `isr_size`.
@@ -81,12 +82,6 @@ def _same_refresh_period(watch: PartitionWatch, sent_ms: int, refresh_ms: int) -
     return (watch.time_ms + phase) // refresh_ms == (sent_ms + phase) // refresh_ms
 
 
-def _followers(watch: PartitionWatch) -> list[int]:
-    """The followers that have status records, in their order (partition_status.replica_statuses)."""
-    p = watch.leader
-    return [r for r in p.replicas if r != p.leader and r in p.followers]
-
-
 def _steady_digest(watch: PartitionWatch, cfg: MonitorConfig) -> int | None:
     """What a healthy partition's status would say but for its times and offsets, as a number
     (equal numbers: the same health), read from its state without building the records; None
@@ -114,7 +109,7 @@ def _steady_digest(watch: PartitionWatch, cfg: MonitorConfig) -> int | None:
     ]
     now = watch.time_ms
     stuck_after_ms = quiet_after_ms(cfg, p.config.replica_lag_time_max_ms)
-    for r in _followers(watch):
+    for r in status_followers(watch.leader):
         if not (r in p.isr and p.is_caught_up(r, now)):
             return None  # (a follower silent at the LEO is caught up by Kafka's rule, but stuck)
         state = classify_replica(
@@ -135,7 +130,7 @@ def _offsets(watch: PartitionWatch) -> int:
     """The offsets a status gives (the HW, the leader's LEO, each follower's LEO), as one number
     (a hash of ints: the same in every process; should two differ alike, one point is left out)."""
     p = watch.leader
-    return hash((p.hw, p.leader_leo, *(p.followers[r].leo for r in _followers(watch))))
+    return hash((p.hw, p.leader_leo, *(p.followers[r].leo for r in status_followers(watch.leader))))
 
 
 def series_points(watch: PartitionWatch) -> list[dict[str, Any]]:
@@ -143,7 +138,6 @@ def series_points(watch: PartitionWatch) -> list[dict[str, Any]]:
     values its partition_status and replica_status records give, read from its state."""
     p, now = watch.leader, watch.time_ms
     key = {"cluster": watch.cluster, "topic": watch.topic, "partition": watch.partition}
-    waiting = watch.hw_waiting_since_ms
     points = [
         {
             **key,
@@ -151,11 +145,11 @@ def series_points(watch: PartitionWatch) -> list[dict[str, Any]]:
             "ts": now,
             "hw": p.hw,
             "leader_leo": p.leader_leo,
-            "hw_stalled_ms": now - waiting if waiting is not None else 0,
+            "hw_stalled_ms": hw_stalled_ms(watch),
             "isr_size": len(p.isr),
         }
     ]
-    for r in _followers(watch):
+    for r in status_followers(watch.leader):
         st = p.followers[r]
         points.append(
             {
@@ -163,7 +157,7 @@ def series_points(watch: PartitionWatch) -> list[dict[str, Any]]:
                 "replica": r,
                 "ts": now,
                 "lag_ms": now - st.last_caught_up_ms,
-                "lag_messages": p.leader_leo - st.leo if st.leo >= 0 else p.leader_leo,
+                "lag_messages": lag_messages(p.leader_leo, st.leo),
                 "leo": st.leo,
             }
         )
