@@ -166,6 +166,19 @@ def _older_than_last_fetch(watch: PartitionWatch, ev: Any) -> bool:
     )
 
 
+def changes_nothing_late(watch: PartitionWatch, ev: Any, kind: str) -> bool:
+    """Whether an event far behind its partition's time says nothing its partition still
+    holds, so that it is neither applied nor late (docs/events.md, "Order, skew and lateness"):
+    a fetch answered under an older leader epoch than the partition's (a replaced leader's
+    view of a follower: the new leader started its followers afresh, docs/kafka-rules.md
+    §1.4), or an append that does not grow the LEO. These are what a stopped broker logs when
+    it runs again: the fetches it held across the stop, with read times from before it."""
+    if kind == "append":
+        return ev[LEADER_LEO] <= watch.leader.leader_leo
+    epoch = ev[LEADER_EPOCH]
+    return kind == "fetch" and epoch is not None and epoch < watch.leader.leader_epoch
+
+
 def takes_behind(
     watch: PartitionWatch, ev: Any, kind: str, cfg: MonitorConfig, quarantine: list[dict[str, Any]]
 ) -> bool:
@@ -173,6 +186,8 @@ def takes_behind(
     reorder tolerance, and new); a late or stale one is quarantined."""
     ts = ev[TS]
     if ts < watch.time_ms - cfg.reorder_tolerance_ms:
+        if changes_nothing_late(watch, ev, kind):
+            return False
         reason = f"late: event time {ts} is before the partition's processed time {watch.time_ms}"
         quarantine.append(quarantine_record(ev, reason))
         return False

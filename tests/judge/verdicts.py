@@ -113,13 +113,15 @@ def late_quarantined(pipeline: Pipeline, since_ms: int) -> list[dict]:
 
 
 _TOTAL_TIME = re.compile(r'"totalTimeMs":([0-9.]+)')
+_FOLLOWER_FETCH = re.compile(r'"requestApiKey":1,.*"clientId":"[^"]*fetcher')
 
 
-def stopped_lines(log: Path, paused_ms: int, resumed_ms: int) -> tuple[int, int, int, int]:
+def stopped_lines(log: Path, paused_ms: int, resumed_ms: int) -> tuple[int, int, int, int, int]:
     """The pause as a broker's request log (and its rolled files) shows it: lines logged before
     it, during it (its middle, 500 ms in from each end), after it, and those logged after it
-    that took more than half the pause (requests the stopped broker held: its parked fetches)."""
-    before = during = after = held = 0
+    that took more than half the pause (requests the stopped broker held: its parked fetches),
+    and how many of those are followers' fetches."""
+    before = during = after = held = held_fetches = 0
     for f in [*log.parent.glob(log.name + ".*"), log]:
         for line in f.read_text(errors="replace").splitlines():
             try:
@@ -135,17 +137,61 @@ def stopped_lines(log: Path, paused_ms: int, resumed_ms: int) -> tuple[int, int,
                 total = _TOTAL_TIME.search(line)
                 if total and float(total.group(1)) > (resumed_ms - paused_ms) / 2:
                     held += 1
-    return before, during, after, held
+                    held_fetches += bool(_FOLLOWER_FETCH.search(line))
+    return before, during, after, held, held_fetches
 
 
-def pause_in_request_log(pipeline: Pipeline, log: Path, paused_ms: int, resumed_ms: int, led: list) -> str:
+def replaced_leaders_fetches(pipeline: Pipeline) -> list[dict]:
+    """The fetches of the metrics topic published after a metadata event of their partition
+    with a newer leader epoch: a replaced leader's view of a follower, such as the fetches a
+    stopped broker held across the stop and logged when it ran again (a partition's events
+    share a record key, so they are in publishing order in one topic partition)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=pipeline.services["kafka_bootstrap"].split(","),
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        consumer_timeout_ms=5000,
+    )
+    out: list[dict] = []
+    epochs: dict[tuple, int] = {}
+    try:
+        topic = pipeline.metrics_topic
+        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        end = consumer.end_offsets(parts)
+        while any(consumer.position(tp) < end[tp] for tp in parts):
+            batch = consumer.poll(timeout_ms=2000)
+            if not batch:
+                break
+            for records in batch.values():
+                for r in records:
+                    ev = json.loads(r.value)
+                    key = (ev.get("topic"), ev.get("partition"))
+                    if ev.get("type") == "metadata":
+                        epochs[key] = max(epochs.get(key, -1), ev["leader_epoch"])
+                    elif ev.get("type") == "fetch" and ev.get("leader_epoch", -1) < epochs.get(key, -1):
+                        out.append(ev)
+    finally:
+        consumer.close()
+    return out
+
+
+def pause_in_request_log(
+    pipeline: Pipeline, log: Path, paused_ms: int, resumed_ms: int, led: list, fenced: bool = False
+) -> str:
     """The pause as the stopped broker's request log shows it (its lines stopped and resumed,
     and, when it led a partition, its followers' parked fetches came out after it with read
     times from before it: required, else the case shows nothing), and how many events the live
-    monitor quarantined as late through it, once its clock has passed the resume (for the
-    report: with the collector's default, --silent-hold off, a pause longer than
-    stream.lateness_ms leaves the parked fetches late; docs/real-cluster.md)."""
-    before, during, after, held = stopped_lines(log, paused_ms, resumed_ms)
+    monitor quarantined as late through it, once its clock has passed the resume. Requests it
+    held reach the metrics topic after the resume with read times from before the pause
+    (required when its log shows any). When the controller `fenced` it, none may be late: its
+    partitions have new leaders, and a replaced leader's held fetch changes nothing
+    (docs/events.md, "Order, skew and lateness"). A leader kept through a pause longer than
+    stream.lateness_ms still has its held fetches quarantined as late (docs/real-cluster.md)."""
+    before, during, after, held, held_fetches = stopped_lines(log, paused_ms, resumed_ms)
     assert before and after and not during, (
         f"the broker's request log does not show the pause: {before} lines before, {during} "
         f"during, {after} after"
@@ -159,7 +205,16 @@ def pause_in_request_log(pipeline: Pipeline, log: Path, paused_ms: int, resumed_
         1.0,
     )
     late = late_quarantined(pipeline, paused_ms - 60_000)
+    replaced = replaced_leaders_fetches(pipeline) if fenced else []
+    if fenced:
+        if held_fetches:  # they went through replmon: the case shows what it should
+            assert replaced, f"{held_fetches} fetches held across the pause, none published after the fence"
+        assert not late, f"{len(late)} events quarantined as late through the pause:" + "".join(
+            f"\n    {q.get('reason')}: {q.get('raw')}" for q in late[:10]
+        )
     return (
         f"request log of the paused broker: {before} lines before, {during} during, {after} after, "
-        f"{held} of them held across the pause; events quarantined as late: {len(late)}"
+        f"{held} of them held across the pause ({held_fetches} followers' fetches); a replaced "
+        f"leader's fetches published after the fence: {len(replaced)}; events quarantined as "
+        f"late: {len(late)}" + "".join(f"\n    {q.get('reason')}: {q.get('raw')}" for q in late[:5])
     )

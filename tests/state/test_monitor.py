@@ -246,6 +246,28 @@ def test_late_event_is_quarantined_not_applied():
     assert len(quarantine) == 1 and quarantine[0]["reason"].startswith("late")
 
 
+def test_a_replaced_leaders_held_fetch_is_not_late():
+    # Leader 1 stops at +5 s holding follower 2's fetch read at +4.9 s (epoch 1); the controller
+    # moves the leadership to 2 (epoch 2) and 2's follower 3 fetches on. When 1 runs again at
+    # +20 s it logs the held fetch, 15 s behind its partition: a replaced leader's view, which
+    # the new leader never had. Neither applied nor late. A held append that does not grow the
+    # LEO changes nothing either; a fetch of the current epoch that far behind is still late.
+    events = [meta(T0), *steady(T0 + 100, T0 + 5000)]
+    events.append(meta(T0 + 6000, isr=(2, 3), epoch=2, leader=2))
+    events += [
+        ev("fetch", t, replica=3, fetch_offset=490, leader_leo=490, leader_epoch=2)
+        for t in range(T0 + 6100, T0 + 20_000, 500)
+    ]
+    held = ev("fetch", T0 + 4900, replica=2, fetch_offset=490, leader_leo=490, leader_epoch=1)
+    bucket, _, quarantine = run([*events, held, ev("append", T0 + 4950, leader_leo=480)])
+    assert quarantine == []
+    watch = bucket.partitions[("c1", "t", 0)]
+    assert watch.leader.leader == 2 and 2 not in watch.leader.followers  # nothing of 1's view
+    current = ev("fetch", T0 + 6000, replica=3, fetch_offset=490, leader_leo=490, leader_epoch=2)
+    _, _, quarantine = run([*events, current])
+    assert [q["reason"][:5] for q in quarantine] == ["late:"]
+
+
 @pytest.mark.parametrize(
     "silence_s, fires",
     [
