@@ -55,8 +55,15 @@ class ScriptCall:
     known: tuple = ()  # apply_statuses: per record, whether its index adds and prune were left out
 
 
+# One encoder, made once: json.dumps with separators builds one per call.
+_compact = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def encode(value: Any) -> str:
     """A record value as the string Redis stores."""
+    kind = type(value)
+    if kind is int or kind is str:  # the common cases first (a bool is not an int here)
+        return str(value)
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -182,7 +189,7 @@ def status_call(
             replicas_key, out_of_sync_key, prefix, ids = spec.prune
             prune = [no(replicas_key), no(out_of_sync_key), prefix, *ids]
         records.append(
-            json.dumps(
+            _compact(
                 [
                     no(spec.hash_key),
                     no(spec.series_key),
@@ -193,8 +200,7 @@ def status_call(
                     [x for key, member, on in spec.memberships for x in (no(key), member, _flag(on))],
                     prune,
                     1 if sent else 0,
-                ],
-                separators=(",", ":"),
+                ]
             )
         )
     return ScriptCall(
@@ -227,7 +233,7 @@ def points_call(keys: Keys, points: list[Mapping[str, Any]], series_maxlen: int)
         number = numbers.setdefault(key, len(numbers) + 1)
         pairs = [a for f in fields if f in point for a in (f, encode(point[f]))]
         ts = str(_ts(point, "series_point"))
-        records.append(json.dumps([number, ts, pairs], separators=(",", ":")))
+        records.append(_compact([number, ts, pairs]))
     return ScriptCall(
         "append_points", tuple(numbers), (str(series_maxlen), *records), "series_point", len(records)
     )

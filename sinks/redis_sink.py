@@ -229,8 +229,6 @@ class RedisSink:
             for group in _chunks(records, s.statuses_per_call):
                 specs = [spec(keys, record) for record in group]
                 yield rec.status_call(kind, specs, s.series_maxlen, [self._known(x) for x in specs])
-        for group in _chunks(series_points or [], s.statuses_per_call):
-            yield rec.points_call(keys, group, s.series_maxlen)
         for alert in sorted(alerts, key=rec.alert_order):
             yield rec.alert_call(keys, alert, s.seen_ttl_s, s.alerts_maxlen)
             if alert.get("notify"):
@@ -246,6 +244,9 @@ class RedisSink:
                 yield rec.cluster_point_call(keys, cluster, ts, s.cluster_series_maxlen)
         for verdict in verdicts:
             yield rec.verdict_call(keys, verdict)
+        # Last: the bulk of a busy batch, and no alert waits on a healthy partition's points.
+        for group in _chunks(series_points or [], s.statuses_per_call):
+            yield rec.points_call(keys, group, s.series_maxlen)
 
     def _execute(self, batch_id: int, chunk: list[rec.ScriptCall]) -> list[Any]:
         """One pipeline round trip, retried with capped exponential backoff."""

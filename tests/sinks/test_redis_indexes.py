@@ -89,3 +89,24 @@ def test_series_points_extend_the_series_once_and_move_the_cluster_point(sink, d
     assert not db.exists(K.partition("c1", "orders", 0))  # a point writes no status hash
     again = sink.write_batch(4, [], [], [], [], series_points=points)  # a replay: no point twice
     assert (again.series_points_written, again.cluster_points_written) == (0, 0)
+
+
+def test_a_batchs_alerts_reach_redis_before_its_series_points(redis_client, db):
+    # Series points are the bulk of a busy batch (a point per moving healthy partition): they
+    # go out last, so that no alert waits on them. With 100 records a round trip, 300 points
+    # and an alert: the alert is in Redis after the first round trip, the points after the last.
+    sink = RedisSink(redis_client, RedisSinkSettings(chunk_size=100, statuses_per_call=50))
+    seen = []
+    execute = sink._execute
+
+    def observed(batch_id, chunk):
+        out = execute(batch_id, chunk)
+        seen.append((db.xlen(K.alerts_stream()), db.xlen(K.partition_series("c1", "orders", 299))))
+        return out
+
+    sink._execute = observed
+    points = [{**point(5_000, hw=1, leader_leo=1, isr_size=3), "partition": p} for p in range(300)]
+    report = sink.write_batch(1, [r.alert()], [], [], [], series_points=points)
+    assert report.series_points_written == 300 and len(seen) > 1
+    assert seen[0][0] == 1  # the alert, in the first round trip
+    assert seen[-1] == (1, 1) and all(n == 0 for _, n in seen[:-1])  # the last point, last
