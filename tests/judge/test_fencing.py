@@ -218,7 +218,7 @@ def test_paused_broker_fenced_by_the_controller_before_any_lag_rule(
     # held across it are not required here: the pause (30 s) reaches the followers' and the
     # producer's request timeouts, and a request whose connection closed may never be logged.
     late = pause_in_request_log(
-        pipeline, judge_cluster.request_log(victim), paused_ms, resumed_ms, [], fenced=True
+        pipeline, judge_cluster.request_log(victim), paused_ms, resumed_ms, fenced=True
     )
     report(f"run {run}: the pause of broker {victim} in its request log", [late])
     _one_page_for(pipeline, judge_alertmanager, victim, before, paused_ms, run, "pause, default session")

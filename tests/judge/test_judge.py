@@ -123,9 +123,7 @@ def test_paused_follower_long_session_timeout(judge_cluster, judge_admin, pipeli
     )
     # The pause, as the stopped broker's request log shows it, and what the live monitor
     # quarantined as late through it (its parked fetches, logged when it runs again).
-    late = pause_in_request_log(
-        pipeline, judge_cluster.request_log(victim), paused_ms, resumed_ms, led_by_victim
-    )
+    late = pause_in_request_log(pipeline, judge_cluster.request_log(victim), paused_ms, resumed_ms)
     report(f"run {run}: the pause of broker {victim} in its request log", [late])
     # On-call: one notification, the paused broker's BrokerUnavailable, at replmon's on-call
     # stream and at the real Alertmanager; nothing about its followers before or after it resumed

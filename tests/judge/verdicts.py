@@ -180,24 +180,24 @@ def replaced_leaders_fetches(pipeline: Pipeline) -> list[dict]:
 
 
 def pause_in_request_log(
-    pipeline: Pipeline, log: Path, paused_ms: int, resumed_ms: int, led: list, fenced: bool = False
+    pipeline: Pipeline, log: Path, paused_ms: int, resumed_ms: int, fenced: bool = False
 ) -> str:
-    """The pause as the stopped broker's request log shows it (its lines stopped and resumed,
-    and, when it led a partition, its followers' parked fetches came out after it with read
-    times from before it: required, else the case shows nothing), and how many events the live
-    monitor quarantined as late through it, once its clock has passed the resume. Requests it
-    held reach the metrics topic after the resume with read times from before the pause
-    (required when its log shows any). When the controller `fenced` it, none may be late: its
-    partitions have new leaders, and a replaced leader's held fetch changes nothing
-    (docs/events.md, "Order, skew and lateness"). A leader kept through a pause longer than
-    stream.lateness_ms still has its held fetches quarantined as late (docs/real-cluster.md)."""
+    """The pause as the stopped broker's request log shows it (its lines stopped and resumed;
+    the requests it held across the pause, logged after it with read times from before it, are
+    reported, not required: a follower's fetch is parked at its leader most of the time, but
+    under the judge's bursts it may be answered at once and the next one not yet read when the
+    broker stops, which one run of the long-session case showed), and how many events the live
+    monitor quarantined as late through it, once its clock has passed the resume. When the
+    controller `fenced` it, none may be late: its partitions have new leaders, and a replaced
+    leader's held fetch changes nothing (docs/events.md, "Order, skew and lateness"); when its
+    log shows followers' fetches held, they must have reached replmon after the fence (else the
+    check shows nothing). A leader kept through a pause longer than stream.lateness_ms still
+    has its held fetches quarantined as late (docs/real-cluster.md)."""
     before, during, after, held, held_fetches = stopped_lines(log, paused_ms, resumed_ms)
     assert before and after and not during, (
         f"the broker's request log does not show the pause: {before} lines before, {during} "
         f"during, {after} after"
     )
-    if led:  # a leader's followers always have a fetch waiting at it
-        assert held, "no request held across the pause was logged after it"
     wait_for(
         "replmon's clock to pass the resume",
         lambda: pipeline.check_alive() or pipeline.clock() >= resumed_ms + 5000,
