@@ -135,34 +135,67 @@ def blocks(reasons: dict[str, dict[str, Any]]) -> bool:
 
 
 # -- the verdict -------------------------------------------------------------------------------
+def _clean_outcome(view: PartitionView, broker: int) -> str | None:
+    """`stop_outcome` of a partition none of whose followers is behind or stalled: every
+    replica its ISR lists counts, whatever the clock (`broker` is one of its replicas)."""
+    if broker not in view.isr:
+        return "self_out_of_sync"
+    left = len(view.isr) - 1
+    if left == 0:
+        return "offline"
+    if left < view.min_isr:
+        return "under_min_isr"
+    if left == view.min_isr:
+        return "at_min_isr"
+    return None
+
+
+def _partition_findings(
+    found: dict[str, list[str]],
+    name: str,
+    view: PartitionView,
+    broker: int,
+    now_ms: int,
+    unavailable: dict[int, tuple[str, str]],
+    share: float,
+) -> None:
+    """Add to `found` what stopping `broker` does to one partition (`verdict`)."""
+    if view.reassigning:
+        found["reassignment"].append(name)
+    if broker not in view.replicas:
+        return
+    if not view.behind and not view.stalled:  # the common case: nobody on the way out
+        clean = _clean_outcome(view, broker)
+        if clean is not None:
+            found[clean].append(name)
+        return
+    down = view.leader in unavailable
+    outcome = stop_outcome(view, broker, now_ms, share, down)
+    outs = {b: why_out(view, b, now_ms, share, down) for b in view.isr if b != broker}
+    if outcome is not None:
+        blocked = outcome in ("offline", "under_min_isr")
+        found[outcome].append(_with_outs(name, view, outs, now_ms) if blocked else name)
+    for b, why in outs.items():
+        if why is not None:
+            found["followers_out"].append(f"{name}/{b} ({why})")
+
+
 def verdict(
     facts: GateFacts,
     broker: int,
     now_ms: int,
     unavailable: dict[int, tuple[str, str]],
     cfg: GateConfig,
+    names: list[str] | None = None,
 ) -> dict[str, Any]:
     """The verdict for stopping `broker` at `now_ms` (the cluster's event time):
     {verdict, clock_ms, reasons: {class: {count, blocks, examples}}}. `unavailable`: broker ->
     (cause, its BrokerUnavailable's alert id), the cluster step's open outages. What the
-    broker's own outage explains (alerts it caused) does not block stopping it."""
-    share = cfg.lag_share
+    broker's own outage explains (alerts it caused) does not block stopping it. `names`: the
+    partitions' names sorted, when the caller has them (one sort for every broker)."""
     found: dict[str, list[str]] = {c: [] for c in CLASSES}
-    for name in sorted(facts.partitions):
-        view = facts.partitions[name]
-        if view.reassigning:
-            found["reassignment"].append(name)
-        if broker not in view.replicas:
-            continue
-        down = view.leader in unavailable
-        outcome = stop_outcome(view, broker, now_ms, share, down)
-        outs = {b: why_out(view, b, now_ms, share, down) for b in view.isr if b != broker}
-        if outcome is not None:
-            blocked = outcome in ("offline", "under_min_isr")
-            found[outcome].append(_with_outs(name, view, outs, now_ms) if blocked else name)
-        for b, why in outs.items():
-            if why is not None:
-                found["followers_out"].append(f"{name}/{b} ({why})")
+    for name in sorted(facts.partitions) if names is None else names:
+        _partition_findings(found, name, facts.partitions[name], broker, now_ms, unavailable, cfg.lag_share)
     for b in sorted(unavailable):
         found["self_unavailable" if b == broker else "brokers_unavailable"].append(
             f"{b} ({unavailable[b][0]})"
