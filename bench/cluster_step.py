@@ -1,8 +1,12 @@
 """The cluster step's cost on the driver per micro-batch (state/cluster.py, streaming/cluster_state.py):
 the fold itself and the save of its state beside the checkpoint, for a steady batch (activity only)
-and for the batch of a broker outage at scale (every partition alert of the outage at once).
+and for the batch of a broker outage at scale (every partition alert of the outage at once); and,
+with the restart gate knowing `--gate-partitions` healthy RF 3 partitions (their statuses folded
+once, then steady batches), a steady batch with its save and the restart-gate verdicts of every
+broker (what a run with a Redis sink asks for after each batch).
 
     python bench/cluster_step.py [--brokers 30] [--buckets 16] [--alerts 100000] [--runs 3]
+        [--gate-partitions 25000]
 
 Prints per case the median and min-max of the runs (ms), and a last line of JSON.
 """
@@ -68,6 +72,44 @@ def outage_alerts(n: int, broker: int, at: int) -> list[dict]:
     return out
 
 
+def gate_statuses(partitions: int, ts: int) -> list[dict]:
+    """A partition status per healthy RF 3 partition over brokers 0-2 (what the gate reads)."""
+    return [
+        {
+            "cluster": "c",
+            "topic": "bench",
+            "partition": p,
+            "ts": ts,
+            "leader": p % 3,
+            "replicas": [p % 3, (p + 1) % 3, (p + 2) % 3],
+            "isr": [0, 1, 2],
+            "min_insync_replicas": 2,
+            "replica_lag_time_max_ms": 30_000,
+        }
+        for p in range(partitions)
+    ]
+
+
+def run_gate(args) -> dict:
+    """Steady batches with the gate knowing --gate-partitions partitions: the step with its
+    save, then the verdicts (timed apart)."""
+    cfg = monitor_config()
+    with tempfile.TemporaryDirectory() as d:
+        runner = ClusterStepRunner(cfg, d)
+        act = activity(args.buckets, 3, T, T + 1000)
+        runner.run(0, [], act, statuses=(gate_statuses(args.gate_partitions, T), []))
+        steps, verdicts = [], []
+        for i in range(1, 6):
+            act = activity(args.buckets, 3, T + i * 1000, T + (i + 1) * 1000)
+            t = time.perf_counter()
+            runner.run(i, [], act)
+            steps.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            assert len(runner.verdicts) == 3
+            verdicts.append((time.perf_counter() - t) * 1000)
+    return {"gate_step_ms": statistics.median(steps), "gate_verdicts_ms": statistics.median(verdicts)}
+
+
 def run_once(args) -> dict:
     cfg = monitor_config()
     with tempfile.TemporaryDirectory() as d:
@@ -100,10 +142,16 @@ def main() -> None:
     p.add_argument("--buckets", type=int, default=16)
     p.add_argument("--alerts", type=int, default=100_000)
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--gate-partitions", type=int, default=0, help="also time the restart gate's steady batch")
     args = p.parse_args()
     runs = [run_once(args) for _ in range(args.runs)]
+    keys = ["steady_batch_ms", "outage_batch_ms", "release_batch_ms"]
+    if args.gate_partitions:
+        for r in runs:
+            r.update(run_gate(args))
+        keys += ["gate_step_ms", "gate_verdicts_ms"]
     summary = {}
-    for key in ("steady_batch_ms", "outage_batch_ms", "release_batch_ms"):
+    for key in keys:
         values = [r[key] for r in runs]
         summary[key] = {
             "median": round(statistics.median(values), 1),
@@ -115,6 +163,7 @@ def main() -> None:
         brokers=args.brokers,
         buckets=args.buckets,
         alerts=args.alerts,
+        gate_partitions=args.gate_partitions,
         notified=runs[0]["notified"],
         records=runs[0]["records"],
     )
