@@ -37,6 +37,7 @@ class MonitorConfig:
     compaction_resolution_ms: int
     status_interval_ms: int  # at most one routine status per partition per this much event time
     status_refresh_ms: int  # a healthy partition's unchanged status is sent again after this long
+    series_interval_ms: int  # a healthy partition's moving offsets: one series point per this much
     evict_after_ms: int  # a partition with no event for this long leaves the state
     num_replica_fetchers: int  # Kafka's num.replica.fetchers (ReplicaFetcherStalled groups)
     group_wait_ms: int  # every alert waits this long (event time) for a root to claim it (state/cluster.py)

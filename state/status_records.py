@@ -52,18 +52,35 @@ def emit_statuses(
             and sent[0] == digest
             and _same_refresh_period(watch, sent[1], cfg.status_refresh_ms)
         )
-        watch.dirty = watch.significant = False
-        watch.last_status_ms = watch.time_ms
         if repeat:  # healthy, and it would say what it said last: no news, perhaps points
             assert sent is not None
-            offsets = _offsets(watch)
-            if points is not None and sent[2:] != (offsets,):
-                points.extend(series_points(watch))
-                watch.status_sent = (sent[0], sent[1], offsets)
+            if points is None or _points(watch, sent, view.clock_ms, cfg.series_interval_ms, points):
+                watch.dirty = watch.significant = False
+                watch.last_status_ms = watch.time_ms
             continue
+        watch.dirty = watch.significant = False
+        watch.last_status_ms = watch.time_ms
         partitions.append(watch.partition_status())
         replicas.extend(watch.replica_statuses(conf))
         watch.status_sent = None if digest is None else (digest, watch.time_ms, _offsets(watch))
+
+
+def _points(
+    watch: PartitionWatch, sent: tuple[int, ...], clock_ms: int, every_ms: int, points: list[dict[str, Any]]
+) -> bool:
+    """A healthy partition's series points, when its offsets moved since its last status or point
+    and its cluster's clock is in another period of `every_ms` (stream.series_interval_ms, at the
+    partition's phase) than that one's time. False when they wait for the next period: the
+    partition stays due, so that its last offsets go out even if nothing else happens to it."""
+    offsets = _offsets(watch)
+    if sent[2] == offsets:
+        return True
+    last_ms = sent[3] if len(sent) > 3 else sent[1]  # (a state stored before points had a time)
+    if every_ms and _same_refresh_period(watch, last_ms, every_ms, clock_ms):
+        return False
+    points.extend(series_points(watch))
+    watch.status_sent = (sent[0], sent[1], offsets, watch.time_ms)
+    return True
 
 
 def _refresh_phase(cluster: str, topic: str, partition: int, refresh_ms: int) -> int:
@@ -73,13 +90,16 @@ def _refresh_phase(cluster: str, topic: str, partition: int, refresh_ms: int) ->
     return zlib.crc32(f"{cluster}/{topic}/{partition}".encode()) % refresh_ms
 
 
-def _same_refresh_period(watch: PartitionWatch, sent_ms: int, refresh_ms: int) -> bool:
-    """Whether the partition's event time is still in the refresh period of its last status:
-    periods of refresh_ms, shifted by the partition's phase. A healthy partition repeats its
-    status once a period: at most refresh_ms apart (plus a batch), and a monitor's partitions
-    spread over the period instead of coming due together."""
+def _same_refresh_period(
+    watch: PartitionWatch, sent_ms: int, refresh_ms: int, now_ms: int | None = None
+) -> bool:
+    """Whether `now_ms` (default: the partition's event time) is still in the refresh period of
+    its last status: periods of refresh_ms, shifted by the partition's phase. A healthy partition
+    repeats its status once a period: at most refresh_ms apart (plus a batch), and a monitor's
+    partitions spread over the period instead of coming due together."""
     phase = _refresh_phase(watch.cluster, watch.topic, watch.partition, refresh_ms)
-    return (watch.time_ms + phase) // refresh_ms == (sent_ms + phase) // refresh_ms
+    now = watch.time_ms if now_ms is None else now_ms
+    return (now + phase) // refresh_ms == (sent_ms + phase) // refresh_ms
 
 
 def _steady_digest(watch: PartitionWatch, cfg: MonitorConfig) -> int | None:

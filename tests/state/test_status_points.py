@@ -26,13 +26,14 @@ def per_second(events, cfg, seconds):
 
 
 CFG = monitor_config(replica_lag_time_max_ms=L, status_refresh_ms=10_000)
+EVERY_STATUS = monitor_config(replica_lag_time_max_ms=L, status_refresh_ms=10_000, series_interval_ms=0)
 
 
 def test_a_busy_healthy_partition_sends_points_between_its_statuses():
     # Appends of 10 messages every 100 ms from +100, both followers fetching at the LEO 1 and
     # 2 ms after each: healthy throughout. Statuses at +0 s (the first) and +10 s (the refresh);
-    # every other second, points.
-    out = per_second([meta(T0), *steady(T0 + 100, T0 + 20_000)], CFG, 20)
+    # with series_interval_ms 0, every other second, points.
+    out = per_second([meta(T0), *steady(T0 + 100, T0 + 20_000)], EVERY_STATUS, 20)
     assert [s for s, (statuses, _) in enumerate(out) if statuses] == [0, 10]
     assert [s for s, (_, points) in enumerate(out) if points] == [*range(1, 10), *range(11, 20)]
     # Second 1: the last append is at +1900, the 19th: LEO 190; follower 2 fetches it at +1901
@@ -45,6 +46,35 @@ def test_a_busy_healthy_partition_sends_points_between_its_statuses():
         {**key, "replica": 2, "ts": ts, "lag_ms": 1, "lag_messages": 0, "leo": 190},
         {**key, "replica": 3, "ts": ts, "lag_ms": 0, "lag_messages": 0, "leo": 190},
     ]
+
+
+def test_a_busy_healthy_partitions_points_go_out_once_per_series_interval():
+    # The same busy, healthy partition with the default stream.series_interval_ms (5 s): one
+    # point per 5 s period of its cluster's clock (at a phase of its own), never two in a period,
+    # and none where its status went out.
+    out = per_second([meta(T0), *steady(T0 + 100, T0 + 30_000)], CFG, 30)
+    statuses = [s for s, (st, _) in enumerate(out) if st]
+    pointed = [s for s, (_, points) in enumerate(out) if points]
+    assert statuses == [0, 10, 20]
+    assert len(pointed) >= 3 and not set(pointed) & set(statuses), pointed
+    assert {s % 5 for s in pointed} == {pointed[0] % 5}, pointed  # the same phase every period
+    assert all(b - a in (5, 10) for a, b in pairwise(pointed)), pointed
+    assert all(len(points) == 3 for _, points in out if points)  # the partition and 2 followers
+
+
+def test_the_last_offsets_go_out_within_a_series_interval_after_they_stop_moving():
+    # Appends until +7.3 s (LEO 730), then the followers go on fetching at the LEO with no
+    # appends: the offsets stop moving between two points. The last point, within one period
+    # after, says the final offsets; nothing goes out after it (the refresh is a minute here).
+    cfg = monitor_config(replica_lag_time_max_ms=L, status_refresh_ms=60_000)
+    events = [meta(T0), *steady(T0 + 100, T0 + 7_400), *steady(T0 + 7_400, T0 + 20_000, leo0=730, per_step=0)]
+    out = per_second(sorted(events, key=lambda e: e[1]), cfg, 20)
+    assert [s for s, (statuses, _) in enumerate(out) if statuses] == [0]
+    pointed = [s for s, (_, points) in enumerate(out) if points]
+    last = out[pointed[-1]][1]
+    assert len(pointed) >= 2 and 7 <= pointed[-1] <= 7 + 5, pointed
+    assert [p["hw"] for p in last if p["replica"] is None] == [730]
+    assert [p["leo"] for p in last if p["replica"] is not None] == [730, 730]
 
 
 def test_an_idle_healthy_partition_sends_no_points():
