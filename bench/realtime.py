@@ -358,6 +358,7 @@ def one_run(spark, args, n: int) -> dict:
             "buckets": args.buckets,
             "profile_dir": str(profile),
             **({} if args.status_refresh_ms is None else {"status_refresh_ms": args.status_refresh_ms}),
+            **({} if args.series_interval_ms is None else {"series_interval_ms": args.series_interval_ms}),
         },
         rules={"replica_lag_time_max_ms": args.lag_ms},
         alerts={"stuck_after_ms": 3 * max(1000, args.resolution_ms)},
@@ -366,7 +367,9 @@ def one_run(spark, args, n: int) -> dict:
     writers.create_topic(args.bootstrap, args.topic, args.kafka_partitions)
     sink = TimedSink(build_redis_sink(settings.redis))
     router = OutputRouter(
-        None, sink, cluster_step=ClusterStepRunner(settings.monitor_config(), settings.checkpoint_dir, spark)
+        None,
+        sink,
+        cluster_step=ClusterStepRunner(settings.monitor_config(), settings.checkpoint_dir, spark),
     )
     client = redis.Redis.from_url(args.redis_url)
     progress = Progress()
@@ -533,6 +536,13 @@ def main() -> int:
         default=None,
         help="stream.status_refresh_ms (default: the setting's); 0 sends every routine status",
     )
+    ap.add_argument(
+        "--series-interval-ms",
+        type=int,
+        default=None,
+        help="stream.series_interval_ms (default: the setting's); 0: a healthy partition's points "
+        "with every routine status",
+    )
     ap.add_argument("--driver-memory", default="3g")
     ap.add_argument("--bootstrap", default=env.get("REPLMON_KAFKA_BOOTSTRAP", "127.0.0.1:19092"))
     ap.add_argument("--redis-url", default=env.get("REPLMON_REDIS_URL", "redis://127.0.0.1:16379/0"))
@@ -569,6 +579,7 @@ def main() -> int:
                 "resolution_ms": args.resolution_ms,
                 "events_per_partition_s": round(float(per_partition.mean()), 3),
                 "sessions": args.sessions,
+                "series_interval_ms": args.series_interval_ms,
                 "producers": args.producers,
                 "seconds": args.seconds,
                 "warmup_s": args.warmup_s,
