@@ -23,8 +23,10 @@ streaming/collect/sessions.py `SessionForm`
 after the compactor, as collector.py's step calls them). For each: fetch events per
 follower-second (one follower of one partition), appends and (session form) session events per
 partition-second, events per partition-second (fetches, appends and session events of the
-topic), and the count of each event type. Prints median (min, max) over the runs; the last line
-is one JSON object.
+topic), and the count of each event type. And every follower read of the topic (compaction off)
+by what Kafka's rule makes of it: at the leader's LEO at the read, below it but credited by the
+follower's previous read, or behind (`read_classes`). Prints median (min, max) over the runs;
+the last line is one JSON object.
 
     python bench/collector.py --offline [--partitions 200] [--seconds 60] [--runs 3]
 
@@ -214,6 +216,37 @@ def counted(events: list[dict], topic: str, t0: int, t1: int) -> Counter:
     )
 
 
+READ_CLASSES = ("at_leo", "credited", "behind")
+
+
+def read_classes(events: list[dict], topic: str, t0: int, t1: int) -> dict[str, int]:
+    """The topic's follower reads in [t0, t1), every one (compaction off), by what Kafka's rule
+    makes of each (docs/kafka-rules.md §1.2): `at_leo`, at or above the leader's LEO at the read
+    (lastCaughtUpTimeMs = the read); `credited`, below it but at or above the leader's LEO at
+    the follower's previous read of the partition (= that read); `behind`, neither. What a
+    follower of a busy partition would need its own fetch events for, were reads at the LEO
+    carried by its session."""
+    out = dict.fromkeys(READ_CLASSES, 0)
+    previous: dict[tuple, int] = {}  # (partition, replica) -> the leader's LEO at its last read
+    reads = (
+        e
+        for e in events
+        if e["type"] == "fetch" and e.get("topic") == topic and e.get("leader_leo") is not None
+    )
+    for e in sorted(reads, key=lambda e: e["ts"]):
+        key = (e["partition"], e["replica"])
+        if e["fetch_offset"] >= e["leader_leo"]:
+            kind = "at_leo"
+        elif key in previous and e["fetch_offset"] >= previous[key]:
+            kind = "credited"
+        else:
+            kind = "behind"
+        previous[key] = e["leader_leo"]
+        if t0 <= e["ts"] < t1:
+            out[kind] += 1
+    return out
+
+
 def rates(n: Counter, partitions: int, seconds: float) -> dict:
     """Per follower-second and per partition-second."""
     return {
@@ -302,6 +335,7 @@ def one_run(env: dict, logs: dict[int, Path], load: str, partitions: int, second
         out[form] = rates(counts[form], partitions, (t1 - t0) / 1000)
         out[f"types_{form}"] = dict(counts[form])
     out["session_form"] = {"dropped": former.dropped, "restated": former.restated}
+    out["reads"] = read_classes(events, topic, t0, t1)
     admin.delete_topics([topic], timeout_ms=60_000)
     wait_deleted(admin, topic)  # the next run's topic is not created while this one goes
     admin.close()
@@ -485,6 +519,7 @@ def main() -> int:
         row["session_form"] = {
             k: spread([r["session_form"][k] for r in runs]) for k in ("dropped", "restated")
         }
+        row["reads"] = {k: spread([r["reads"][k] for r in runs]) for k in READ_CLASSES}
         row["runs"] = runs  # each run's figures, as measured
         summary["loads"][load] = row
         print(
@@ -508,6 +543,10 @@ def main() -> int:
         print(
             f"    session form: fetches a session said {fmt(row['session_form']['dropped'], 0)}, "
             f"restated before a change {fmt(row['session_form']['restated'], 0)}"
+        )
+        print(
+            "    follower reads (compaction off): "
+            + ", ".join(f"{k.replace('_', ' ')} {fmt(row['reads'][k], 0)}" for k in READ_CLASSES)
         )
     print(json.dumps(summary))
     return 0

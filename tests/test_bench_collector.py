@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections import Counter
 from itertools import pairwise
 
-from bench.collector import HOLD_MS, STEP_MS, counted, rates, session_published, simulated_bursty
+from bench.collector import (
+    HOLD_MS,
+    STEP_MS,
+    counted,
+    rates,
+    read_classes,
+    session_published,
+    simulated_bursty,
+)
 from replmon.state.events import event
 
 PARTITIONS, LEADER, SESSIONS = 4, 1, {2: 11, 3: 12}  # follower -> its session id on the leader
@@ -106,3 +114,33 @@ def test_under_the_judges_bursts_session_form_sends_no_more_than_compaction():
     assert on > 2.0  # the bursts ran: an append and fetches each second and more
     assert session <= on, (session, on)
     assert r["session"]["session_per_partition_s"] == 0
+
+
+def test_reads_are_classed_by_the_leaders_leo_at_the_read_and_at_the_previous_one():
+    # Follower 2 of partition 0: at the LEO (10 of 10), then below it after an append but at
+    # the LEO of its previous read (10 of 15: credited), then at it again (15 of 15), then
+    # below the LEO of its previous read (12 of 20 after 15: behind). Follower 3's first read
+    # is below the LEO with no read before it: behind. A read outside [t0, t1) counts for its
+    # successor's credit but not itself; another topic's reads not at all.
+    def read(ts, replica, offset, leo, topic="t"):
+        return event(
+            "fetch",
+            ts,
+            "c",
+            topic=topic,
+            partition=0,
+            replica=replica,
+            fetch_offset=offset,
+            leader_leo=leo,
+        )
+
+    events = [
+        read(900, 2, 10, 10),
+        read(1000, 2, 10, 15),
+        read(1100, 2, 15, 15),
+        read(1200, 2, 12, 20),
+        read(1300, 3, 5, 20),
+        read(1400, 2, 20, 20, topic="other"),
+    ]
+    assert read_classes(events, "t", 1000, 2000) == {"at_leo": 1, "credited": 1, "behind": 2}
+    assert read_classes(events, "t", 0, 2000) == {"at_leo": 2, "credited": 1, "behind": 2}
