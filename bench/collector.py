@@ -24,8 +24,8 @@ after the compactor, as collector.py's step calls them). For each: fetch events 
 follower-second (one follower of one partition), appends and (session form) session events per
 partition-second, events per partition-second (fetches, appends and session events of the
 topic), and the count of each event type. And every follower read of the topic (compaction off)
-by what Kafka's rule makes of it: at the leader's LEO at the read, below it but credited by the
-follower's previous read, or behind (`read_classes`). Prints median (min, max) over the runs;
+as the engine judges it: caught (at the LEO at its read), credited by the follower's previous
+read, or behind (`read_classes`). Prints median (min, max) over the runs;
 the last line is one JSON object.
 
     python bench/collector.py --offline [--partitions 200] [--seconds 60] [--runs 3]
@@ -57,7 +57,16 @@ from pathlib import Path
 
 from replmon.streaming.collect.admin import AdminView
 from replmon.streaming.collect.broker_log import BrokerLog
-from replmon.streaming.collect.compact import RESOLUTION_CAP_MS, Compactor, published
+from replmon.streaming.collect.compact import (
+    BEHIND,
+    CAUGHT,
+    CREDITED,
+    NEVER,
+    RESOLUTION_CAP_MS,
+    Compactor,
+    judge,
+    published,
+)
 from replmon.streaming.collect.sessions import SessionForm
 
 PARTITIONS, RF, MODERATE_PER_PARTITION = 6, 3, 200
@@ -216,32 +225,27 @@ def counted(events: list[dict], topic: str, t0: int, t1: int) -> Counter:
     )
 
 
-READ_CLASSES = ("at_leo", "credited", "behind")
+READ_CLASSES = (CAUGHT, CREDITED, BEHIND)
 
 
 def read_classes(events: list[dict], topic: str, t0: int, t1: int) -> dict[str, int]:
-    """The topic's follower reads in [t0, t1), every one (compaction off), by what Kafka's rule
-    makes of each (docs/kafka-rules.md §1.2): `at_leo`, at or above the leader's LEO at the read
-    (lastCaughtUpTimeMs = the read); `credited`, below it but at or above the leader's LEO at
-    the follower's previous read of the partition (= that read); `behind`, neither. What a
+    """The topic's follower reads in [t0, t1), every one (compaction off), as the engine judges
+    each (the compactor's `judge`, docs/kafka-rules.md §1.2): caught (at the LEO at its read),
+    credited (below it, at or above the LEO at the follower's previous read) or behind. What a
     follower of a busy partition would need its own fetch events for, were reads at the LEO
     carried by its session."""
     out = dict.fromkeys(READ_CLASSES, 0)
-    previous: dict[tuple, int] = {}  # (partition, replica) -> the leader's LEO at its last read
-    reads = (
-        e
-        for e in events
-        if e["type"] == "fetch" and e.get("topic") == topic and e.get("leader_leo") is not None
-    )
-    for e in sorted(reads, key=lambda e: e["ts"]):
-        key = (e["partition"], e["replica"])
-        if e["fetch_offset"] >= e["leader_leo"]:
-            kind = "at_leo"
-        elif key in previous and e["fetch_offset"] >= previous[key]:
-            kind = "credited"
-        else:
-            kind = "behind"
-        previous[key] = e["leader_leo"]
+    leo: dict[int, int] = {}  # partition -> the largest leader LEO told so far
+    previous: dict[tuple, tuple[int, int]] = {}  # (partition, replica) -> (LEO, time) at its last read
+    mine = (e for e in events if e.get("topic") == topic and e.get("leader_leo") is not None)
+    for e in sorted(mine, key=lambda e: e["ts"]):
+        p = e["partition"]
+        leo[p] = max(leo.get(p, 0), e["leader_leo"])
+        if e["type"] != "fetch":
+            continue
+        key = (p, e["replica"])
+        kind = judge(e, leo[p], previous.get(key, NEVER), NEVER[0])  # Kafka's credit has no age limit
+        previous[key] = (leo[p], e["ts"])
         if t0 <= e["ts"] < t1:
             out[kind] += 1
     return out
@@ -546,7 +550,7 @@ def main() -> int:
         )
         print(
             "    follower reads (compaction off): "
-            + ", ".join(f"{k.replace('_', ' ')} {fmt(row['reads'][k], 0)}" for k in READ_CLASSES)
+            + ", ".join(f"{k} {fmt(row['reads'][k], 0)}" for k in READ_CLASSES)
         )
     print(json.dumps(summary))
     return 0

@@ -142,5 +142,5 @@ def test_reads_are_classed_by_the_leaders_leo_at_the_read_and_at_the_previous_on
         read(1300, 3, 5, 20),
         read(1400, 2, 20, 20, topic="other"),
     ]
-    assert read_classes(events, "t", 1000, 2000) == {"at_leo": 1, "credited": 1, "behind": 2}
-    assert read_classes(events, "t", 0, 2000) == {"at_leo": 2, "credited": 1, "behind": 2}
+    assert read_classes(events, "t", 1000, 2000) == {"caught": 1, "credited": 1, "behind": 2}
+    assert read_classes(events, "t", 0, 2000) == {"caught": 2, "credited": 1, "behind": 2}
