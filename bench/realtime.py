@@ -21,13 +21,16 @@ topics, over-partitioned topics), and a few carry most of the load. About 2.3 ev
 partition-second as compaction alone publishes them. `--resolution-ms R` (the collector caps it
 at L/4) replays a coarser compaction: every rate times 1000/R (the bench then sets
 alerts.stuck_after_ms to 3 R, so a follower heard every R is not taken for a silent one). The
-partitions are published in session form, as `replmon collect` publishes them by default
-(docs/events.md `session`): each follower's first fetch names its session, then one `session`
-event per follower, leader and producer per R says all of them while they read at the leader
-LEO (every read of this model's followers is), so a busy partition sends its appends: about
-0.19 events per partition-second. `--no-busy-sessions` sends every busy follower's fetch as
-well (0.68), `--no-sessions` every follower's (2.3), as compaction alone does (`replmon
-collect --no-session-form`).
+idle partitions are published in session form, as `replmon collect` publishes them by default
+(docs/events.md `session`): each idle follower's first fetch names its session, then one
+`session` event per follower, leader and producer per R says all of them: 0.68 events per
+partition-second, nearly all the busy partitions'. A busy partition's follower fetches go out
+as the collector publishes real brokers' (their reads that survive compaction are mostly below
+the LEO or tell a LEO no sent append told, so no session says them: docs/real-cluster.md).
+`--busy-sessions` asks what if they were said too (every read of this model's busy followers
+is at the LEO its appends told, so the collector would drop them): 0.19 events per
+partition-second. `--no-sessions` sends every follower's fetch, as compaction alone does
+(`replmon collect --no-session-form`): 2.3.
 
 **Faults**: from the warm-up's end, every `--fault-every-s` one follower of a busy partition
 reads at its own offset for L + 10 s (its fetches return nothing; they go out, below the LEO;
@@ -533,10 +536,11 @@ def main() -> int:
     ap.add_argument(
         "--busy-sessions",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="with --sessions, busy partitions' followers too (default): a follower that reads at "
-        "the leader LEO is said by its session, so a busy partition sends its appends; "
-        "--no-busy-sessions: a fetch per busy follower read, as before busy followers were carried",
+        default=False,
+        help="with --sessions, what if busy partitions' followers were said by their sessions too: "
+        "the collector drops a read at the LEO the sent events told, and real brokers' busy reads "
+        "that survive compaction mostly are not (docs/performance.md); default off: a fetch per "
+        "busy follower read, as the collector publishes them",
     )
     ap.add_argument("--fault-every-s", type=int, default=6)
     ap.add_argument("--producers", type=int, default=1, help="producer processes")

@@ -172,7 +172,7 @@ class Paced:
         seed: int = 0,
         session_ms: int | None = None,
         fetcher: int = 0,
-        busy_sessions: bool = True,
+        busy_sessions: bool = False,
     ) -> None:
         rng = np.random.default_rng(seed)
         self.layout, self.start_ms, self.lag_max_ms = layout, start_ms, lag_max_ms
@@ -223,15 +223,16 @@ class Paced:
     def _session_form(
         self, owned: Sequence[int], rate: np.ndarray, session_ms: int | None, fetcher: int, busy: bool
     ) -> None:
-        """Session form (docs/events.md `session`), when session_ms is set: a follower sends its
-        first fetch naming its session (one per follower and leader of this generator, its
-        `fetcher`), then only the session's reads say it, at most one `session` event per
-        session_ms, as `replmon collect` sends a follower that reads at the leader LEO; a busy
-        partition's appends go out as they come (each read before one is its session's last,
-        published before it). A follower in a `Fault` reads below the LEO: its fetches go out,
-        and its first one after names its session again. `busy` False: a busy partition's
-        fetches go out as they come, in no session (the form before busy followers were
-        carried)."""
+        """Session form (docs/events.md `session`), when session_ms is set: an idle partition's
+        follower sends its first fetch naming its session (one per follower and leader of this
+        generator, its `fetcher`), then only the session's reads say it, at most one `session`
+        event per session_ms. A busy partition's fetches go out as they come, in no session, as
+        the collector publishes real brokers' busy reads (most that survive compaction are below
+        the LEO, or tell a LEO no sent append told). With `busy`, what if they were said by their
+        sessions too: every read of this model's busy followers is at the LEO its appends told,
+        so the collector would drop them and the partition sends its appends (each read before
+        one is its session's last, published before it). A follower in a `Fault` reads below
+        the LEO: its fetches go out, and its first one after names its session again."""
         layout, n = self.layout, self.owned.size
         self.session_ms = session_ms
         self.idle = [rate[i // 2] <= 0 or busy for i in range(2 * n)]  # carried by a session

@@ -1,7 +1,8 @@
 """The benchmark's paced cluster in session form (streaming/simulator/scale.py `Paced` with
-`session_ms`): an idle partition's follower sends one fetch naming its session, then only its
-session's reads say it, at most once per session_ms; the engine keeps those followers caught up
-and fetching, and raises nothing, on a fraction of the events."""
+`session_ms`): an idle partition's follower (with `busy_sessions`, a busy one's too) sends one
+fetch naming its session, then only its session's reads say it, at most once per session_ms; the
+engine keeps those followers caught up and fetching, and raises nothing, on a fraction of the
+events."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ PARTITIONS = 30  # the first 20 idle, the last 10 appending 5 times a second
 SECONDS = 30
 
 
-def paced(session_ms: int | None, step_ms: int | None = None, faults=()) -> list[dict]:
+def paced(session_ms: int | None, step_ms: int | None = None, faults=(), busy=True) -> list[dict]:
     append = np.r_[np.zeros(20), np.full(10, 5.0)]
     cluster = Paced(
         Layout.of(PARTITIONS, "sim", "bench", 1),
@@ -33,6 +34,7 @@ def paced(session_ms: int | None, step_ms: int | None = None, faults=()) -> list
         seed=3,
         session_ms=session_ms,
         faults=faults,
+        busy_sessions=busy,
     )
     lines = cluster.header()
     for end in range(START + (step_ms or SECONDS * 1000), START + SECONDS * 1000 + 1, step_ms or 1):
@@ -61,6 +63,9 @@ def test_followers_at_the_leo_are_said_by_their_sessions():
     }
     assert all(e.get("session_id") for e in fetches)
     assert sum(e["type"] == "append" for e in events) >= 10 * 5 * (SECONDS - 1)
+    # without `busy`, a busy partition's fetches go out as they come, in no session
+    busy = [e for e in paced(1000, busy=False) if e["type"] == "fetch" and e["partition"] >= 20]
+    assert len(busy) >= 20 * 2 * (SECONDS - 1) and not any("session_id" in e for e in busy)
     # 6 sessions (3 followers x 2 leaders each), each at most once a second
     by_session: dict = {}
     for e in sessions:
