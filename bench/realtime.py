@@ -33,9 +33,10 @@ partition-second. `--no-sessions` sends every follower's fetch, as compaction al
 (`replmon collect --no-session-form`): 2.3.
 
 **Faults**: from the warm-up's end, every `--fault-every-s` one follower of a busy partition
-reads at its own offset for L + 10 s (its fetches return nothing; they go out, below the LEO;
-its partition's appends go on: it falls behind, holds the HW, leaves Kafka's ISR by the lag
-rule); its alerts (IsrExitImminent, ReplicaOutOfSync, UnderReplicated, AtMinIsr,
+stops fetching for L + 10 s (with `--busy-sessions`, whose sessions go on reading, it fetches
+at its own offset instead: its fetches return nothing and go out, below the LEO); its
+partition's appends go on: it falls behind, holds the HW, leaves Kafka's ISR by the lag rule;
+its alerts (IsrExitImminent, ReplicaOutOfSync, UnderReplicated, AtMinIsr,
 HighWatermarkStalled) are the ones measured.
 
 **Pacing**: `--producers` processes each own a slice of the partitions (a partition's events in

@@ -138,9 +138,10 @@ def scale(
 @dataclass(frozen=True)
 class Fault:
     """Follower `replica` of partition `partition` makes no progress in [start_ms, end_ms) of
-    event time: it goes on fetching at the offset it had (its fetches return nothing, as a
-    stuck fetcher's or a follower throttled to nothing), so it falls behind once the partition
-    appends; then it fetches again, caught up."""
+    event time: it sends no fetch, or, when its session says its reads (`Paced` with
+    `busy_sessions`: the session goes on reading its other partitions), it goes on fetching at
+    the offset it had (its fetches return nothing, as a stuck fetcher's), so it falls behind
+    once the partition appends; then it fetches again, caught up."""
 
     partition: int
     replica: int
@@ -231,7 +232,7 @@ class Paced:
         the LEO, or tell a LEO no sent append told). With `busy`, what if they were said by their
         sessions too: every read of this model's busy followers is at the LEO its appends told,
         so the collector would drop them and the partition sends its appends (each read before
-        one is its session's last, published before it). A follower in a `Fault` reads below
+        one is its session's last, published before it); then a follower in a `Fault` reads below
         the LEO: its fetches go out, and its first one after names its session again."""
         layout, n = self.layout, self.owned.size
         self.session_ms = session_ms
@@ -346,7 +347,10 @@ class Paced:
                 continue
             f = -1 - k
             p = f // 2
-            if f in stopped and stopped[f][0] <= t < stopped[f][1]:  # reads at its offset
+            if f in stopped and stopped[f][0] <= t < stopped[f][1]:
+                if self.session_ms is None or not self.idle[f]:
+                    continue  # it sends nothing
+                # said by a session that goes on reading: it reads at its offset, below the LEO
                 if self.joined[f]:  # its first read in the fault: at the LEO, out of its session
                     self.joined[f], fleo[f] = False, leo[p]
                 out.append((self.keys[p], b"{" + self.fetches[f] % (t, fleo[f], leo[p], hw[p])))
