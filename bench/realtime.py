@@ -18,26 +18,18 @@ follower-second and 0.91 appends per second; one at the broker's maximum 1.55 an
 mix, by default 80% idle, 15% moderate, 5% max (`--mix`): at any moment most partitions of a
 production cluster carry no writes (topics kept for retention, low-volume and per-tenant
 topics, over-partitioned topics), and a few carry most of the load. About 2.3 events per
-partition-second as compaction alone publishes them. `--resolution-ms R` (the collector caps it
-at L/4) replays a coarser compaction: every rate times 1000/R (the bench then sets
-alerts.stuck_after_ms to 3 R, so a follower heard every R is not taken for a silent one). The
-idle partitions are published in session form, as `replmon collect` publishes them by default
-(docs/events.md `session`): each idle follower's first fetch names its session, then one
-`session` event per follower, leader and producer per R says all of them: 0.68 events per
-partition-second, nearly all the busy partitions'. A busy partition's follower fetches go out
-as the collector publishes real brokers' (their reads that survive compaction are mostly below
-the LEO or tell a LEO no sent append told, so no session says them: docs/real-cluster.md).
-`--busy-sessions` asks what if they were said too (every read of this model's busy followers
-is at the LEO its appends told, so the collector would drop them): 0.19 events per
-partition-second. `--no-sessions` sends every follower's fetch, as compaction alone does
-(`replmon collect --no-session-form`): 2.3.
+partition-second. `--resolution-ms R` (the collector caps it at L/4) replays a coarser
+compaction: every rate times 1000/R (the bench then sets alerts.stuck_after_ms to 3 R, so a
+follower heard every R is not taken for a silent one). The idle partitions are published in
+session form, as `replmon collect` publishes them by default (docs/events.md `session`): each
+idle follower's first fetch names its session, then one `session` event per follower, leader
+and producer per R says all of them. `--no-sessions` sends every idle follower's fetch
+instead, as compaction alone does (`replmon collect --no-session-form`).
 
 **Faults**: from the warm-up's end, every `--fault-every-s` one follower of a busy partition
-stops fetching for L + 10 s (with `--busy-sessions`, whose sessions go on reading, it fetches
-at its own offset instead: its fetches return nothing and go out, below the LEO); its
-partition's appends go on: it falls behind, holds the HW, leaves Kafka's ISR by the lag rule;
-its alerts (IsrExitImminent, ReplicaOutOfSync, UnderReplicated, AtMinIsr,
-HighWatermarkStalled) are the ones measured.
+stops fetching for L + 10 s (its partition's appends go on: it falls behind, holds the HW,
+leaves Kafka's ISR by the lag rule); its alerts (IsrExitImminent, ReplicaOutOfSync,
+UnderReplicated, AtMinIsr, HighWatermarkStalled) are the ones measured.
 
 **Pacing**: `--producers` processes each own a slice of the partitions (a partition's events in
 one process, in order, keyed `cluster/topic/partition` as the collector keys them: one event per
@@ -191,7 +183,6 @@ def produce(k: int, args, start_ms: int, end_ms: int, faults, results) -> None:
         seed=args.seed + 2 + k,
         session_ms=args.resolution_ms if args.sessions else None,
         fetcher=k,
-        busy_sessions=args.busy_sessions,
     )
     producer = console_producer(args.bootstrap, args.topic)
     assert producer.stdin is not None
@@ -530,18 +521,9 @@ def main() -> int:
         "--sessions",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="session form, as replmon collect publishes it (default): one session event per "
-        "follower, leader and producer per resolution instead of a fetch per follower read at "
-        "the LEO; --no-sessions: a fetch per follower, as compaction alone",
-    )
-    ap.add_argument(
-        "--busy-sessions",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="with --sessions, what if busy partitions' followers were said by their sessions too: "
-        "the collector drops a read at the LEO the sent events told, and real brokers' busy reads "
-        "that survive compaction mostly are not (docs/performance.md); default off: a fetch per "
-        "busy follower read, as the collector publishes them",
+        help="idle partitions in session form, as replmon collect publishes them (default): one "
+        "session event per follower, leader and producer per resolution instead of a fetch per "
+        "follower; --no-sessions: a fetch per follower, as compaction alone",
     )
     ap.add_argument("--fault-every-s", type=int, default=6)
     ap.add_argument("--producers", type=int, default=1, help="producer processes")
@@ -586,7 +568,7 @@ def main() -> int:
     fetch, append, _ = partition_rates(1000, parse_mix(args.mix), args.resolution_ms, args.seed)
     per_partition = 2 * fetch + append
     if args.sessions:  # idle partitions send nothing of their own; each producer's 6 sessions do
-        per_partition = np.where(append > 0, append if args.busy_sessions else per_partition, 0.0)
+        per_partition = np.where(append > 0, per_partition, 0.0)
         per_partition = per_partition + 6 * args.producers * 1000 / args.resolution_ms / best["partitions"]
     print(
         json.dumps(
@@ -597,7 +579,6 @@ def main() -> int:
                 "resolution_ms": args.resolution_ms,
                 "events_per_partition_s": round(float(per_partition.mean()), 3),
                 "sessions": args.sessions,
-                "busy_sessions": args.sessions and args.busy_sessions,
                 "series_interval_ms": args.series_interval_ms,
                 "producers": args.producers,
                 "seconds": args.seconds,

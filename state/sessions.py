@@ -1,25 +1,22 @@
-"""Fetch sessions (KIP-227) carry the progress of followers at the LEO (docs/events.md, `session`).
+"""Fetch sessions (KIP-227) carry idle followers' progress (docs/events.md, `session`).
 
 A follower fetches all the partitions it follows from one leader through one fetch session
 per fetcher thread. Each request names only the partitions whose fetch state changed, and the
 leader reads every partition of the session on each fetch (FetchSession.scala): a caught-up
 follower of an idle partition advances its `lastCaughtUpTimeMs` on every read without being
-named, and one of a busy partition that reads at the LEO each time says nothing a rule needs
-beyond that read's time. A `session` event says when a session last read; a partition whose
-follower the session carries takes that read as its own fetch, at the leader LEO, when
-something asks: an event of the partition, a deadline of its own, a status, a check of its
-fetcher.
+named. A `session` event says when a session last read; a partition whose follower the
+session carries takes that read as its own fetch, at the offset it last fetched, when something
+asks: an event of the partition, a deadline of its own, a status, a check of its fetcher.
 
 So a session event costs one entry in a small table per bucket, not a write per partition, and
 what each partition derives from it is what a fetch event per read would have told it:
 
-* a follower is carried while its last accepted fetch named the session and was at the leader
-  LEO, and it is in the ISR (`carries`); an election, an error, a read below the LEO or a fetch
-  that names no session ends that (the collector then sends the partition's own fetches), an
-  append does not (a busy partition's followers that read at the LEO are carried too);
-* a read is taken as `PartitionLeader.fetch` at the leader LEO of the read's time, so lcu, the
-  follower's LEO, the last fetch and its leader LEO (the next fetch's previous-fetch credit)
-  are what Kafka's leader records;
+* a follower is carried while its last accepted fetch named the session, it is in the ISR, and
+  it is at the leader LEO (`carries`); an append, an election, an error or a fetch that names
+  no session ends that (the collector then sends the partition's own fetches);
+* a read is taken as `PartitionLeader.fetch` of the follower's own offset at the read's time,
+  so lcu, the last fetch and its leader LEO (the next fetch's previous-fetch credit) are what
+  Kafka's leader records;
 * the table keeps, per session, the reads that a partition may still ask for (those within the
   reorder tolerance of the cluster's settled time, and the newest one before them): a deadline
   takes the newest read at or before its own time (`advance`).
@@ -100,25 +97,14 @@ class SessionTable:
 # Kafka: FetchSession's incremental fetch: a partition not named in a request is still read.
 def carries(watch, replica: int, state: ReplicaState) -> bool:
     """Whether the follower's session carries its progress: its last accepted fetch named the
-    session and was at the leader LEO (its offset at least the LEO its leader had then), and it
-    has stayed in the ISR since. Appends since do not end it: each read is at the LEO of its
-    own time (`sync`)."""
-    return (
-        state.session_id != NO_SESSION
-        and state.leo >= state.last_fetch_leader_leo
-        and replica in watch.leader.isr
-    )
+    session, and it has stayed in the ISR at the leader LEO since."""
+    p = watch.leader
+    return state.session_id != NO_SESSION and state.leo == p.leader_leo and replica in p.isr
 
 
 def sync(table: SessionTable, watch, at_ms: int) -> bool:
     """Take into the partition the reads its followers' sessions made up to `at_ms` (each
-    follower's newest one, as a fetch at the leader LEO); returns whether one was taken.
-
-    The leader LEO now is the LEO at that read: the partition takes its followers' reads
-    before each of its own events (state/bucket.py), and a read whose session event comes
-    only after a newer event of the partition was sent as the partition's own fetch before
-    that event (the collector restates a read before an append, a fetch telling a newer LEO,
-    or a metadata event, unless a session event of an earlier step said it)."""
+    follower's newest one, as a fetch of its own offset); returns whether one was taken."""
     p = watch.leader
     if p.leader < 0 or not table.reads:
         return False
@@ -129,7 +115,7 @@ def sync(table: SessionTable, watch, at_ms: int) -> bool:
         t = table.last_read(r, p.leader, st.session_id, at_ms)
         if t is None or t <= st.last_fetch_ms:
             continue
-        if p.fetch(t, r, p.leader_leo, broker_epoch=st.broker_epoch).accepted:
+        if p.fetch(t, r, st.leo, broker_epoch=st.broker_epoch).accepted:
             taken = True
             if t > watch.last_event_ms:
                 watch.last_event_ms = t

@@ -11,19 +11,17 @@ Epochs: sessionEpoch 0 opens a session with a full request (the response says it
 answers nothing and ends the session (the fetcher starts over with a full request).
 
 **Session form** (`SessionForm`, docs/events.md `session`): what `replmon collect` publishes
-by default. A follower's fetch at the leader LEO as the sent events told it (its offset that
-LEO, telling no larger one), with nothing else changed since its last sent fetch (no election,
-no error, the same epochs, the partition still in its session and in the ISR) is dropped: its
-session's read says it, whether or not the partition appended since. Each session's reads are
+by default. A follower's fetch of a partition whose picture did not change (the follower still
+at the LEO, nothing appended, no election, no error, the same epochs, the partition still in
+its session and in the ISR) is dropped: its session's read says it. Each session's reads are
 published as `session` events at most once per resolution, each with the exact time of the
 newest read: a read is held until its flush time, on a grid of the resolution from the first
 read held (so a session's last read before it falls silent is always sent, at most one
 resolution after its time). Any other fetch is sent as it is, naming its session (the id the
-request log shows); before it, before an append or a metadata event of the partition, and
-before a fetch telling a larger LEO, the partition's last reads that only sessions said are
-sent as fetches of their own (restated), so that the engine's previous-fetch credit
-(lastFetchTimeMs) stays exact and takes each read at the LEO of its time, unless a session
-event published in an earlier step said it (it is on the metrics topic before the change). A held
+request log shows); before it, and before an append or a metadata event of the partition, the
+partition's last read that only its session said is sent as a fetch of its own (restated), so
+that the engine's previous-fetch credit (lastFetchTimeMs) stays exact, unless a session event
+published in an earlier step said it (it is on the metrics topic before the change). A held
 read whose followers were all restated before its flush time says nothing more: it is dropped
 (between bursts, a follower's one idle read is restated before the next append, and a
 `session` event for it would only repeat it). tests/state/test_session_form.py builds this form
@@ -216,8 +214,8 @@ class FetchSessions:
 
 # ---- session form ------------------------------------------------------------------------
 
-# The fields of a fetch, besides its offset, that a read its session says must repeat.
-_SAME = ("leader_epoch", "broker_epoch", "log_start_offset")
+# The fields of a fetch that the engine reads: a fetch that repeats them is no news.
+_SAME = ("fetch_offset", "leader_leo", "leader_epoch", "broker_epoch", "log_start_offset")
 
 SessionKey = Callable[[str, int, int, str, int], tuple]
 
@@ -330,7 +328,7 @@ class SessionForm:
         if kind != "fetch":
             for f in part.followers.values():
                 self._restate(f, ev["ts"], out)
-                f.changed = f.changed or kind == "metadata"
+                f.changed = True
             if kind == "append":
                 part.leo = max(part.leo, ev["leader_leo"])
             else:
@@ -340,12 +338,7 @@ class SessionForm:
             return
         r = ev["replica"]
         f = part.followers.setdefault(r, _Follower())
-        told = part.leo  # the largest LEO the events sent so far told (the engine's leader LEO)
-        if ev["leader_leo"] > told:  # news of an append: the other followers' reads before it
-            for other in part.followers.values():
-                if other is not f:
-                    self._restate(other, ev["ts"], out)
-            part.leo = ev["leader_leo"]
+        part.leo = max(part.leo, ev["leader_leo"])
         sid = 0
         failed = ev.get("error") is not None or ev.get("diverging_epoch") is not None
         if part.leader >= 0 and part.leader != r and not failed:
@@ -361,7 +354,6 @@ class SessionForm:
             and not failed
             and sid == f.session
             and f.last is not None
-            and ev["fetch_offset"] == ev["leader_leo"] == told
             and all(ev.get(n) == f.last.get(n) for n in _SAME)
         )
         if same:  # a read only the session says (a session that carries no one says nothing)

@@ -137,11 +137,8 @@ def scale(
 
 @dataclass(frozen=True)
 class Fault:
-    """Follower `replica` of partition `partition` makes no progress in [start_ms, end_ms) of
-    event time: it sends no fetch, or, when its session says its reads (`Paced` with
-    `busy_sessions`: the session goes on reading its other partitions), it goes on fetching at
-    the offset it had (its fetches return nothing, as a stuck fetcher's), so it falls behind
-    once the partition appends; then it fetches again, caught up."""
+    """Follower `replica` of partition `partition` sends no fetch in [start_ms, end_ms) of event
+    time; then it fetches again, caught up."""
 
     partition: int
     replica: int
@@ -173,7 +170,6 @@ class Paced:
         seed: int = 0,
         session_ms: int | None = None,
         fetcher: int = 0,
-        busy_sessions: bool = False,
     ) -> None:
         rng = np.random.default_rng(seed)
         self.layout, self.start_ms, self.lag_max_ms = layout, start_ms, lag_max_ms
@@ -192,7 +188,7 @@ class Paced:
             if f.partition in local
         ]
         self._line_templates(owned)
-        self._session_form(owned, rate, session_ms, fetcher, busy_sessions)
+        self._session_form(owned, rate, session_ms, fetcher)
         self.next_beat = -(-start_ms // 1000) * 1000 if heartbeats else None  # on whole seconds
         self.heartbeat = f'"type":"heartbeat","ts":%d,"cluster":"{layout.cluster}"}}'.encode()
 
@@ -222,27 +218,19 @@ class Paced:
         ]
 
     def _session_form(
-        self, owned: Sequence[int], rate: np.ndarray, session_ms: int | None, fetcher: int, busy: bool
+        self, owned: Sequence[int], rate: np.ndarray, session_ms: int | None, fetcher: int
     ) -> None:
         """Session form (docs/events.md `session`), when session_ms is set: an idle partition's
         follower sends its first fetch naming its session (one per follower and leader of this
         generator, its `fetcher`), then only the session's reads say it, at most one `session`
-        event per session_ms. A busy partition's fetches go out as they come, in no session, as
-        the collector publishes real brokers' busy reads (most that survive compaction are below
-        the LEO, or tell a LEO no sent append told). With `busy`, what if they were said by their
-        sessions too: every read of this model's busy followers is at the LEO its appends told,
-        so the collector would drop them and the partition sends its appends (each read before
-        one is its session's last, published before it); then a follower in a `Fault` reads below
-        the LEO: its fetches go out, and its first one after names its session again."""
+        event per session_ms. A busy partition's fetches go out as before, in no session."""
         layout, n = self.layout, self.owned.size
         self.session_ms = session_ms
-        self.idle = [rate[i // 2] <= 0 or busy for i in range(2 * n)]  # carried by a session
-        self.faulted = np.zeros(2 * n, bool)
-        self.faulted[[f for f, _, _ in self.faults]] = True
-        self.idle_mask = np.repeat(rate <= 0, 2) | (busy & ~self.faulted)
-        if session_ms is not None and any(rate[f // 2] <= 0 for f, _, _ in self.faults):
-            # an idle partition's follower cannot fall behind
-            raise ValueError("session form: a stuck follower of an idle partition is not modelled")
+        self.idle = [rate[i // 2] <= 0 for i in range(2 * n)]
+        self.idle_mask = np.repeat(rate <= 0, 2)
+        if session_ms is not None and any(self.idle[f] for f, _, _ in self.faults):
+            # its session's other partitions would go on saying it read
+            raise ValueError("session form: a stopped follower of an idle partition is not modelled")
         self.joined = np.zeros(2 * n, bool)
         self.session_of = [
             (r, layout.replicas[p][0]) for p in self.owned.tolist() for r in layout.replicas[p][1:]
@@ -346,20 +334,13 @@ class Paced:
                 out.append((self.keys[k], b"{" + self.appends[k] % (t, leo[k])))
                 continue
             f = -1 - k
-            p = f // 2
             if f in stopped and stopped[f][0] <= t < stopped[f][1]:
-                if self.session_ms is None or not self.idle[f]:
-                    continue  # it sends nothing
-                # said by a session that goes on reading: it reads at its offset, below the LEO
-                if self.joined[f]:  # its first read in the fault: at the LEO, out of its session
-                    self.joined[f], fleo[f] = False, leo[p]
-                out.append((self.keys[p], b"{" + self.fetches[f] % (t, fleo[f], leo[p], hw[p])))
                 continue
+            p = f // 2
             if self.session_ms is not None and self.idle[f]:
                 if not self.joined[f]:
                     self.joined[f] = True
                     out.append((self.keys[p], b"{" + self.joining[f] % (t, leo[p], leo[p], hw[p])))
-                    fleo[f] = leo[p]
                 elif t >= self.session_due.get(self.session_of[f], t):
                     self.session_due[self.session_of[f]] = t + self.session_ms
                     out.append((cluster, b"{" + self.session_lines[self.session_of[f]] % t))

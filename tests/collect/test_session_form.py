@@ -119,11 +119,10 @@ def _sent(events: list[dict]) -> list[tuple]:
 
 
 def test_a_read_between_bursts_that_is_restated_before_its_flush_sends_no_session_event():
-    """Bursts a second apart, the follower reading at the new LEO just after each (as compaction
-    leaves them under the judge's acks=all load) and once more before the next: a read at the
-    LEO after an append is its session's to say, and the last one before the next append is
-    restated as a fetch (lcu stays exact), so a `session` event for them would only repeat it.
-    Then the partition idles: its session's reads go out, the last one exactly."""
+    """Bursts a second apart, one idle read of the follower between two (as compaction leaves
+    them under the judge's acks=all load): each such read must be restated as a fetch before
+    the next append (lcu stays exact), so a `session` event for it would only repeat it. Then
+    the partition idles for a second: its session's last read goes out."""
     events = [_metadata(0, 0), _fetch(100, 100)]
     for k, idle in enumerate((600, 1405, 2405)):
         burst, leo = 900 + 1000 * k, 110 + 10 * k
@@ -133,52 +132,17 @@ def test_a_read_between_bursts_that_is_restated_before_its_flush_sends_no_sessio
         ("fetch", 100, 0),
         ("fetch", 600, 0),  # restated before the append
         ("append", 900, 0),
-        ("fetch", 1405, 0),  # 905 at the new LEO: the session's; 1405 restated
+        ("fetch", 905, 0),
+        ("fetch", 1405, 0),
         ("append", 1900, 0),
+        ("fetch", 1905, 0),
         ("fetch", 2405, 0),
         ("append", 2900, 0),
-        ("session", 3905, None),  # 2905 onwards: once per resolution
-        ("session", 4405, None),  # the last read before the silence
+        ("fetch", 2905, 0),
+        ("session", 4405, None),  # the last read before the silence, once for its resolution
     ]
-    # no `session` event for a read that is restated before its flush; and the engine decides
-    # on this what it decides on every fetch
-    agree(events, _form(events), 10_000)
-
-
-def test_a_busy_followers_reads_at_the_leo_are_its_sessions_to_say():
-    """A partition appending every 300 ms, its follower reading every 100 ms and always at the
-    LEO: between appends its reads are the session's, each append restates the last one before
-    it, and the engine decides as on every fetch. A read below the LEO is sent, and so is the
-    next one at the LEO (it names the session again)."""
-    events, leo = [_metadata(0, 0), _fetch(50, 100)], 100
-    for ts in range(100, 3000, 100):
-        if ts % 300 == 0:
-            leo += 10
-            events.append(_append(ts, leo))
-        offset = leo - 10 if ts == 1_600 else leo  # one read behind: the append of 1500 not yet read
-        events.append({**_fetch(ts + 5, offset), "leader_leo": leo})
-    sent = _form(events)
-    fetches = [e["ts"] for e in sent if e["type"] == "fetch"]
-    # the first; the restated read before each append; the read behind and the one after it
-    assert fetches == sorted([50, *(ts - 95 for ts in range(300, 3000, 300)), 1505, 1605])
-    assert sum(e["type"] == "fetch" for e in events) == 30
-    agree(events, sent, 10_000)
-
-
-def test_a_fetch_telling_a_newer_leo_restates_the_other_followers_reads():
-    """An append the collector never saw (compaction let a later fetch tell it): the other
-    follower's read before that fetch is restated, so the engine takes it at the LEO it had."""
-    other = {"replica": 3, "session_id": 8}
-    events = [
-        _metadata(0, 0),
-        _fetch(100, 100),
-        {**_fetch(110, 100), **other},
-        _fetch(600, 100),
-        {**_fetch(610, 100), **other},
-        {**_fetch(900, 100), "leader_leo": 110},  # follower 2 behind a LEO only it tells
-    ]
-    restated = [(e["ts"], e["replica"]) for e in _form(events) if e["type"] == "fetch"]
-    assert restated == [(100, 2), (110, 3), (600, 2), (610, 3), (900, 2)]
+    # one `session` event in all, not one per idle read as well as its restated fetch; and the
+    # engine decides on this what it decides on every fetch
     agree(events, _form(events), 10_000)
 
 

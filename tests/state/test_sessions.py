@@ -111,24 +111,6 @@ def test_the_previous_fetch_credit_comes_from_the_last_session_read():
     assert transitions(alerts, "ReplicaOutOfSync") == [("firing", 15_011, "c1/t-0/3")]
 
 
-def test_an_append_does_not_end_carrying_the_next_read_is_at_the_new_leo():
-    # Both followers at the LEO 0 in session 7 (reads at +1010, +2010), an append at +3500
-    # moves the LEO to 10, then the sessions read at +4010 and +5010. The collector sends a read
-    # by session only when the follower read at the leader LEO of its time (docs/events.md), so
-    # each read is Kafka's fetch of offset 10 with the leader at 10: lcu = +5010, LEO 10, and
-    # the HW (the lowest LEO of the ISR) reaches 10.
-    events = [meta(T0), *idle(T0 + 10, T0 + 3_011), ev("append", T0 + 3_500, leader_leo=10)]
-    events += [session(T0 + t, r) for t in (4_010, 5_010) for r in (2, 3)]
-    events += [ev("heartbeat", T0 + 16_000)]  # the partition's time passes +5010 (lateness 10 s)
-    bucket, alerts, quarantine = run(events)
-    assert quarantine == [] and transitions(alerts, "ReplicaOutOfSync") == []
-    p = bucket.partitions[("c1", "t", 0)].leader
-    for r in (2, 3):
-        st = p.followers[r]
-        assert (st.leo, st.last_caught_up_ms, st.last_fetch_ms) == (10, T0 + 5_010, T0 + 5_010)
-    assert p.hw == 10
-
-
 def test_a_restated_session_read_is_nothing_new_and_not_a_stale_fetch():
     # The collector restates the last session read (+3010) before a change; the bucket took it
     # already (its deadline at +3010 asked): not quarantined, nothing changes.
