@@ -84,7 +84,13 @@ def is_lagging(last_caught_up_ms: int, now_ms: int, lag_limit_ms: int, share: fl
 
 def is_behind(replica_status: dict[str, Any]) -> bool:
     """Not at the leader's LEO: its time since last caught up counts (Kafka's isCaughtUp stays
-    true for L after that, so `caught_up` alone would hide a follower 0.9 L behind)."""
+    true for L after that, so `caught_up` alone would hide a follower 0.9 L behind). Unless the
+    engine calls it caught up (state `caught_up`: at the LEO, or caught up within
+    alerts.caught_up_grace_ms): a busy follower is a few messages behind at most moments, and
+    its partition sends no new status while every follower stays so (a healthy partition's
+    statuses wait for the refresh), but sends one in the batch one stops being so."""
+    if replica_status["state"] == "caught_up" and replica_status["caught_up"]:
+        return False
     return replica_status["lag_messages"] > 0 or not replica_status["caught_up"]
 
 

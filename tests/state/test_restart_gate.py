@@ -251,9 +251,13 @@ def test_observe_folds_statuses_and_never_rolls_back():
     observe(facts, [], [replica(2, ts=NOW + 2000), replica(3, ts=NOW + 2000, state="stuck")], [])
     assert facts.partitions["orders-0"].behind == {} and facts.partitions["orders-0"].stalled == {3}
     # Kafka's isCaughtUp holds for L after the last catch-up: 100 messages behind for 4 s is
-    # still caught_up, yet behind the leader's LEO, and its 4 s count
-    observe(facts, [], [replica(2, ts=NOW + 3000, caught_up=True, lcu=NOW - 1000, lag_messages=100)], [])
+    # still caught_up, yet behind the leader's LEO (slow, past alerts.caught_up_grace_ms), and its 4 s count
+    observe(facts, [], [replica(2, ts=NOW + 3000, caught_up=True, lcu=NOW - 1000, lag_messages=100, state="slow")], [])
     assert facts.partitions["orders-0"].behind == {2: NOW - 1000}
+    # 5 messages behind, caught up 500 ms ago: the engine's caught_up, which its partition's
+    # next status will say it no longer is
+    observe(facts, [], [replica(2, ts=NOW + 4000, caught_up=True, lcu=NOW + 3500, lag_messages=5)], [])
+    assert facts.partitions["orders-0"].behind == {}
 
 
 def test_observe_tracks_watched_alerts_until_resolved():
@@ -300,3 +304,39 @@ def test_the_cluster_step_keeps_the_view_and_gives_a_verdict_per_broker():
     assert verdicts[1]["reasons"]["under_min_isr"]["examples"] == ["orders-0"]
     assert verdicts[2]["verdict"] == SAFE and "self_out_of_sync" in verdicts[2]["reasons"]
     assert verdicts[1]["cluster"] == "c"
+
+
+def test_a_busy_healthy_partition_stays_in_the_effective_isr_between_its_statuses():
+    """A busy partition's followers fetch 60 ms after each append, so at the end of each batch
+    the leader is 10 messages ahead: caught up by every rule, but `lag_messages` 10 in the status
+    that goes out when its health is first known. It stays healthy, so no status follows for the
+    minute (the refresh is 5 min away); its followers must not age into 'lagging' meanwhile."""
+    from replmon.state.bucket import Bucket
+    from replmon.streaming.settings import monitor_config
+    from tests.state.test_monitor import T0, ev, meta
+
+    cfg = monitor_config(replica_lag_time_max_ms=10_000)
+    events, leo = [meta(T0)], 0
+    for t in range(T0 + 50, T0 + 60_000, 100):
+        leo += 10
+        events.append(ev("append", t, leader_leo=leo))
+        events += [ev("fetch", t + 60, replica=r, fetch_offset=leo, leader_leo=leo) for r in (2, 3)]
+    bucket, alerts, facts, sent = Bucket(0, 1), [], GateFacts(), []
+    for s in range(60):
+        lo, hi = T0 + s * 1000, T0 + (s + 1) * 1000
+        bucket.process([e for e in events if lo <= e[1] < hi], cfg, alerts, [])
+        bucket.advance(cfg, alerts)
+        partitions: list = []
+        followers: list = []
+        bucket.statuses(cfg, partitions, followers, points=[])
+        observe(facts, partitions, followers, [])
+        sent += followers
+    assert alerts == []
+    assert sent and any(r["lag_messages"] > 0 and r["state"] == "caught_up" for r in sent), sent
+    assert all(r["ts"] < T0 + 10_000 for r in sent), "statuses after the first ones: nothing left to test"
+    name = "t-0"
+    assert facts.partitions[name].behind == {}
+    now = T0 + 59_950
+    for broker in (1, 2, 3):
+        v = verdict(facts, broker, now, {}, CFG)
+        assert v["verdict"] == SAFE and "followers_out" not in v["reasons"], v
