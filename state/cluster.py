@@ -163,9 +163,8 @@ class ClusterStep:
             if now == -NEVER:
                 continue
             down = {b: (ep.cause, ep.alert_id) for b, ep in facts.outages.open.items()}
-            names = sorted(facts.gate.partitions)
             for broker in sorted(restart_gate.brokers_of(facts.gate) | set(facts.activity.segments)):
-                v = restart_gate.verdict(facts.gate, broker, now, down, cfg, names)
+                v = restart_gate.indexed_verdict(facts.gate, broker, now, down, cfg)
                 out.append({"cluster": name, **v})
         return out
 

@@ -23,6 +23,9 @@ entry per partition, replaced by each newer partition_status and its followers' 
 
 from __future__ import annotations
 
+import heapq
+import itertools
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,12 +71,35 @@ class PartitionView:
 
 
 @dataclass(slots=True)
+class GateIndex:
+    """What the verdicts and the document would otherwise rebuild from every partition in every
+    batch, kept per partition and brought up to date for the partitions `observe` changed
+    (derived from `GateFacts.partitions`, never saved).
+
+    A partition none of whose followers is behind or stalled, and not being reassigned, has an
+    outcome per broker that no clock changes (`_clean_outcome`): it is counted in `clean` once.
+    The others are `looked` at one by one at each verdict."""
+
+    rows: dict[str, list[Any]] = field(default_factory=dict)  # name -> its document row
+    clean: dict[tuple[int, str], set[str]] = field(default_factory=dict)  # (broker, class) -> names
+    looked: set[str] = field(default_factory=set)
+    members: Counter[int] = field(default_factory=Counter)  # broker -> partitions it is a replica of
+    said: dict[str, tuple[tuple[int, ...], tuple[tuple[int, str], ...]]] = field(default_factory=dict)
+    # name -> (its replicas, its clean (broker, class)s): what it added, to take back
+    dirty: set[str] = field(default_factory=set)  # names changed since the index was brought up to date
+    examples: dict[tuple[int, str], list[str]] = field(default_factory=dict)  # the first names of a clean set
+
+
+@dataclass(slots=True)
 class GateFacts:
-    """The gate's view of one cluster."""
+    """The gate's view of one cluster. Its partitions change through `observe` and `from_doc`
+    only (the index follows what they change; a partition added by hand is indexed when next
+    asked for, a view changed in place by hand is not)."""
 
     partitions: dict[str, PartitionView] = field(default_factory=dict)  # 'topic-partition' ->
     # alert_id -> [name, replica, subject, caused_by]
     open_alerts: dict[str, list[Any]] = field(default_factory=dict)
+    index: GateIndex = field(default_factory=GateIndex, compare=False, repr=False, metadata={"derived": True})
 
 
 # -- the rules ---------------------------------------------------------------------------------
@@ -157,7 +183,7 @@ def _clean_outcome(view: PartitionView, broker: int) -> str | None:
 
 
 def _partition_findings(
-    found: dict[str, list[str]],
+    found: dict[str, list[tuple[str, str]]],
     name: str,
     view: PartitionView,
     broker: int,
@@ -165,25 +191,29 @@ def _partition_findings(
     unavailable: dict[int, tuple[str, str]],
     share: float,
 ) -> None:
-    """Add to `found` what stopping `broker` does to one partition (`verdict`)."""
+    """Add to `found` what stopping `broker` does to one partition (`verdict`), each finding
+    as (the partition's name, what is said of it)."""
     if view.reassigning:
-        found["reassignment"].append(name)
+        found["reassignment"].append((name, name))
     if broker not in view.replicas:
         return
     if not view.behind and not view.stalled:  # the common case: nobody on the way out
         clean = _clean_outcome(view, broker)
         if clean is not None:
-            found[clean].append(name)
+            found[clean].append((name, name))
         return
     down = view.leader in unavailable
     outcome = stop_outcome(view, broker, now_ms, share, down)
     outs = {b: why_out(view, b, now_ms, share, down) for b in view.isr if b != broker}
     if outcome is not None:
         blocked = outcome in ("offline", "under_min_isr")
-        found[outcome].append(_with_outs(name, view, outs, now_ms) if blocked else name)
+        found[outcome].append((name, _with_outs(name, view, outs, now_ms) if blocked else name))
     for b, why in outs.items():
         if why is not None:
-            found["followers_out"].append(f"{name}/{b} ({why})")
+            found["followers_out"].append((name, f"{name}/{b} ({why})"))
+
+
+Found = dict[str, tuple[int, list[str]]]  # class -> (how many, the first few said)
 
 
 def verdict(
@@ -198,10 +228,39 @@ def verdict(
     {verdict, clock_ms, reasons: {class: {count, blocks, examples}}}. `unavailable`: broker ->
     (cause, its BrokerUnavailable's alert id), the cluster step's open outages. What the
     broker's own outage explains (alerts it caused) does not block stopping it. `names`: the
-    partitions' names sorted, when the caller has them (one sort for every broker)."""
-    found: dict[str, list[str]] = {c: [] for c in CLASSES}
+    partitions' names sorted, when the caller has them (one sort for every broker). This looks
+    at every partition; `indexed_verdict` gives the same from the index."""
+    found: dict[str, list[tuple[str, str]]] = {c: [] for c in CLASSES}
     for name in sorted(facts.partitions) if names is None else names:
         _partition_findings(found, name, facts.partitions[name], broker, now_ms, unavailable, cfg.lag_share)
+    return _answer(facts, broker, now_ms, unavailable, {c: (len(v), [t for _, t in v]) for c, v in found.items()})
+
+
+def indexed_verdict(
+    facts: GateFacts, broker: int, now_ms: int, unavailable: dict[int, tuple[str, str]], cfg: GateConfig
+) -> dict[str, Any]:
+    """`verdict`, the same answer, from the index: the partitions someone is behind or stalled
+    in are looked at; the others are counted, and their first names kept, as they change."""
+    index = _indexed(facts)
+    found: dict[str, list[tuple[str, str]]] = {c: [] for c in CLASSES}
+    for name in sorted(index.looked):
+        _partition_findings(found, name, facts.partitions[name], broker, now_ms, unavailable, cfg.lag_share)
+    counted: Found = {}
+    for c, said in found.items():
+        pool = index.clean.get((broker, c))
+        if not pool:
+            counted[c] = (len(said), [t for _, t in said[:EXAMPLES]])
+            continue
+        first = heapq.merge(said, ((n, n) for n in _first_clean(index, (broker, c))))
+        counted[c] = (len(said) + len(pool), [t for _, t in itertools.islice(first, EXAMPLES)])
+    return _answer(facts, broker, now_ms, unavailable, counted)
+
+
+def _answer(
+    facts: GateFacts, broker: int, now_ms: int, unavailable: dict[int, tuple[str, str]], counted: Found
+) -> dict[str, Any]:
+    """The verdict from what the partitions say (`counted`), the outages and the open alerts."""
+    found: dict[str, list[str]] = {c: [] for c in CLASSES}
     for b in sorted(unavailable):
         found["self_unavailable" if b == broker else "brokers_unavailable"].append(
             f"{b} ({unavailable[b][0]})"
@@ -216,9 +275,11 @@ def verdict(
             found["partitions_under_min_isr"].append(subject)
         elif name == "OfflinePartition":
             found["partitions_offline"].append(subject)
-    reasons = {
-        c: {"count": len(v), "blocks": CLASSES[c], "examples": v[:EXAMPLES]} for c, v in found.items() if v
-    }
+    reasons = {}
+    for c in CLASSES:
+        count, examples = counted[c] if counted[c][0] else (len(found[c]), found[c])
+        if count:
+            reasons[c] = {"count": count, "blocks": CLASSES[c], "examples": examples[:EXAMPLES]}
     if not facts.partitions:
         answer = UNKNOWN  # nothing seen of the cluster yet
     elif blocks(reasons):
@@ -242,7 +303,75 @@ def _with_outs(name: str, view: PartitionView, outs: dict[int, str | None], now_
 
 
 def brokers_of(facts: GateFacts) -> set[int]:
-    return {b for v in facts.partitions.values() for b in v.replicas}
+    """Every broker some partition has as a replica."""
+    return {b for b, n in _indexed(facts).members.items() if n}
+
+
+# -- the index ---------------------------------------------------------------------------------
+def _indexed(facts: GateFacts) -> GateIndex:
+    """The index, brought up to date with the partitions changed since it last was."""
+    index = facts.index
+    if len(index.said) != len(facts.partitions):  # partitions set by hand
+        index.dirty.update(facts.partitions.keys() - index.said.keys())
+        index.dirty.update(index.said.keys() - facts.partitions.keys())
+    for name in index.dirty:
+        view = facts.partitions.get(name)
+        new = None if view is None else _said_of(view)
+        old = index.said.pop(name, None)
+        if new != old:
+            _take_back(index, name, old)
+            _add(index, name, new)
+        if view is None:
+            index.rows.pop(name, None)
+            index.looked.discard(name)
+            continue
+        index.said[name] = new
+        index.rows[name] = _row(name, view)
+        if view.behind or view.stalled or view.reassigning:
+            index.looked.add(name)
+        else:
+            index.looked.discard(name)
+    index.dirty.clear()
+    return index
+
+
+def _said_of(view: PartitionView) -> tuple[tuple[int, ...], tuple[tuple[int, str], ...]]:
+    """A partition's replicas, and the classes it is counted in per broker when it is clean."""
+    if view.behind or view.stalled or view.reassigning:
+        return view.replicas, ()
+    counted = ((b, _clean_outcome(view, b)) for b in view.replicas)
+    return view.replicas, tuple((b, c) for b, c in counted if c is not None)
+
+
+def _take_back(index: GateIndex, name: str, said: Any) -> None:
+    if said is None:
+        return
+    replicas, cleans = said
+    index.members.subtract(replicas)
+    for key in cleans:
+        index.clean[key].discard(name)
+        if name in index.examples.get(key, ()):
+            del index.examples[key]
+
+
+def _add(index: GateIndex, name: str, said: Any) -> None:
+    if said is None:
+        return
+    replicas, cleans = said
+    index.members.update(replicas)
+    for key in cleans:
+        index.clean.setdefault(key, set()).add(name)
+        first = index.examples.get(key)
+        if first is not None and (len(first) < EXAMPLES or name < first[-1]):
+            del index.examples[key]
+
+
+def _first_clean(index: GateIndex, key: tuple[int, str]) -> list[str]:
+    """The first names, in order, of a clean set (kept until the set changes at its front)."""
+    first = index.examples.get(key)
+    if first is None:
+        first = index.examples[key] = heapq.nsmallest(EXAMPLES, index.clean[key])
+    return first
 
 
 # -- folding the statuses ----------------------------------------------------------------------
@@ -276,10 +405,12 @@ def observe(
             view.stalled = {b for b in old.stalled if b in view.replicas and b != view.leader}
             view.reassigning = old.reassigning
         facts.partitions[name] = view
+        facts.index.dirty.add(name)
     for name, records in followers.items():
         known = facts.partitions.get(name)
         if known is None:
             continue
+        facts.index.dirty.add(name)
         reassigning = False
         for r in sorted(records, key=lambda r: r["ts"]):
             b = r["replica"]
@@ -302,25 +433,26 @@ def observe(
 
 
 # -- persistence (with the cluster step's state) -------------------------------------------------
+def _row(name: str, v: PartitionView) -> list[Any]:
+    return [
+        name,
+        v.ts,
+        list(v.replicas),
+        list(v.isr),
+        v.min_isr,
+        v.lag_limit_ms,
+        [[b, t] for b, t in v.behind.items()],
+        sorted(v.stalled),
+        v.reassigning,
+        v.leader,
+    ]
+
+
 def to_doc(facts: GateFacts) -> dict[str, Any]:
-    return {
-        "partitions": [
-            [
-                name,
-                v.ts,
-                list(v.replicas),
-                list(v.isr),
-                v.min_isr,
-                v.lag_limit_ms,
-                [[b, t] for b, t in v.behind.items()],
-                sorted(v.stalled),
-                v.reassigning,
-                v.leader,
-            ]
-            for name, v in facts.partitions.items()
-        ],
-        "open_alerts": facts.open_alerts,
-    }
+    """The view as plain data. A partition's row is built when it changes, not at every save
+    (the rows are shared with earlier documents: never changed in place)."""
+    rows = _indexed(facts).rows
+    return {"partitions": [rows[name] for name in facts.partitions], "open_alerts": facts.open_alerts}
 
 
 def from_doc(d: dict[str, Any] | None) -> GateFacts:
@@ -331,6 +463,7 @@ def from_doc(d: dict[str, Any] | None) -> GateFacts:
         facts.partitions[name] = PartitionView(
             ts, tuple(replicas), tuple(isr), min_isr, lag, dict(behind), set(stalled), reassigning, leader
         )
+    facts.index.dirty.update(facts.partitions)
     facts.open_alerts = {k: list(v) for k, v in d["open_alerts"].items()}
     return facts
 

@@ -2,17 +2,23 @@
 
 RF 3, min.insync.replicas 2, L = 30 s unless a row says otherwise."""
 
+import json
+import random
+
 import pytest
 
 from replmon.state.restart_gate import (
     NOT_SAFE,
     SAFE,
     UNKNOWN,
+    WATCHED_ALERTS,
     GateConfig,
     GateFacts,
     PartitionView,
+    brokers_of,
     effective_isr,
     from_doc,
+    indexed_verdict,
     observe,
     stop_outcome,
     to_doc,
@@ -306,6 +312,53 @@ def test_the_cluster_step_keeps_the_view_and_gives_a_verdict_per_broker():
     assert verdicts[1]["cluster"] == "c"
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_indexed_verdict_and_document_are_those_of_a_scan_of_every_partition(seed):
+    """The cluster step asks `indexed_verdict`, which looks only at partitions someone is behind
+    or stalled in, and counts the others as `observe` changes them. Over random batches of
+    statuses (ISRs shrinking and growing, followers falling behind, stalling and catching up,
+    reassignments, outages, open alerts), and through a save and load, it says exactly what
+    `verdict` says by looking at every partition, and the document's rows are every view's."""
+    rng = random.Random(seed)
+    brokers = (1, 2, 3, 4, 5)
+    replicas = {p: rng.sample(brokers, 3) for p in range(60)}
+    facts = GateFacts()
+    for batch in range(30):
+        now = NOW + batch * 4000
+        parts, followers = [], []
+        for p in rng.sample(sorted(replicas), rng.randint(0, 25)):
+            reps = replicas[p]
+            isr = [b for b in reps if rng.random() < 0.8]
+            parts.append(status(p, ts=now, isr=isr or reps[:1], replicas=reps, leader=reps[0], min_insync_replicas=rng.choice((1, 2, 2, 3))))
+        for p in rng.sample(sorted(replicas), rng.randint(0, 20)):
+            for b in replicas[p][1:]:
+                if rng.random() < 0.5:
+                    behind = rng.random() < 0.4
+                    followers.append({
+                        **replica(b, ts=now, caught_up=not behind, lcu=now - rng.randint(0, 3 * L),
+                                  state="stuck" if rng.random() < 0.1 else "caught_up",
+                                  cause="reassignment" if rng.random() < 0.05 else None,
+                                  lag_messages=rng.choice((0, 0, 5))),
+                        "partition": p,
+                    })
+        alerts = [
+            {"alert_id": f"a{rng.randint(0, 6)}", "name": rng.choice((*WATCHED_ALERTS, "UnderReplicated")), "replica": rng.choice(brokers),
+             "subject": f"c/orders-{rng.randint(0, 59)}", "status": rng.choice(("firing", "resolved")),
+             "caused_by": rng.choice((None, "ep1"))}
+            for _ in range(rng.randint(0, 2))
+        ]
+        observe(facts, parts, followers, alerts)
+        if batch % 7 == 6:  # through its document, as a restarted query reads it
+            facts = from_doc(json.loads(json.dumps(to_doc(facts))))
+        down = {b: ("fenced", "ep1") for b in rng.sample(brokers, rng.choice((0, 0, 1)))}
+        for b in brokers:
+            assert indexed_verdict(facts, b, now, down, CFG) == verdict(facts, b, now, down, CFG), (batch, b)
+        assert brokers_of(facts) == {b for v in facts.partitions.values() for b in v.replicas}
+        rows = to_doc(facts)["partitions"]
+        assert [r[0] for r in rows] == list(facts.partitions)
+        assert from_doc({"partitions": rows, "open_alerts": {}}).partitions == facts.partitions
+
+
 def test_a_busy_healthy_partition_stays_in_the_effective_isr_between_its_statuses():
     """A busy partition's followers fetch 60 ms after each append, so at the end of each batch
     the leader is 10 messages ahead: caught up by every rule, but `lag_messages` 10 in the status
@@ -338,5 +391,5 @@ def test_a_busy_healthy_partition_stays_in_the_effective_isr_between_its_statuse
     assert facts.partitions[name].behind == {}
     now = T0 + 59_950
     for broker in (1, 2, 3):
-        v = verdict(facts, broker, now, {}, CFG)
+        v = indexed_verdict(facts, broker, now, {}, CFG)
         assert v["verdict"] == SAFE and "followers_out" not in v["reasons"], v
