@@ -6,9 +6,10 @@ document: the brokers' activity (state/cluster_activity.py), the outages
 groups (state/cluster_lag.py) and the restart gate's view (state/restart_gate.py).
 
 The document is versioned (`FORMAT`); a document names what its values are, never an object
-graph (an outage a decision refers to is named by its alert id). Format 1 (the document before
-the parts, also written with no version) is read; a newer format than this code knows is
-refused.
+graph (an outage a decision refers to is named by its alert id). Format 3 holds the restart
+gate's partitions as one JSON text (state/restart_gate.py `to_doc`), format 2 as a list; format 1
+(the document before the parts, also written with no version) is read too; a newer format than
+this code knows is refused.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from replmon.state.cluster_episodes import Outages
 from replmon.state.cluster_hold import Holding
 from replmon.state.cluster_lag import LagGroups
 
-FORMAT = 2
+FORMAT = 3
 
 
 @dataclass(slots=True)
@@ -72,7 +73,7 @@ def from_doc(doc: dict[str, Any] | None) -> dict[str, ClusterFacts]:
     if not doc:
         return {}
     version = doc.get("format", 1)
-    if version not in (1, FORMAT):
+    if version not in (1, 2, FORMAT):
         raise StateFormatError(
             f"the cluster step's saved state has format {version!r}; this replmon reads formats 1 to "
             f"{FORMAT}: a newer replmon wrote it (run that version, or start from a new checkpoint)"

@@ -66,7 +66,7 @@ def test_every_part_is_in_the_document_and_every_field_of_it_round_trips():
         assert set(decision) == names(Decision)
     for group in facts_doc["lag"]["groups"].values():
         assert set(group) == names(LagGroup)
-    for row in facts_doc["gate"]["partitions"]:  # (the partition's name, then its fields)
+    for row in json.loads(facts_doc["gate"]["partitions"]):  # (the partition's name, then its fields)
         assert len(row) == 1 + len(names(restart_gate.PartitionView))
     again = ClusterStep.from_doc(CFG, doc)
     assert again.clusters == step.clusters
@@ -109,3 +109,17 @@ def test_a_newer_format_is_refused_with_a_clear_error():
     doc = driven(ClusterStep)[0].to_doc()
     with pytest.raises(StateFormatError, match=f"format {FORMAT + 1}.*a newer replmon wrote it"):
         ClusterStep.from_doc(CFG, {**doc, "format": FORMAT + 1})
+
+
+def test_a_format2_document_with_the_gates_rows_as_a_list_reads_to_the_same_state():
+    """Format 2 held the restart gate's partitions as a list of rows; format 3 as their JSON text."""
+    step, _ = driven(ClusterStep)
+    doc = json.loads(json.dumps(step.to_doc()))
+    old = json.loads(json.dumps(doc))
+    old["format"] = 2
+    gate = old["clusters"]["c"]["gate"]
+    gate["partitions"] = json.loads(gate["partitions"])
+    assert gate["partitions"], "the driven state has no gate partition: nothing to read"
+    again = ClusterStep.from_doc(CFG, old)
+    assert again.clusters == step.clusters
+    assert again.to_doc() == doc

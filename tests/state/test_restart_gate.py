@@ -258,7 +258,12 @@ def test_observe_folds_statuses_and_never_rolls_back():
     assert facts.partitions["orders-0"].behind == {} and facts.partitions["orders-0"].stalled == {3}
     # Kafka's isCaughtUp holds for L after the last catch-up: 100 messages behind for 4 s is
     # still caught_up, yet behind the leader's LEO (slow, past alerts.caught_up_grace_ms), and its 4 s count
-    observe(facts, [], [replica(2, ts=NOW + 3000, caught_up=True, lcu=NOW - 1000, lag_messages=100, state="slow")], [])
+    observe(
+        facts,
+        [],
+        [replica(2, ts=NOW + 3000, caught_up=True, lcu=NOW - 1000, lag_messages=100, state="slow")],
+        [],
+    )
     assert facts.partitions["orders-0"].behind == {2: NOW - 1000}
     # 5 messages behind, caught up 500 ms ago: the engine's caught_up, which its partition's
     # next status will say it no longer is
@@ -329,32 +334,53 @@ def test_the_indexed_verdict_and_document_are_those_of_a_scan_of_every_partition
         for p in rng.sample(sorted(replicas), rng.randint(0, 25)):
             reps = replicas[p]
             isr = [b for b in reps if rng.random() < 0.8]
-            parts.append(status(p, ts=now, isr=isr or reps[:1], replicas=reps, leader=reps[0], min_insync_replicas=rng.choice((1, 2, 2, 3))))
+            parts.append(
+                status(
+                    p,
+                    ts=now,
+                    isr=isr or reps[:1],
+                    replicas=reps,
+                    leader=reps[0],
+                    min_insync_replicas=rng.choice((1, 2, 2, 3)),
+                )
+            )
         for p in rng.sample(sorted(replicas), rng.randint(0, 20)):
             for b in replicas[p][1:]:
                 if rng.random() < 0.5:
                     behind = rng.random() < 0.4
-                    followers.append({
-                        **replica(b, ts=now, caught_up=not behind, lcu=now - rng.randint(0, 3 * L),
-                                  state="stuck" if rng.random() < 0.1 else "caught_up",
-                                  cause="reassignment" if rng.random() < 0.05 else None,
-                                  lag_messages=rng.choice((0, 0, 5))),
-                        "partition": p,
-                    })
+                    followers.append(
+                        {
+                            **replica(
+                                b,
+                                ts=now,
+                                caught_up=not behind,
+                                lcu=now - rng.randint(0, 3 * L),
+                                state="stuck" if rng.random() < 0.1 else "caught_up",
+                                cause="reassignment" if rng.random() < 0.05 else None,
+                                lag_messages=rng.choice((0, 0, 5)),
+                            ),
+                            "partition": p,
+                        }
+                    )
         alerts = [
-            {"alert_id": f"a{rng.randint(0, 6)}", "name": rng.choice((*WATCHED_ALERTS, "UnderReplicated")), "replica": rng.choice(brokers),
-             "subject": f"c/orders-{rng.randint(0, 59)}", "status": rng.choice(("firing", "resolved")),
-             "caused_by": rng.choice((None, "ep1"))}
+            {
+                "alert_id": f"a{rng.randint(0, 6)}",
+                "name": rng.choice((*WATCHED_ALERTS, "UnderReplicated")),
+                "replica": rng.choice(brokers),
+                "subject": f"c/orders-{rng.randint(0, 59)}",
+                "status": rng.choice(("firing", "resolved")),
+                "caused_by": rng.choice((None, "ep1")),
+            }
             for _ in range(rng.randint(0, 2))
         ]
         observe(facts, parts, followers, alerts)
         if batch % 7 == 6:  # through its document, as a restarted query reads it
             facts = from_doc(json.loads(json.dumps(to_doc(facts))))
-        down = {b: ("fenced", "ep1") for b in rng.sample(brokers, rng.choice((0, 0, 1)))}
+        down = dict.fromkeys(rng.sample(brokers, rng.choice((0, 0, 1))), ("fenced", "ep1"))
         for b in brokers:
             assert indexed_verdict(facts, b, now, down, CFG) == verdict(facts, b, now, down, CFG), (batch, b)
         assert brokers_of(facts) == {b for v in facts.partitions.values() for b in v.replicas}
-        rows = to_doc(facts)["partitions"]
+        rows = json.loads(to_doc(facts)["partitions"])
         assert [r[0] for r in rows] == list(facts.partitions)
         assert from_doc({"partitions": rows, "open_alerts": {}}).partitions == facts.partitions
 
