@@ -347,25 +347,30 @@ def _said_of(view: PartitionView) -> tuple[tuple[int, ...], tuple[tuple[int, str
 
 
 def _take_back(index: GateIndex, name: str, said: Any) -> None:
-    if said is None:
-        return
-    replicas, cleans = said
-    index.members.subtract(replicas)
-    for key in cleans:
-        index.clean[key].discard(name)
-        if name in index.examples.get(key, ()):
-            del index.examples[key]
+    _count(index, name, said, -1)
 
 
 def _add(index: GateIndex, name: str, said: Any) -> None:
+    _count(index, name, said, 1)
+
+
+def _count(index: GateIndex, name: str, said: Any, sign: int) -> None:
+    """Count a partition in (sign 1) or out of (-1) what it said (`_said_of`); drop the kept
+    first names of a class where it comes or goes among them."""
     if said is None:
         return
     replicas, cleans = said
-    index.members.update(replicas)
+    index.members.update(dict.fromkeys(replicas, sign))
     for key in cleans:
-        index.clean.setdefault(key, set()).add(name)
+        pool = index.clean.setdefault(key, set())
         first = index.examples.get(key)
-        if first is not None and (len(first) < EXAMPLES or name < first[-1]):
+        if sign > 0:
+            pool.add(name)
+            stale = first is not None and (len(first) < EXAMPLES or name < first[-1])
+        else:
+            pool.discard(name)
+            stale = first is not None and name in first
+        if stale:
             del index.examples[key]
 
 
