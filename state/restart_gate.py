@@ -223,16 +223,14 @@ def verdict(
     now_ms: int,
     unavailable: dict[int, tuple[str, str]],
     cfg: GateConfig,
-    names: list[str] | None = None,
 ) -> dict[str, Any]:
     """The verdict for stopping `broker` at `now_ms` (the cluster's event time):
     {verdict, clock_ms, reasons: {class: {count, blocks, examples}}}. `unavailable`: broker ->
     (cause, its BrokerUnavailable's alert id), the cluster step's open outages. What the
-    broker's own outage explains (alerts it caused) does not block stopping it. `names`: the
-    partitions' names sorted, when the caller has them (one sort for every broker). This looks
-    at every partition; `indexed_verdict` gives the same from the index."""
+    broker's own outage explains (alerts it caused) does not block stopping it. This looks at
+    every partition; `indexed_verdict` gives the same from the index."""
     found: dict[str, list[tuple[str, str]]] = {c: [] for c in CLASSES}
-    for name in sorted(facts.partitions) if names is None else names:
+    for name in sorted(facts.partitions):
         _partition_findings(found, name, facts.partitions[name], broker, now_ms, unavailable, cfg.lag_share)
     return _answer(
         facts, broker, now_ms, unavailable, {c: (len(v), [t for _, t in v]) for c, v in found.items()}
@@ -322,15 +320,15 @@ def _indexed(facts: GateFacts) -> GateIndex:
         new = None if view is None else _said_of(view)
         old = index.said.pop(name, None)
         if new != old:
-            _take_back(index, name, old)
-            _add(index, name, new)
+            _count(index, name, old, -1)
+            _count(index, name, new, 1)
         if view is None or new is None:
             index.rows.pop(name, None)
             index.looked.discard(name)
             continue
         index.said[name] = new
         index.rows[name] = json.dumps(_row(name, view), separators=(",", ":"))
-        if view.behind or view.stalled or view.reassigning:
+        if _looked_at(view):
             index.looked.add(name)
         else:
             index.looked.discard(name)
@@ -338,20 +336,18 @@ def _indexed(facts: GateFacts) -> GateIndex:
     return index
 
 
+def _looked_at(view: PartitionView) -> bool:
+    """Someone in it is behind or stalled, or it is being reassigned: its outcome depends on the
+    clock and the outages, so each verdict looks at it."""
+    return bool(view.behind or view.stalled or view.reassigning)
+
+
 def _said_of(view: PartitionView) -> tuple[tuple[int, ...], tuple[tuple[int, str], ...]]:
     """A partition's replicas, and the classes it is counted in per broker when it is clean."""
-    if view.behind or view.stalled or view.reassigning:
+    if _looked_at(view):
         return view.replicas, ()
     counted = ((b, _clean_outcome(view, b)) for b in view.replicas)
     return view.replicas, tuple((b, c) for b, c in counted if c is not None)
-
-
-def _take_back(index: GateIndex, name: str, said: Any) -> None:
-    _count(index, name, said, -1)
-
-
-def _add(index: GateIndex, name: str, said: Any) -> None:
-    _count(index, name, said, 1)
 
 
 def _count(index: GateIndex, name: str, said: Any, sign: int) -> None:
