@@ -31,9 +31,11 @@ end
 # the state back; an equal ts rewrites the same values. The prune forgets followers no
 # longer assigned to the partition (after a reassignment), so they leave the replica index
 # and the out-of-sync set.
-# Returns {applied, point appended, index wanted} per record: index wanted is 1 when the sink
-# left the index adds out but the hash did not exist (Redis was flushed, or the keys deleted):
-# the sink then sends the record again with them.
+# Returns one string, three digits per record in order: applied, point appended, index wanted
+# (index wanted is 1 when the sink left the index adds out but the hash did not exist: Redis
+# was flushed, or the keys deleted; the sink then sends the record again with them). One
+# reply element per call, not four per record: at a monitor's start every partition's first
+# statuses go out at once, and the client read each element on its own.
 APPLY_STATUSES = (
     _XADD_AT
     + """
@@ -43,7 +45,7 @@ for n = 2, #ARGV do
   local hash, ts = KEYS[r[1]], r[3]
   local stored = redis.call('HGET', hash, 'ts')
   if stored and tonumber(stored) > tonumber(ts) then
-    results[#results + 1] = {0, 0, 0}
+    results[#results + 1] = '000'
   else
     redis.call('HSET', hash, unpack(r[4]))
     local appended = 0
@@ -66,10 +68,10 @@ for n = 2, #ARGV do
         end
       end
     end
-    results[#results + 1] = {1, appended, (r[9] == 1 and not stored) and 1 or 0}
+    results[#results + 1] = '1' .. appended .. ((r[9] == 1 and not stored) and '1' or '0')
   end
 end
-return results
+return table.concat(results)
 """
 )
 

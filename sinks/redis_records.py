@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,27 +216,39 @@ def status_call(
 
 def points_call(keys: Keys, points: list[Mapping[str, Any]], series_maxlen: int) -> ScriptCall:
     """One APPEND_POINTS call: the series points of healthy partitions (docs/outputs.md,
-    `series_point`), each at entry id `{ts}-0` of its partition's or follower's series."""
+    `series_point`), each at entry id `{ts}-0` of its partition's or follower's series. The
+    bulk of a busy batch's writes (three points per busy partition per stream.series_interval_ms):
+    one pass per point, with no intermediate lists."""
     numbers: dict[str, int] = {}
     records = []
     for point in points:
-        _need(point, "series_point", "cluster", "topic", "partition", "ts")
-        c, t, p = (point[f] for f in ("cluster", "topic", "partition"))
-        r = point.get("replica")
+        get: Callable[..., Any] = point.get
+        c, t, p, r = get("cluster"), get("topic"), get("partition"), get("replica")
+        if c is None or t is None or p is None or get("ts") is None:
+            _need(point, "series_point", "cluster", "topic", "partition", "ts")
         fields: tuple[str, ...]
         if r is None:
             key = keys.partition_series(c, t, p)
-            fields = (*PARTITION_SERIES_FIELDS, "isr_size")
+            fields = _PARTITION_POINT_FIELDS
         else:
             key = keys.replica_series(c, t, p, r)
             fields = REPLICA_SERIES_FIELDS
-        number = numbers.setdefault(key, len(numbers) + 1)
-        pairs = [a for f in fields if f in point for a in (f, encode(point[f]))]
-        ts = str(_ts(point, "series_point"))
-        records.append(_compact([number, ts, pairs]))
+        number = numbers.get(key)
+        if number is None:
+            number = numbers[key] = len(numbers) + 1
+        pairs: list[str] = []
+        for f in fields:
+            value = get(f, _ABSENT)
+            if value is not _ABSENT:
+                pairs += (f, encode(value))
+        records.append(_compact([number, str(_ts(point, "series_point")), pairs]))
     return ScriptCall(
         "append_points", tuple(numbers), (str(series_maxlen), *records), "series_point", len(records)
     )
+
+
+_PARTITION_POINT_FIELDS = (*PARTITION_SERIES_FIELDS, "isr_size")
+_ABSENT = object()
 
 
 def alert_call(keys: Keys, alert: Mapping[str, Any], seen_ttl_s: int, maxlen: int) -> ScriptCall:

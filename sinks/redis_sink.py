@@ -177,6 +177,8 @@ class RedisSink:
             results = self._execute(batch_id, chunk)
             counts["round_trips"] += 1
             for call, result in zip(chunk, results, strict=True):
+                if call.script == "apply_statuses":
+                    result = _status_results(result)
                 _count(counts, call, result)
                 if call.script == "apply_statuses":
                     lost += self._remember_indexed(call, result)
@@ -297,6 +299,12 @@ def _newest_per_cluster(*kinds: list[dict]) -> dict[str, int]:
             if cluster is not None and ts is not None:
                 newest[cluster] = max(int(ts), newest.get(cluster, int(ts)))
     return newest
+
+
+def _status_results(reply: str | bytes) -> list[tuple[int, int, int]]:
+    """APPLY_STATUSES' reply (sinks/lua.py): (applied, point appended, index wanted) per record."""
+    text = reply.decode() if isinstance(reply, bytes) else reply
+    return [(int(text[i]), int(text[i + 1]), int(text[i + 2])) for i in range(0, len(text), 3)]
 
 
 def _count(counts: Counter[str], call: rec.ScriptCall, result: Any) -> None:
