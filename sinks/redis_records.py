@@ -38,6 +38,9 @@ ALERT_STATUSES = ("firing", "updated", "resolved")
 QUARANTINE_FIELDS = ("stage", "reason", "cluster", "ts", "raw", "size", "sha256")
 REPLICA_SERIES_FIELDS = REPLICA_POINT_FIELDS
 PARTITION_SERIES_FIELDS = PARTITION_POINT_FIELDS
+# a partition's point carries its ISR's size too (points_call)
+_PARTITION_POINT_FIELDS = (*PARTITION_SERIES_FIELDS, "isr_size")
+_ABSENT = object()  # a field the record does not have
 
 
 class RecordError(SinkWriteError, ValueError):
@@ -245,10 +248,6 @@ def points_call(keys: Keys, points: list[Mapping[str, Any]], series_maxlen: int)
     return ScriptCall(
         "append_points", tuple(numbers), (str(series_maxlen), *records), "series_point", len(records)
     )
-
-
-_PARTITION_POINT_FIELDS = (*PARTITION_SERIES_FIELDS, "isr_size")
-_ABSENT = object()
 
 
 def alert_call(keys: Keys, alert: Mapping[str, Any], seen_ttl_s: int, maxlen: int) -> ScriptCall:

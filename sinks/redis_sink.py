@@ -179,9 +179,8 @@ class RedisSink:
             for call, result in zip(chunk, results, strict=True):
                 if call.script == "apply_statuses":
                     result = _status_results(result)
-                _count(counts, call, result)
-                if call.script == "apply_statuses":
                     lost += self._remember_indexed(call, result)
+                _count(counts, call, result)
         if lost:  # hashes that were gone from Redis: their records again, with their index adds
             self._execute(batch_id, lost)
             counts["round_trips"] += 1

@@ -6,20 +6,18 @@ the Redis sink skips what it already wrote, so a replay duplicates nothing.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from replmon.sinks.silences import apply_silences
 from replmon.streaming.cluster_state import ClusterStepRunner
 from replmon.streaming.settings import monitor_config
+from replmon.streaming.stateful import collector_paused
 
 log = logging.getLogger(__name__)
 KINDS = ("alerts", "partition_status", "replica_status", "series_point", "quarantine")
@@ -97,26 +95,6 @@ def silence(records: dict[str, list[tuple[str, dict]]], store, now_ms: int) -> i
     return held
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while the driver handles one micro-batch. A batch decodes
-    and encodes every output record (at a monitor's start, three status records per partition);
-    the collector's passes, triggered by those allocations, walked the records, the cluster
-    step's state and the sink's index again and again. The records are freed by reference
-    counting at the batch's end; the first collection after it finds any cycle the batch left.
-    What it buys, replaying 40,000 partitions' outputs of bench/realtime.py through the cluster
-    step and the Redis sink (2 runs each): 236-256 ms of a steady batch's driver work instead of
-    334-343, and the batch of the first statuses of 29,000 partitions in 9.2-10.6 s instead of
-    11.3-14.1."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 class OutputRouter:
     """Callable handed to foreachBatch: files, Redis, Alertmanager, in that order."""
 
@@ -140,6 +118,12 @@ class OutputRouter:
         self.totals: Counter = Counter()
 
     def __call__(self, batch_df, batch_id: int) -> None:
+        # A batch decodes and encodes every output record (at a monitor's start, three status
+        # records per partition); the collector's passes, triggered by those allocations, walked
+        # the records, the cluster step's state and the sink's index again and again. Replaying
+        # 40,000 partitions' outputs of bench/realtime.py through the cluster step and the Redis
+        # sink (2 runs each): a steady batch's driver work 236-256 ms instead of 334-343, the
+        # batch of the first statuses of 29,000 partitions 9.2-10.6 s instead of 11.3-14.1.
         with collector_paused():
             table = batch_df.toArrow()
             rows = zip(table.column("kind").to_pylist(), table.column("payload").to_pylist(), strict=True)

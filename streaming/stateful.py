@@ -260,6 +260,20 @@ def save_bucket(state, bucket: Bucket, cfg: MonitorConfig, kept: int | None = No
 
 
 @contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside; the collector left as it was found, also on an
+    error. What was allocated meanwhile is freed by reference counting; the first collection
+    after it finds any cycle left."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@contextmanager
 def quiet_collector():
     """No cyclic garbage collection while a call runs, and the objects that outlive it (the kept
     buckets) excluded from later collections.
@@ -281,16 +295,13 @@ def quiet_collector():
     bench/realtime.py at 40,000 partitions, to find cycles the engine does not make. Cycles that
     other code in the worker (pyspark's own per-task objects) leaves frozen, garbage at once or
     later, are reclaimed by `full_collection_if_grown`."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if _count_call():
-            full_collection_if_grown()
-        if enabled:
-            gc.enable()
+    with collector_paused():
+        try:
+            yield
+        finally:
+            gc.freeze()
+            if _count_call():
+                full_collection_if_grown()
 
 
 # A full collection of the frozen objects once their number has grown by this factor (and at

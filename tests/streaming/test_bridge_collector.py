@@ -1,5 +1,5 @@
 """The driver handles a micro-batch with the cyclic garbage collector paused
-(streaming/bridge.collector_paused), and leaves it as it found it, also when the batch fails."""
+(streaming/stateful.collector_paused), and leaves it as it found it, also when the batch fails."""
 
 from __future__ import annotations
 
