@@ -44,6 +44,11 @@ limit.
 OutputRouter with the cluster step and the Redis sink), micro-batches as fast as it can, the
 default maxOffsetsPerTrigger.
 
+**The floor** (`--floor`): the same query, the same load, but a stateful step that only reads
+its input (bench/throughput.py's floor): what Spark's plan alone costs at this rate, with the
+broker and the producers on the same machine. It raises no alert: its figures are keeps-up and
+the batch durations, the most the monitor could reach here whatever its engine does.
+
 **Keeps up** (after `--warmup-s`, over `--seconds`): the event-time lag at each micro-batch's
 end is the wall clock minus the newest event time the batch read (Spark's eventTime max); a
 last sample at the run's end is the wall clock minus the newest event time read by then. The
@@ -84,8 +89,14 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+import throughput
 from kafka_to_redis import TimedSink, cleanup, offsets_read  # bench/kafka_to_redis.py
-from throughput import PHASES, p99, read_phases, spread  # bench/throughput.py
+from pyspark import cloudpickle
+from throughput import PHASES, _read_only, p99, read_phases, spread  # bench/throughput.py
+
+# --floor's stateful step lives in bench/throughput.py, which the Python workers cannot import:
+# it travels by value
+cloudpickle.register_pickle_by_value(throughput)
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBS = ROOT / "deploy" / "local" / "kafka-libs"
@@ -364,10 +375,18 @@ def one_run(spark, args, n: int) -> dict:
     progress = Progress()
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")  # every batch's, for Progress
     query = start_query(
-        spark, kafka_source(spark, settings.kafka), settings, router, once=False, name=f"bench_rt_{tag}"
+        spark,
+        kafka_source(spark, settings.kafka),
+        settings,
+        router,
+        once=False,
+        name=f"bench_rt_{tag}",
+        state_func=_read_only if args.floor else None,
     )
     try:
         while not query.recentProgress:  # the query runs (its first, empty batch is done)
+            if not query.isActive:
+                raise RuntimeError(f"the query stopped: {query.exception()}")
             time.sleep(0.2)
         _, _, busy = partition_rates(args.partitions, parse_mix(args.mix), args.resolution_ms, args.seed)
         start_ms = (int(time.time()) + 5) * 1000  # the producers' JVMs start meanwhile
@@ -514,6 +533,11 @@ def main() -> int:
         "session event per follower, leader and producer per resolution instead of a fetch per "
         "follower; --no-sessions: a fetch per follower, as compaction alone",
     )
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="a stateful step that only reads its input: what Spark's plan alone costs (no alerts)",
+    )
     ap.add_argument("--fault-every-s", type=int, default=6)
     ap.add_argument("--producers", type=int, default=1, help="producer processes")
     ap.add_argument("--kafka-partitions", type=int, default=6, help="partitions of the events topic")
@@ -568,6 +592,7 @@ def main() -> int:
                 "resolution_ms": args.resolution_ms,
                 "events_per_partition_s": round(float(per_partition.mean()), 3),
                 "sessions": args.sessions,
+                "floor": args.floor,
                 "series_interval_ms": args.series_interval_ms,
                 "producers": args.producers,
                 "seconds": args.seconds,

@@ -111,15 +111,23 @@ def guarded(on_batch):
 
 
 def start_query(
-    spark: SparkSession, source: DataFrame, settings: Settings, on_batch, *, once: bool, name: str = "replmon"
+    spark: SparkSession,
+    source: DataFrame,
+    settings: Settings,
+    on_batch,
+    *,
+    once: bool,
+    name: str = "replmon",
+    state_func=None,
 ) -> StreamingQuery:
     """Start the query; `on_batch(batch_df, batch_id)` receives every micro-batch. Buckets are
     keyed as the checkpoint records (a new checkpoint: spread evenly over the shuffle
-    partitions; streaming/checkpoint.py)."""
+    partitions; streaming/checkpoint.py). `state_func`: another stateful step (monitor_outputs;
+    bench/realtime.py --floor)."""
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)  # 200: Spark's default
     keys = bucket_keys(settings.checkpoint_dir, settings.stream.buckets, partitions)
     writer = (
-        monitor_outputs(source, settings, keys, partitions=partitions)
+        monitor_outputs(source, settings, keys, state_func=state_func, partitions=partitions)
         .writeStream.queryName(name)
         .outputMode("append")
         .option("checkpointLocation", settings.checkpoint_dir)
