@@ -374,15 +374,9 @@ def one_run(spark, args, n: int) -> dict:
     client = redis.Redis.from_url(args.redis_url)
     progress = Progress()
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")  # every batch's, for Progress
-    query = start_query(
-        spark,
-        kafka_source(spark, settings.kafka),
-        settings,
-        router,
-        once=False,
-        name=f"bench_rt_{tag}",
-        state_func=_read_only if args.floor else None,
-    )
+    floor = _read_only if args.floor else None
+    source = kafka_source(spark, settings.kafka)
+    query = start_query(spark, source, settings, router, once=False, name=f"bench_rt_{tag}", state_func=floor)
     try:
         while not query.recentProgress:  # the query runs (its first, empty batch is done)
             if not query.isActive:
