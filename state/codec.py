@@ -53,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import io
+import itertools
 import operator
 import pickle
 import zlib
@@ -693,18 +694,18 @@ class _ColdRows:
     def __init__(self, chunks: Chunks, cfg: MonitorConfig) -> None:
         self.chunks = chunks
         self.build = _watch_builder(cfg)
-        self.parts: dict[int, list[Any]] = {}  # chunk id -> its rows (see _rows_from_columns)
+        self.parts: dict[int, _ChunkColumns] = {}  # chunk id -> its columns, decoded
 
     def __call__(self, key: Key) -> PartitionWatch:
         cid, row = self.chunks.where[key]
         part = self.parts.get(cid)
-        if part is None:
-            try:
-                # all its rows at once: a zip of its columns (C) costs less than a row at a time
-                part = self.parts[cid] = list(_rows_from_columns(_load(self.chunks.data[cid]), _fields()))
-            except Exception as exc:  # noqa: BLE001 - as in decode: damaged bytes raise almost any type
-                raise StateFormatError(f"the checkpoint's state is damaged: {exc}. {_WHAT_TO_DO}.") from None
-        return self.build(part[row])
+        try:
+            if part is None:
+                part = self.parts[cid] = _ChunkColumns(_load(self.chunks.data[cid]), _fields())
+            values = part.row(row)
+        except Exception as exc:  # noqa: BLE001 - as in decode: damaged bytes raise almost any type
+            raise StateFormatError(f"the checkpoint's state is damaged: {exc}. {_WHAT_TO_DO}.") from None
+        return self.build(values)
 
     def written(self, chunks: Chunks) -> None:
         """The bucket was written as `chunks`; the decompressed chunks are let go."""
@@ -743,6 +744,40 @@ _WIDTH = {"watch": len(WATCH_FIELDS), "leader": len(LEADER_FIELDS), "replica": l
 
 def _transpose(rows: Iterable[Any], width: int) -> list[tuple[Any, ...]]:
     return list(zip(*rows, strict=True)) or [()] * width
+
+
+class _ChunkColumns:
+    """One chunk's columns (format 2's layout), each row built only when asked for (`row`, the
+    row `_rows_from_columns` gives at that position): a batch that needs a few partitions of a
+    chunk of thousands builds (and later frees) those few rows, not all of them."""
+
+    __slots__ = ("books", "counts", "ids", "leader", "replicas", "starts", "watch")
+
+    def __init__(self, part: Doc, fields: dict[str, tuple[str, ...]]) -> None:
+        n = part["count"]
+        self.watch = _columns(part["watch"], fields["watch"], WATCH_FIELDS, n)
+        self.leader = _columns(part["leader"], fields["leader"], LEADER_FIELDS, n)
+        self.counts, self.ids, replica_columns = part["followers"]
+        self.replicas = _columns(replica_columns, fields["replica"], REPLICA_FIELDS, len(self.ids))
+        self.starts: list[int] | None = None  # where each row's followers start, on first use
+        self.books = dict(part["books"])
+        if len(self.counts) != n or any(len(c) != n for c in (*self.watch, *self.leader)):
+            raise ValueError(f"a chunk's columns are not all {n} long")
+        if sum(self.counts) != len(self.ids) or any(len(c) != len(self.ids) for c in self.replicas):
+            raise ValueError(f"a chunk's follower columns are not all {len(self.ids)} long")
+
+    def row(self, i: int) -> tuple[Any, ...]:
+        if self.starts is None:
+            self.starts = [0, *itertools.accumulate(self.counts)]
+        ids, replicas = self.ids, self.replicas
+        span = range(self.starts[i], self.starts[i + 1])
+        followers = [(ids[j], tuple(c[j] for c in replicas)) for j in span]
+        return (
+            tuple(c[i] for c in self.watch),
+            tuple(c[i] for c in self.leader),
+            followers,
+            self.books.get(i, ()),
+        )
 
 
 def _rows_from_columns(part: Doc, fields: dict[str, tuple[str, ...]]) -> Iterator[tuple[Any, ...]]:
