@@ -355,15 +355,19 @@ class Bucket:
         """Move every partition up to its cluster's settled time; the keys of those with no
         event for stream.evict_after_ms (to evict), which stay where they are."""
         idle: list[PartitionKey] = []
+        evict_after = cfg.evict_after_ms
+        # per cluster, once: its settled time, its view and whether it has a broker log (this
+        # loop visits every partition every batch; nothing in it moves a cluster's clock or log)
+        clusters = {
+            name: (view.settled_ms(cfg.lateness_ms), view, bool(view.broker_log))
+            for name, view in self.clusters.items()
+        }
         for key, watch in self.partitions.items():
-            view = self.clusters[key[0]]
-            target = view.settled_ms(cfg.lateness_ms)
-            if target >= watch.last_event_ms + cfg.evict_after_ms and not self._session_kept(
-                key, view, target, cfg
-            ):
+            target, view, logged = clusters[key[0]]
+            if target >= watch.last_event_ms + evict_after and not self._session_kept(key, view, target, cfg):
                 idle.append(key)
                 continue
-            if view.broker_log:
+            if logged:
                 watch = self.warm(key)
                 self.touched.add(key)
                 self.replay.apply(key, watch, view, target + 1, view.config(cfg), alerts)
