@@ -405,3 +405,19 @@ def test_a_refusal_raised_in_a_worker_is_found_by_its_marker_in_the_text_spark_c
     )
     assert reason.endswith("from where monitoring should begin.")
     assert codec.refusal_in(spark_error.replace(StateFormatError.MARKER, "")) is None
+
+
+@pytest.mark.parametrize("asked", ["one", "most"])
+def test_a_chunk_builds_the_row_asked_for_as_building_them_all_does(asked):
+    # A lazily decoded chunk builds a row alone until a batch has asked for ALL_ROWS_AFTER of
+    # its rows, then all of them at once: either way, each row is the one the whole decode
+    # builds (followers and open alerts included).
+    bucket, _ = _bucket_with_alerts()
+    watches = list(bucket.partitions.values()) * 40  # a chunk of some size (rows may repeat)
+    assert any(w.book.open for w in watches)
+    part = codec._partition_columns(watches)
+    expected = list(codec._rows_from_columns(part, codec._fields()))
+    chunk = codec._ChunkColumns(part, codec._fields())
+    order = [len(expected) - 1] if asked == "one" else list(reversed(range(len(expected))))
+    assert [chunk.row(i) for i in order] == [expected[i] for i in order]
+    assert (chunk.rows is None) == (asked == "one")
