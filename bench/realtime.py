@@ -79,6 +79,7 @@ import logging
 import multiprocessing
 import os
 import queue
+import shutil
 import statistics
 import subprocess
 import sys
@@ -437,6 +438,7 @@ def one_run(spark, args, n: int) -> dict:
     )
     cleanup(args.bootstrap, args.topic, client, prefix)
     client.close()
+    shutil.rmtree(work, ignore_errors=True)  # the run's checkpoint (~200 MB at 100k) and phases
     print(
         f"run {n}: {args.partitions:,} partitions, {r['events_per_s']:,} events/s offered "
         f"({args.producers} producers, {r['producer_behind_ms_max']} ms behind at most), "
