@@ -58,7 +58,6 @@ import operator
 import pickle
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from operator import itemgetter
 from typing import Any, cast
 
 from replmon.state.alerts import AlertBook
@@ -747,22 +746,25 @@ def _transpose(rows: Iterable[Any], width: int) -> list[tuple[Any, ...]]:
     return list(zip(*rows, strict=True)) or [()] * width
 
 
-class _ChunkColumns:
-    """One chunk's columns (format 2's layout), each row built only when asked for (`row`, the
-    row `_rows_from_columns` gives at that position): a batch that needs a few partitions of a
-    chunk of thousands builds (and later frees) those few rows, not all of them. A row alone
-    costs about 1.5 times its share of building them all at once (a zip of the columns, in C:
-    9.7 against 5.9-6.7 µs a row), so once a batch has asked for ALL_ROWS_AFTER of a chunk's
-    rows, all of them are built at once. What it buys (bench/bucket_step.py --miss, CPU per
-    whole call, median of 3 runs alternating with the code before it, min-max, 2026-11-28):
-    a near-idle bucket (--busy 0.01 --idle-every 1000) 35 ms (33-38) instead of 52 (50-73);
-    --busy 0.1 the same, 97 ms (94-131) and 100 (98-125)."""
+# A lazily decoded chunk builds every row at once after a batch asked for this share of them.
+ALL_ROWS_AFTER = 0.1
 
-    __slots__ = ("asked", "books", "counts", "ids", "leader", "part", "replicas", "rows", "starts", "watch")
+
+class _ChunkColumns:
+    """One chunk's columns (format 2's layout) and its rows: all of them (`all_rows`), or each
+    only when asked for (`row`): a batch that needs a few partitions of a chunk of thousands
+    builds (and later frees) those few rows, not all of them. A row alone costs about 1.5 times
+    its share of building them all at once (a zip of the columns, in C: 9.7 against 5.9-6.7 µs
+    a row), so once a batch has asked for ALL_ROWS_AFTER of a chunk's rows, all of them are
+    built at once. What it buys (bench/bucket_step.py --miss, CPU per whole call, median of 3
+    runs alternating with the code before it, min-max, 2026-11-28): a near-idle bucket (--busy
+    0.01 --idle-every 1000) 35 ms (33-38) instead of 52 (50-73); --busy 0.1 the same, 97 ms
+    (94-131) and 100 (98-125)."""
+
+    __slots__ = ("asked", "books", "counts", "ids", "leader", "replicas", "rows", "starts", "watch")
 
     def __init__(self, part: Doc, fields: dict[str, tuple[str, ...]]) -> None:
         n = part["count"]
-        self.part = part
         self.watch = _columns(part["watch"], fields["watch"], WATCH_FIELDS, n)
         self.leader = _columns(part["leader"], fields["leader"], LEADER_FIELDS, n)
         self.counts, self.ids, replica_columns = part["followers"]
@@ -770,50 +772,43 @@ class _ChunkColumns:
         self.starts: list[int] | None = None  # where each row's followers start, on first use
         self.books = dict(part["books"])
         self.asked = 0
-        self.rows: list[tuple[Any, ...]] | None = None  # every row, once most are asked for
+        self.rows: list[tuple[Any, ...]] | None = None  # every row, once enough are asked for
         if len(self.counts) != n or any(len(c) != n for c in (*self.watch, *self.leader)):
             raise ValueError(f"a chunk's columns are not all {n} long")
         if sum(self.counts) != len(self.ids) or any(len(c) != len(self.ids) for c in self.replicas):
             raise ValueError(f"a chunk's follower columns are not all {len(self.ids)} long")
 
+    def all_rows(self) -> Iterator[tuple[Any, ...]]:
+        """(watch values, leader values, ((replica, values), ...), open alerts) per partition."""
+        replicas = list(zip(self.ids, zip(*self.replicas, strict=True), strict=True))
+        books = self.books
+        start = 0
+        watch, leader = zip(*self.watch, strict=True), zip(*self.leader, strict=True)
+        for i, (w, p, k) in enumerate(zip(watch, leader, self.counts, strict=True)):
+            yield w, p, replicas[start : start + k], books.get(i, ())
+            start += k
+
     def row(self, i: int) -> tuple[Any, ...]:
+        """Row i of `all_rows`."""
         if self.rows is not None:
             return self.rows[i]
         self.asked += 1
         if self.asked > ALL_ROWS_AFTER * len(self.counts):
-            self.rows = list(_rows_from_columns(self.part, _fields()))
+            self.rows = list(self.all_rows())
             return self.rows[i]
         if self.starts is None:
             self.starts = [0, *itertools.accumulate(self.counts)]
         ids, replicas = self.ids, self.replicas
         span = range(self.starts[i], self.starts[i + 1])
-        followers = [(ids[j], tuple(map(itemgetter(j), replicas))) for j in span]
-        at = itemgetter(i)
+        followers = [(ids[j], tuple(map(operator.itemgetter(j), replicas))) for j in span]
+        at = operator.itemgetter(i)
         return tuple(map(at, self.watch)), tuple(map(at, self.leader)), followers, self.books.get(i, ())
-
-
-ALL_ROWS_AFTER = 0.1
 
 
 def _rows_from_columns(part: Doc, fields: dict[str, tuple[str, ...]]) -> Iterator[tuple[Any, ...]]:
     """Format 2 -> (watch values, leader values, ((replica, values), ...), open alerts) per
     partition, each in the order of this code's field lists."""
-    n = part["count"]
-    watch = zip(*_columns(part["watch"], fields["watch"], WATCH_FIELDS, n), strict=True)
-    leader = zip(*_columns(part["leader"], fields["leader"], LEADER_FIELDS, n), strict=True)
-    counts, ids, replica_columns = part["followers"]
-    replicas = list(
-        zip(
-            ids,
-            zip(*_columns(replica_columns, fields["replica"], REPLICA_FIELDS, len(ids)), strict=True),
-            strict=True,
-        )
-    )
-    books = dict(part["books"])
-    start = 0
-    for i, (w, p, k) in enumerate(zip(watch, leader, counts, strict=True)):
-        yield w, p, replicas[start : start + k], books.get(i, ())
-        start += k
+    return _ChunkColumns(part, fields).all_rows()
 
 
 def _columns(stored: list[Any], stored_names: tuple[str, ...], wanted: tuple[str, ...], n: int) -> list[Any]:
