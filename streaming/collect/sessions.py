@@ -10,23 +10,24 @@ Epochs: sessionEpoch 0 opens a session with a full request (the response says it
 -1 is a full fetch without a session, > 0 is incremental on sessionId. A top-level error
 answers nothing and ends the session (the fetcher starts over with a full request).
 
-**Session form** (`SessionForm`, docs/events.md `session`): what `replmon collect` publishes
-by default. A follower's fetch of a partition whose picture did not change (the follower still
-at the LEO, nothing appended, no election, no error, the same epochs, the partition still in
-its session and in the ISR) is dropped: its session's read says it. Each session's reads are
+**Session form** (`SessionForm`, docs/events.md `session`): what `replmon collect` publishes by
+default. A follower's fetch of a partition whose picture did not change (the follower still at
+the LEO, nothing appended, no election, no error, the same epochs, the partition still in its
+session and in the ISR) is dropped: its session's read says it. Each session's reads are
 published as `session` events at most once per resolution, each with the exact time of the
 newest read: a read is held until its flush time, on a grid of the resolution from the first
 read held (so a session's last read before it falls silent is always sent, at most one
-resolution after its time). Any other fetch is sent as it is, naming its session (the id the
-request log shows); before it, and before an append or a metadata event of the partition, the
-partition's last read that only its session said is sent as a fetch of its own (restated), so
-that the engine's previous-fetch credit (lastFetchTimeMs) stays exact, unless a session event
-published in an earlier step said it (it is on the metrics topic before the change). A held
-read whose followers were all restated before its flush time says nothing more: it is dropped
-(between bursts, a follower's one idle read is restated before the next append, and a
-`session` event for it would only repeat it). tests/state/test_session_form.py builds this form
-from simulated and captured per-partition events for the differential test. Pure: events in,
-events out.
+resolution after its time); the first read after a silence (reads further apart than two
+resolutions and a parked fetch) is sent at once, with its time. Any other fetch is sent as it
+is, naming its session (the id the request log shows); before it, and before an append or a
+metadata event of the partition, the partition's last read that only its session said is sent
+as a fetch of its own (restated), so that the engine's previous-fetch credit (lastFetchTimeMs)
+stays exact, unless a session event published in an earlier step said it (it is on the metrics
+topic before the change). A held read whose followers were all restated before its flush time
+says nothing more: it is dropped (between bursts, a follower's one idle read is restated before
+the next append, and a `session` event for it would only repeat it).
+tests/state/test_session_form.py builds this form from simulated and captured per-partition
+events for the differential test. Pure: events in, events out.
 """
 
 from __future__ import annotations
@@ -274,6 +275,7 @@ class _Reads:
     sent_step: int = -1  # the release step that published it
     waiting: int = 0  # followers whose last read only the held read says (not restated since)
     generation: int = 0  # one per held read: a follower waits on one held read at a time
+    last: int = -1  # the newest read seen, published or not
 
 
 class SessionForm:
@@ -285,6 +287,9 @@ class SessionForm:
 
     def __init__(self, resolution_ms: int, session_key: SessionKey | None = per_partition) -> None:
         self.resolution_ms = resolution_ms
+        # a session whose reads are further apart than this was silent: the longest a live
+        # one's are (a parked fetch, replica.fetch.wait.max.ms 500 ms) and two resolutions
+        self.silence_ms = 2 * resolution_ms + 500
         self.session_key = session_key
         self._partitions: dict[tuple, _Partition] = {}
         self._ids: dict[tuple, int] = {}
@@ -365,6 +370,10 @@ class SessionForm:
             return
         self._restate(f, ev["ts"], out)
         out.append({**ev, "session_id": sid} if sid else ev)
+        if sid:  # the session read: not silent (`_read`)
+            reads = self._reads.get((ev["cluster"], r, part.leader, sid))
+            if reads is not None and ev["ts"] > reads.last:
+                reads.last = ev["ts"]
         f.last, f.session, f.changed = ev, sid, False
         f.carried = bool(sid) and ev["fetch_offset"] == ev["leader_leo"] >= part.leo and r in part.isr
 
@@ -376,6 +385,14 @@ class SessionForm:
         if ts <= reads.sent:  # one request reads all its partitions at once
             return
         self._flush_one(key, reads, ts - 1, out)
+        silent = 0 <= reads.last < ts - self.silence_ms
+        reads.last = max(reads.last, ts)
+        if silent and reads.held is None:
+            # heard from again after a silence: said at once, so that a partition it carries
+            # is heard from at this read, as by its own fetch (its TelemetryMissing resolves)
+            reads.held = ts
+            self._publish(key, reads, out)
+            return
         if reads.next_flush is None:
             reads.next_flush = ts + self.resolution_ms
         if reads.held is None or ts > reads.held:
