@@ -79,7 +79,7 @@ class BrokerReplay:
             t = max(b_ts, watch.time_ms)
             sessions.advance_watch(view.sessions, watch, t, alerts, cfg, view.roots_at(key[0], i))
             set_broker(watch.leader, broker, state, epoch)
-            watch.evaluate(t, alerts, cfg, view.roots_at(key[0], i + 1))
+            watch.evaluate(t, alerts, cfg, view.roots_at(key[0], i + 1), view.sessions)
             i += 1
         self.pos[key] = i
 

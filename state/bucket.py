@@ -159,7 +159,7 @@ class Bucket:
             self._on_fetch(watch, ev, ts, view, cfg, alerts, quarantine)
         elif kind == "append":
             self._on_append(watch, ev, ts, view, cfg)
-        watch.observe(ts, alerts, cfg, self.replay.roots(key, view), ev[REPLICA])
+        watch.observe(ts, alerts, cfg, self.replay.roots(key, view), ev[REPLICA], view.sessions)
 
     def _bring_up(
         self,
@@ -183,6 +183,12 @@ class Bucket:
             self.replay.apply(key, watch, view, ts + 1, cfg, alerts)
         if view.sessions.reads:  # its followers' session reads before this event
             sessions.sync(view.sessions, watch, ts)
+            # Silent since its last event or read (sessions carried it, so no deadline of its
+            # own said so; a session's silence, noticed at the end of the batch, comes too late
+            # for this event): checked at that moment first, as a deadline would have.
+            silent_at = watch.last_event_ms + cfg.telemetry_gap_ms + 1
+            if watch.time_ms < silent_at <= ts and silent_at < watch.deadline_ms:
+                watch.deadline_ms = silent_at
         if ts < watch.time_ms:
             if not takes_behind(watch, ev, kind, cfg, quarantine):
                 return None
@@ -235,7 +241,7 @@ class Bucket:
             apply_metadata(watch, ev, ts, view, cfg, self.replay.applied(key))
         watch.reported_isr = tuple(sorted(ev[ISR]))
         watch.significant = True
-        watch.evaluate(ts, alerts, cfg, self.replay.roots(key, view))
+        watch.evaluate(ts, alerts, cfg, self.replay.roots(key, view), view.sessions)
 
     def _session(
         self, ev, view: ClusterView, cfg: MonitorConfig, alerts: Alerts, quarantine: Records
@@ -336,6 +342,9 @@ class Bucket:
         if watermark_ms is not None and watermark_ms > self.global_ms:
             self.global_ms = watermark_ms
         out = Emitted()
+        for cluster, view in self.clusters.items():
+            if view.sessions.reads:
+                self._wake_silent(cluster, view, cfg)
         idle = self._settle(cfg, out)
         self._evict_idle(idle, cfg, out)
         self.replay.trim(self.partitions, self.clusters)
@@ -350,6 +359,37 @@ class Bucket:
             if self._owns(cluster):
                 self._telemetry_missing(cluster, view, cfg, out)
         alerts += out
+
+    def _wake_silent(self, cluster: str, view: ClusterView, cfg: MonitorConfig) -> None:
+        """The partitions a session carried that fell silent by the cluster's settled time
+        (alerts.telemetry_gap_ms after its last read) take that moment as a deadline: they had
+        none of their own for it (PartitionWatch.evaluate); so do those of a session heard from
+        again after that, at its read. Rare: a broker gone, a session replaced. Scans the
+        bucket's partitions of the cluster once per such session."""
+        table = view.sessions
+        gap = view.config(cfg).telemetry_gap_ms
+        wakes = table.silent(view.settled_ms(cfg.lateness_ms), gap)
+        if table.resumed:  # heard from again: its partitions' TelemetryMissing may resolve
+            wakes += table.resumed
+            table.resumed = []
+        if not wakes:
+            return
+        partitions: dict[PartitionKey, Any] = self.partitions  # loaded watches and ColdWatches
+        for (replica, leader, session_id), at in wakes:
+            for key, w in list(partitions.items()):
+                if key[0] != cluster:
+                    continue
+                if w.__class__ is ColdWatch:
+                    led, replicas = w.leader_id, w.replicas
+                else:
+                    led, replicas = w.leader.leader, w.leader.replicas
+                if led != leader or replica not in replicas:
+                    continue
+                watch = self.warm(key)
+                st = watch.leader.followers.get(replica)
+                if st is not None and st.session_id == session_id and watch.time_ms < at < watch.deadline_ms:
+                    watch.deadline_ms = at
+                    self.touched.add(key)
 
     def _settle(self, cfg: MonitorConfig, alerts: Alerts) -> list[PartitionKey]:
         """Move every partition up to its cluster's settled time; the keys of those with no

@@ -5,6 +5,8 @@ each follower's own deadlines."""
 
 from __future__ import annotations
 
+import zlib
+
 from replmon.state.alert_rules import ReplicaFacts
 from replmon.state.legacy import CURRENT
 from replmon.state.partition import PartitionLeader
@@ -70,3 +72,17 @@ def follower_deadline(
                 if now < d < deadline:
                     deadline = d
     return deadline
+
+
+def refresh_phase(cluster: str, topic: str, partition: int, refresh_ms: int) -> int:
+    """Where in each refresh period (stream.status_refresh_ms) a healthy partition's status
+    repeats: fixed per partition (the same in every process) and spread evenly over the period,
+    so that partitions first seen together (a monitor's start) do not all repeat in the same
+    micro-batch, period after period."""
+    return zlib.crc32(f"{cluster}/{topic}/{partition}".encode()) % refresh_ms
+
+
+def refresh_due(cluster: str, topic: str, partition: int, sent_ms: int, refresh_ms: int) -> int:
+    """The start of the refresh period after the one of a status sent at `sent_ms`."""
+    phase = refresh_phase(cluster, topic, partition, refresh_ms)
+    return ((sent_ms + phase) // refresh_ms + 1) * refresh_ms - phase

@@ -20,6 +20,7 @@ from replmon.state.deadlines import NEVER
 from replmon.state.explain import ReplicaView, explain_replica, hw_holders
 from replmon.state.monitor_config import MonitorConfig  # its users import it from here too
 from replmon.state.partition import PartitionLeader
+from replmon.state.sessions import SessionTable
 from replmon.state.text_facts import replica_close, text_facts
 
 # A partition whose ISR followers are all at the leader's LEO gets no isr-expiration run, only
@@ -138,7 +139,12 @@ class PartitionWatch:
         return self.next_tick_ms
 
     def advance_to(
-        self, t: int, out: list[AlertRecord], cfg: MonitorConfig, roots: Roots | None = None
+        self,
+        t: int,
+        out: list[AlertRecord],
+        cfg: MonitorConfig,
+        roots: Roots | None = None,
+        sessions: SessionTable | None = None,
     ) -> None:
         """Run every scheduled tick and deadline up to and including event time t."""
         while self.deadline_ms <= t:
@@ -147,7 +153,7 @@ class PartitionWatch:
             if self.next_run_ms(d - 1) == d:
                 self.leader.isr_expiration(d)
                 self.next_tick_ms = self._tick_after(d)
-            self.evaluate(d, out, cfg, roots)
+            self.evaluate(d, out, cfg, roots, sessions)
         if t > self.time_ms:
             self.time_ms = t
 
@@ -159,6 +165,7 @@ class PartitionWatch:
         cfg: MonitorConfig,
         roots: Roots | None = None,
         replica: int | None = None,
+        sessions: SessionTable | None = None,
     ) -> None:
         """After a fetch (by `replica`) or an append. Alerts only fire when a deadline passes or
         the ISR changes, and only resolve while one is open; otherwise an event can only bring a
@@ -167,7 +174,7 @@ class PartitionWatch:
         self.dirty = True
         p = self.leader
         if self.book.open or now >= self.deadline_ms or p.isr != self.last_isr:
-            self.evaluate(now, out, cfg, roots)
+            self.evaluate(now, out, cfg, roots, sessions)
             return
         if p.hw != self.hw_seen or (p.hw < p.leader_leo) != (self.hw_waiting_since_ms is not None):
             self._track_hw(now)
@@ -192,14 +199,19 @@ class PartitionWatch:
                 if at is not None:
                     self._bring_forward(at)
         if now >= self.deadline_ms:
-            self.evaluate(now, out, cfg, roots)
+            self.evaluate(now, out, cfg, roots, sessions)
 
     def _bring_forward(self, d: int) -> None:
         if d < self.deadline_ms:
             self.deadline_ms = d
 
     def evaluate(
-        self, now: int, out: list[AlertRecord], cfg: MonitorConfig, roots: Roots | None = None
+        self,
+        now: int,
+        out: list[AlertRecord],
+        cfg: MonitorConfig,
+        roots: Roots | None = None,
+        sessions: SessionTable | None = None,
     ) -> None:
         """Bring every alert of this partition in line with its condition at `now`: derive the
         facts once, apply the rules of state/alert_rules.py (per follower, then per partition),
@@ -207,7 +219,11 @@ class PartitionWatch:
 
         `roots` maps each unavailable broker of the cluster to its outage and each stalled
         fetcher to its stall (alert_roots.Roots): alerts one explains carry its alert id in
-        `caused_by`."""
+        `caused_by`.
+
+        `sessions`: the cluster's fetch sessions (state/sessions.py). A partition a live session
+        carries is not checked for silence on its own: the session's silence wakes it
+        (Bucket.advance), and its next date is the repeat of its status."""
         p = self.leader
         here = alert_roots.roots_here(self, roots, cfg.num_replica_fetchers) if roots else {}
         self.leo_seen = p.leader_leo
@@ -229,14 +245,27 @@ class PartitionWatch:
         waiting = self.hw_waiting_since_ms
         if waiting is not None and now < waiting + cfg.hw_stall_ms + 1 < deadline:
             deadline = waiting + cfg.hw_stall_ms + 1
-        t_gap = self.last_event_ms + cfg.telemetry_gap_ms + 1
-        if now < t_gap < deadline:
-            deadline = t_gap
+        if sessions is not None and sessions.reads and sessions.covers(self, now, cfg.telemetry_gap_ms):
+            refresh = self.refresh_due_ms(cfg)
+            if now < refresh < deadline:
+                deadline = refresh
+        else:
+            t_gap = self.last_event_ms + cfg.telemetry_gap_ms + 1
+            if now < t_gap < deadline:
+                deadline = t_gap
         self.deadline_ms = deadline
         self.dirty = True
         if len(out) > emitted:
             self.significant = True
             out[emitted:] = alert_roots.with_brokers(p, out[emitted:], pf.holders)
+
+    def refresh_due_ms(self, cfg: MonitorConfig) -> int:
+        """When its healthy status goes out again (stream.status_refresh_ms, at its own phase:
+        state/deadlines.py refresh_due); NEVER before a healthy status or with no refresh."""
+        sent = self.status_sent
+        if sent is None or not cfg.status_refresh_ms:
+            return NEVER
+        return deadlines.refresh_due(self.cluster, self.topic, self.partition, sent[1], cfg.status_refresh_ms)
 
     def _evaluate_followers(
         self,

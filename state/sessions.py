@@ -49,6 +49,11 @@ class SessionTable:
     the times of its recent reads, oldest first."""
 
     reads: dict[tuple[int, int, int], list[int]] = field(default_factory=dict)
+    # per session, the read whose silence the bucket has woken the partitions for (`silent`)
+    noticed: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    # the sessions heard from again after a noticed silence in this batch, with the read's
+    # time (the bucket wakes their partitions at it in the same call: not stored)
+    resumed: list[tuple[tuple[int, int, int], int]] = field(default_factory=list)
 
     def read(self, replica: int, leader: int, session_id: int, ts: int) -> str | None:
         """Record a session's read at `ts`; the reason it is refused, else None."""
@@ -58,12 +63,15 @@ class SessionTable:
             return NO_LEADER
         if replica == leader:
             return OWN_LEADER
-        times = self.reads.setdefault((replica, leader, session_id), [])
+        key = (replica, leader, session_id)
+        times = self.reads.setdefault(key, [])
         if times and ts <= times[-1]:
             return (
                 f"stale session: session {session_id} of replica {replica} from leader {leader} "
                 f"read at {ts}, not after its last read at {times[-1]} (a duplicate or out of order)"
             )
+        if times and self.noticed.get(key) == times[-1]:
+            self.resumed.append((key, ts))
         times.append(ts)
         return None
 
@@ -75,23 +83,62 @@ class SessionTable:
         i = bisect_right(times, at_ms)
         return times[i - 1] if i else None
 
+    def covers(self, watch, now: int, gap_ms: int) -> bool:
+        """Whether a session that carries one of the partition's followers has read within
+        `gap_ms` of `now` or after it, and its silence is yet to be noticed (`silent`): that
+        wakes the partition, which then needs no silence check of its own
+        (alerts.telemetry_gap_ms)."""
+        p = watch.leader
+        if p.leader < 0:
+            return False
+        reads = self.reads
+        noticed = self.noticed
+        for r, st in p.followers.items():
+            if st.session_id != NO_SESSION and carries(watch, r, st):
+                key = (r, p.leader, st.session_id)
+                times = reads.get(key)
+                if times and times[-1] + gap_ms + 1 > now and noticed.get(key) != times[-1]:
+                    return True
+        return False
+
+    def silent(self, at_ms: int, gap_ms: int) -> list[tuple[tuple[int, int, int], int]]:
+        """The sessions silent for longer than `gap_ms` at `at_ms` not noticed yet, with the
+        moment each fell silent (its last read + gap + 1), now noticed: the partitions they
+        carry take that moment as a deadline (Bucket.advance)."""
+        out = []
+        noticed = self.noticed
+        for key, times in self.reads.items():
+            last = times[-1]
+            if last + gap_ms + 1 <= at_ms and noticed.get(key) != last:
+                noticed[key] = last
+                out.append((key, last + gap_ms + 1))
+        return out
+
     def prune(self, keep_from_ms: int, forget_before_ms: int) -> None:
         """Forget the reads no partition can ask for any more: those before `keep_from_ms`
         but the newest of them; and the sessions silent since before `forget_before_ms` (a
         partition they carried is evicted by then: stream.evict_after_ms)."""
         for key in [k for k, times in self.reads.items() if times[-1] < forget_before_ms]:
             del self.reads[key]
+            self.noticed.pop(key, None)
         for times in self.reads.values():
             i = bisect_right(times, keep_from_ms - 1)
             if i > 1:
                 del times[: i - 1]
 
-    def to_rows(self) -> list[tuple[tuple[int, int, int], list[int]]]:
-        return [(key, list(times)) for key, times in self.reads.items()]
+    def to_rows(self) -> list[tuple[Any, ...]]:
+        """(key, reads) per session, and the noticed read of one whose silence was noticed."""
+        noticed = self.noticed
+        return [
+            (key, list(times), noticed[key]) if key in noticed else (key, list(times))
+            for key, times in self.reads.items()
+        ]
 
     @classmethod
     def from_rows(cls, rows) -> SessionTable:
-        return cls({tuple(key): list(times) for key, times in rows})
+        table = cls({tuple(row[0]): list(row[1]) for row in rows})
+        table.noticed = {tuple(row[0]): row[2] for row in rows if len(row) > 2}
+        return table
 
 
 # Kafka: FetchSession's incremental fetch: a partition not named in a request is still read.
@@ -132,9 +179,9 @@ def advance(table: SessionTable, watch, t: int, out: Alerts, cfg, roots: dict[An
     while watch.deadline_ms <= t:
         d = watch.deadline_ms
         sync(table, watch, d)
-        watch.advance_to(d, out, cfg, roots)
+        watch.advance_to(d, out, cfg, roots, table)
     sync(table, watch, t)
-    watch.advance_to(t, out, cfg, roots)
+    watch.advance_to(t, out, cfg, roots, table)
 
 
 def join(state: ReplicaState | None, session_id: int | None) -> None:

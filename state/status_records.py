@@ -7,6 +7,7 @@ import zlib
 from typing import Any
 
 from replmon.state import sessions
+from replmon.state.deadlines import refresh_phase
 from replmon.state.explain import CAUGHT_UP, classify_replica, lag_messages
 from replmon.state.monitor import MonitorConfig, PartitionWatch, quiet_after_ms
 from replmon.state.partition_status import hw_stalled_ms, status_followers
@@ -62,7 +63,14 @@ def emit_statuses(
         watch.last_status_ms = watch.time_ms
         partitions.append(watch.partition_status())
         replicas.extend(watch.replica_statuses(conf))
-        watch.status_sent = None if digest is None else (digest, watch.time_ms, _offsets(watch))
+        if digest is None:
+            watch.status_sent = None
+            continue
+        watch.status_sent = (digest, watch.time_ms, _offsets(watch))
+        # a partition its sessions carry has no other date to wake at for its next repeat
+        due = watch.refresh_due_ms(conf)
+        if due < watch.deadline_ms:
+            watch.deadline_ms = due
 
 
 def _points(
@@ -83,13 +91,6 @@ def _points(
     return True
 
 
-def _refresh_phase(cluster: str, topic: str, partition: int, refresh_ms: int) -> int:
-    """Where in each refresh period a partition's repeat falls: fixed per partition (the same in
-    every process) and spread evenly over the period, so that partitions first seen together
-    (a monitor's start) do not all repeat in the same micro-batch, period after period."""
-    return zlib.crc32(f"{cluster}/{topic}/{partition}".encode()) % refresh_ms
-
-
 def _same_refresh_period(
     watch: PartitionWatch, sent_ms: int, refresh_ms: int, now_ms: int | None = None
 ) -> bool:
@@ -97,7 +98,7 @@ def _same_refresh_period(
     its last status: periods of refresh_ms, shifted by the partition's phase. A healthy partition
     repeats its status once a period: at most refresh_ms apart (plus a batch), and a monitor's
     partitions spread over the period instead of coming due together."""
-    phase = _refresh_phase(watch.cluster, watch.topic, watch.partition, refresh_ms)
+    phase = refresh_phase(watch.cluster, watch.topic, watch.partition, refresh_ms)
     now = watch.time_ms if now_ms is None else now_ms
     return (now + phase) // refresh_ms == (sent_ms + phase) // refresh_ms
 

@@ -184,3 +184,36 @@ def test_the_collectors_steps_say_the_same_in_session_form(seed):
     former = SessionForm(RESOLUTION_MS, per_partition)
     agree(compacted, published(events, Compactor(default_lag_ms=lag_ms), 1500, 200, former), lag_ms)
     assert former.dropped > 0
+
+
+def test_a_leader_heard_from_again_after_the_telemetry_gap_says_the_same_in_session_form():
+    """Nothing about the partitions broker 1 leads for 45 s, past alerts.telemetry_gap_ms
+    (30 s): its fetch sessions fall silent with them. A partition its sessions carry has no
+    silence check of its own (state/monitor.py evaluate): the sessions' silence wakes it
+    (Bucket.advance), so it fires TelemetryMissing at the moment its fetches' silence does,
+    and resolves when it is heard from again; the partitions of the other leaders stay quiet."""
+    spec = ClusterSpec(
+        name="gap",
+        topics=(
+            TopicSpec(name="idle", partitions=6, produce_rate=0.0),
+            TopicSpec(name="quiet", partitions=3, produce_rate=2.0, batch_interval_ms=1500),
+        ),
+        duration_ms=120_000,
+        replica_lag_time_max_ms=60_000,  # past the gap: the followers stay in the ISR meanwhile
+    )
+    events, _ = simulate(spec, seed=1)
+    t0 = events[0]["ts"]
+    led = {(e["topic"], e["partition"]) for e in events if e["type"] == "metadata" and e["leader"] == 1}
+    gap = [
+        e
+        for e in events
+        if not ((e.get("topic"), e.get("partition")) in led and t0 + 30_000 <= e["ts"] < t0 + 75_000)
+    ]
+    form = session_form(gap, RESOLUTION_MS)
+    assert any(e["type"] == "session" for e in form)
+    agree(gap, form, spec.replica_lag_time_max_ms)
+    alerts, _, _ = fold(
+        _with_tail(form), spec.replica_lag_time_max_ms, compaction_resolution_ms=RESOLUTION_MS
+    )
+    silent = {a["subject"] for a in alerts if a["name"] == "TelemetryMissing" and a["status"] == "firing"}
+    assert silent == {f"gap/{t}-{p}" for t, p in led} and len(silent) == 3

@@ -3,10 +3,13 @@ each row's expected value is derived in its reason from the contract, not from t
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from replmon.state.bucket import Bucket, owner_bucket
 from replmon.state.codec import decode, encode
+from replmon.state.monitor import PartitionWatch
 from replmon.state.sessions import NO_LEADER, NOT_A_SESSION, OWN_LEADER, SessionTable
 from replmon.streaming.settings import monitor_config
 from tests.state.test_monitor import T0, L, ev, meta, transitions
@@ -184,3 +187,44 @@ def test_the_session_table_and_who_it_carries_survive_the_state_format():
         assert (
             (got.session_id, got.last_fetch_ms) == (want.session_id, want.last_fetch_ms) == (SID, T0 + 4_010)
         )
+
+
+def test_a_partition_its_sessions_carry_wakes_for_its_status_refresh_not_every_telemetry_gap(monkeypatch):
+    # Sessions read every second for 15 min; micro-batches of 5 s. A partition whose own silence
+    # is checked every alerts.telemetry_gap_ms (30 s) would be evaluated about 30 times; one its
+    # sessions carry is evaluated when its healthy status repeats (stream.status_refresh_ms,
+    # 5 min: 3 times in 15 min) and a few times as it starts. Its statuses still repeat, no
+    # more than one refresh period and a batch apart.
+    cfg = monitor_config(replica_lag_time_max_ms=L)
+    assert (cfg.telemetry_gap_ms, cfg.status_refresh_ms) == (30_000, 300_000)
+    evaluated = []
+    plain = PartitionWatch.evaluate
+
+    def counted(self, now, *args):
+        evaluated.append(now)
+        return plain(self, now, *args)
+
+    monkeypatch.setattr(PartitionWatch, "evaluate", counted)
+    events = [meta(T0), *idle(T0 + 10, T0 + 900_010)]
+    bucket, alerts, quarantine, statuses = Bucket(0, 1), [], [], []
+    for s in range(0, 900, 5):
+        batch = [e for e in events if T0 + s * 1000 <= e[1] < T0 + (s + 5) * 1000]
+        bucket.process([*batch, ev("heartbeat", T0 + (s + 5) * 1000 - 1)], cfg, alerts, quarantine)
+        bucket.advance(cfg, alerts)
+        rows: list = []
+        bucket.statuses(cfg, rows, [])
+        statuses += [r["ts"] for r in rows]
+    assert alerts == [] and quarantine == []
+    assert len(evaluated) <= 8, [t - T0 for t in evaluated]
+    assert len(statuses) >= 3 and all(b - a <= 305_000 for a, b in itertools.pairwise(statuses))
+    assert 900_000 - (statuses[-1] - T0) <= 305_000 + 10_000  # (the last 10 s are not settled)
+
+
+def test_a_noticed_silence_survives_the_state_format():
+    # Both sessions fell silent at +19010 and were noticed (+49011 passed): a bucket saved and
+    # loaded again does not wake their partitions a second time, and wakes them when they read.
+    table = SessionTable({(2, 1, 7): [19_010], (3, 1, 7): [19_010]})
+    assert table.silent(60_000, 30_000) == [((2, 1, 7), 49_011), ((3, 1, 7), 49_011)]
+    restored = SessionTable.from_rows(table.to_rows())
+    assert restored.noticed == table.noticed and restored.silent(70_000, 30_000) == []
+    assert restored.read(2, 1, 7, 75_000) is None and restored.resumed == [((2, 1, 7), 75_000)]
