@@ -83,13 +83,23 @@ def is_busy(i: int, busy: float) -> bool:
     return (i * 7919) % 1000 < busy * 1000
 
 
-def rounds(partitions: int, n: int, busy: float = 1.0, idle_every: int = 8) -> list[list[dict]]:
+def session_of(follower: int, leader: int) -> int:
+    """The fetch session of a follower from a leader in --sessions (one fetcher thread)."""
+    return 10 * follower + leader
+
+
+def rounds(
+    partitions: int, n: int, busy: float = 1.0, idle_every: int = 8, sessions: bool = False
+) -> list[list[dict]]:
     """Round 0: every partition's metadata; then `n` rounds of the steady traffic: the busy
     share of the partitions (`busy`, all by default) appends and is fetched every round; the
     others append nothing and each follower's caught-up fetch reaches the monitor once every
     `idle_every` rounds (what the collector's compaction leaves of an idle partition: one
     caught-up fetch per resolution, L/8 = 3.75 s at the default L of 30 s, 8 rounds of 500 ms),
-    staggered so that a 1/idle_every of them shows up in each round."""
+    staggered so that a 1/idle_every of them shows up in each round. With `sessions`, as
+    `replmon collect` publishes them by default: each idle follower's first fetch names its
+    session, then only the sessions' reads say them (a `session` event per follower and leader
+    every other round, once a second)."""
     out = []
     for s in range(n + 1):
         t, leo, rows = T0 + s * INTERVAL_MS, s * 10, []
@@ -113,6 +123,21 @@ def rounds(partitions: int, n: int, busy: float = 1.0, idle_every: int = 8) -> l
                 )
                 continue
             jt = t + i % 97
+            if not is_busy(i, busy) and sessions:
+                if s == 1:
+                    rows += [
+                        {
+                            "type": "fetch",
+                            "ts": jt + 1,
+                            **key,
+                            "replica": f,
+                            "fetch_offset": 0,
+                            "leader_leo": 0,
+                            "session_id": session_of(f, leader),
+                        }
+                        for f in (f1, f2)
+                    ]
+                continue
             if not is_busy(i, busy):
                 if (s + i) % idle_every == 0:
                     rows += [
@@ -138,6 +163,19 @@ def rounds(partitions: int, n: int, busy: float = 1.0, idle_every: int = 8) -> l
                     "fetch_offset": leo - 5,
                     "leader_leo": leo,
                 },
+            ]
+        if s > 1 and sessions and s % 2 == 0:
+            rows += [
+                {
+                    "type": "session",
+                    "ts": t + 100,
+                    "cluster": "bench",
+                    "replica": f,
+                    "leader": leader,
+                    "session_id": session_of(f, leader),
+                }
+                for leader in range(1, 7)
+                for f in (1 + leader % 6, 1 + (leader + 1) % 6)
             ]
         if s:
             rows.append({"type": "heartbeat", "ts": t, "cluster": "bench"})
@@ -195,6 +233,11 @@ def main() -> int:
         "per follower every --idle-every rounds)",
     )
     ap.add_argument("--idle-every", type=int, default=8, help="rounds between an idle partition's fetches")
+    ap.add_argument(
+        "--sessions",
+        action="store_true",
+        help="idle partitions in session form: a fetch naming its session, then the sessions' reads",
+    )
     ap.add_argument("--buckets", type=int, default=1, help="buckets this worker serves per batch")
     ap.add_argument("--plain-gc", action="store_true", help="the collector on during calls, nothing frozen")
     ap.add_argument(
@@ -217,7 +260,7 @@ def main() -> int:
     if args.plain_constructors:
         codec._builder = _plain_builder
     frames, seq = [], 0
-    for rows in rounds(args.partitions, args.batches, args.busy, args.idle_every):
+    for rows in rounds(args.partitions, args.batches, args.busy, args.idle_every, args.sessions):
         frames.append(frame(rows, seq))
         seq += len(rows)
     cfg = monitor_config(status_interval_ms=10_000)  # as bench/throughput.py
@@ -284,6 +327,7 @@ def main() -> int:
                 "eager_load": args.eager_load,
                 "every_run": args.every_run,
                 "busy": args.busy,
+                "sessions": args.sessions,
                 "state_bytes": len(state.blob),
                 "cpu_ms_median": {
                     k: round(statistics.median(c.get(f"{k}_cpu", 0.0) for c in calls), 2) for k in PHASES
