@@ -316,9 +316,13 @@ class Chunks:
 # (bench/bucket_step.py, docs/performance.md); a lazy decode loading most partitions one by one
 # costs more than decoding them all at once.
 WHOLE_ABOVE = 0.5
-# A blob with more chunks than this is written again as one chunk (a chunk costs a compression
-# stream and a pickle of its own; a few dozen are cheap).
+# A blob with more chunks than this beyond those of its last whole write is written whole again
+# (a chunk costs a compression stream and a pickle of its own; a few dozen are cheap).
 MAX_CHUNKS = 32
+# A whole write cuts the partitions into chunks of this many rows: a lazy decode that needs one
+# partition decodes its chunk (a partition woken for its status refresh, a few a batch, would
+# otherwise decode a whole bucket's worth of rows on every miss).
+CHUNK_ROWS = 512
 
 
 def encode(bucket: Bucket, tag: bytes = bytes(TAG_BYTES)) -> bytes:
@@ -349,7 +353,9 @@ def _write(bucket: Bucket, tag: bytes, kept: Chunks | None) -> tuple[bytes, Chun
     if chunks is None:
         _warm_all(bucket)  # all of it is written: every partition loaded first
         chunks = Chunks()
-        chunks.add(list(partitions.values()))
+        values = list(partitions.values())
+        for i in range(0, len(values), CHUNK_ROWS):
+            chunks.add(values[i : i + CHUNK_ROWS])
     position = {cid: i for i, cid in enumerate(chunks.data)}
     where = chunks.where
     at = [where[k] for k in partitions]
@@ -396,7 +402,7 @@ def _changed_chunks(bucket: Bucket, chunks: Chunks, touched: set[Key]) -> Chunks
         for k in chunks.current(cid):  # a partition left encoded is loaded while its chunk is there
             bucket.warm(k)
         moved += chunks.drop(cid)  # more than half dead: its live rows move
-    if len(chunks.data) >= MAX_CHUNKS:
+    if len(chunks.data) >= MAX_CHUNKS + len(partitions) // CHUNK_ROWS:
         return None
     hot_set = set(hot)
     warm = bucket.warm

@@ -216,12 +216,14 @@ def _same_seven_ways(calls: list[list[tuple]], cfg: MonitorConfig, seed: int) ->
         assert got_stored == stored, (incremental, lazy)
         assert in_memory == stored  # the blob holds the bucket as it is in memory
     # and with every save incremental and every decode lazy, however much of the bucket a batch
-    # touches (by default, a batch that touches most of it is saved and decoded whole)
+    # touches (by default, a batch that touches most of it is saved and decoded whole), and a
+    # whole write cut into chunks of 5 rows (codec.CHUNK_ROWS: 512 by default, more than here)
     old, codec.WHOLE_ABOVE = codec.WHOLE_ABOVE, float("inf")
+    rows, codec.CHUNK_ROWS = codec.CHUNK_ROWS, 5
     try:
         got = run(calls, cfg, incremental=True, lazy=True, miss=mixed.__getitem__)
     finally:
-        codec.WHOLE_ABOVE = old
+        codec.WHOLE_ABOVE, codec.CHUNK_ROWS = old, rows
     assert got == (said, stored, stored)
     return said
 
