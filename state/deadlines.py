@@ -74,6 +74,14 @@ def follower_deadline(
     return deadline
 
 
+# The repeats of a refresh period go out in this many waves (docs/outputs.md): a partition's
+# point is rounded up to the next wave. Waves, not a point per partition: a partition its fetch
+# sessions carry is woken for its repeat and nothing else, and a batch that must load its stored
+# state (a lazy decode) pays per stored chunk it reads, so the few woken a batch at points of
+# their own cost most of a whole decode on every such batch (bench/bucket_step.py --sessions).
+REFRESH_WAVES = 30
+
+
 def refresh_phase(cluster: str, topic: str, partition: int, refresh_ms: int) -> int:
     """Where in each refresh period (stream.status_refresh_ms) a healthy partition's status
     repeats: fixed per partition (the same in every process) and spread evenly over the period,
@@ -83,6 +91,9 @@ def refresh_phase(cluster: str, topic: str, partition: int, refresh_ms: int) -> 
 
 
 def refresh_due(cluster: str, topic: str, partition: int, sent_ms: int, refresh_ms: int) -> int:
-    """The start of the refresh period after the one of a status sent at `sent_ms`."""
+    """When the status sent at `sent_ms` is repeated: the start of the next refresh period at
+    the partition's phase, rounded up to the next wave (REFRESH_WAVES)."""
     phase = refresh_phase(cluster, topic, partition, refresh_ms)
-    return ((sent_ms + phase) // refresh_ms + 1) * refresh_ms - phase
+    due = ((sent_ms + phase) // refresh_ms + 1) * refresh_ms - phase
+    grid = max(1, refresh_ms // REFRESH_WAVES)
+    return -(-due // grid) * grid
