@@ -2,7 +2,7 @@
 
     python bench/bucket_step.py [--partitions 6250] [--batches 12] [--miss] [--repeats 3] [--busy 0.1]
                                 [--buckets 1] [--plain-gc] [--plain-constructors] [--full-save]
-                                [--eager-load] [--every-run]
+                                [--eager-load] [--every-run] [--sessions]
 
 Feeds the real stateful function (streaming/stateful.make_state_func) the bench's steady traffic
 for one bucket (bench/throughput.py: per partition and round an append and a fetch by each of
@@ -21,9 +21,10 @@ idle, as the collector's compaction leaves them (issue 21): a tenth of the parti
 traffic above every round, the others only a caught-up fetch per follower every `--idle-every`
 rounds (8: one per L/8 at L = 30 s), so about a fifth of the partitions changes per call; with
 `--batches` of 30 or more, the isr-expiration run at L/2 falls in the run (with `--every-run`,
-every partition is evaluated at it). The Arrow-to-pandas step and the JVM
-are not in it: bench/throughput.py measures those. Iterate on the Python side with this; confirm
-with bench/throughput.py.
+every partition is evaluated at it). `--sessions`: the idle partitions in session form, as
+`replmon collect` publishes them (`--busy 0`: a bucket in which nothing happens). The
+Arrow-to-pandas step and the JVM are not in it: bench/throughput.py measures those. Iterate on
+the Python side with this; confirm with bench/throughput.py.
 """
 
 from __future__ import annotations
@@ -123,23 +124,10 @@ def rounds(
                 )
                 continue
             jt = t + i % 97
-            if not is_busy(i, busy) and sessions:
-                if s == 1:
-                    rows += [
-                        {
-                            "type": "fetch",
-                            "ts": jt + 1,
-                            **key,
-                            "replica": f,
-                            "fetch_offset": 0,
-                            "leader_leo": 0,
-                            "session_id": session_of(f, leader),
-                        }
-                        for f in (f1, f2)
-                    ]
-                continue
             if not is_busy(i, busy):
-                if (s + i) % idle_every == 0:
+                # an idle follower's caught-up fetch: once per idle_every rounds, or in session
+                # form once, naming its session (then its session's reads say it)
+                if (s == 1) if sessions else ((s + i) % idle_every == 0):
                     rows += [
                         {
                             "type": "fetch",
@@ -148,6 +136,7 @@ def rounds(
                             "replica": f,
                             "fetch_offset": 0,
                             "leader_leo": 0,
+                            **({"session_id": session_of(f, leader)} if sessions else {}),
                         }
                         for f in (f1, f2)
                     ]
