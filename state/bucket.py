@@ -365,7 +365,7 @@ class Bucket:
         (alerts.telemetry_gap_ms after its last read) take that moment as a deadline: they had
         none of their own for it (PartitionWatch.evaluate); so do those of a session heard from
         again after that, at its read. Rare: a broker gone, a session replaced. Scans the
-        bucket's partitions of the cluster once per such session."""
+        bucket's partitions of the cluster once for all such sessions."""
         table = view.sessions
         gap = view.config(cfg).telemetry_gap_ms
         wakes = table.silent(view.settled_ms(cfg.lateness_ms), gap)
@@ -374,18 +374,22 @@ class Bucket:
             table.resumed = []
         if not wakes:
             return
-        partitions: dict[PartitionKey, Any] = self.partitions  # loaded watches and ColdWatches
+        by_leader: dict[int, list[tuple[int, int, int]]] = {}  # leader -> (follower, session, moment)
         for (replica, leader, session_id), at in wakes:
-            for key, w in list(partitions.items()):
-                if key[0] != cluster:
-                    continue
-                if w.__class__ is ColdWatch:
-                    led, replicas = w.leader_id, w.replicas
-                else:
-                    led, replicas = w.leader.leader, w.leader.replicas
-                if led != leader or replica not in replicas:
-                    continue
-                watch = self.warm(key)
+            by_leader.setdefault(leader, []).append((replica, session_id, at))
+        partitions: dict[PartitionKey, Any] = self.partitions  # loaded watches and ColdWatches
+        for key, w in list(partitions.items()):
+            if key[0] != cluster:
+                continue
+            if w.__class__ is ColdWatch:
+                led, replicas = w.leader_id, w.replicas
+            else:
+                led, replicas = w.leader.leader, w.leader.replicas
+            mine = [x for x in by_leader.get(led, ()) if x[0] in replicas]
+            if not mine:
+                continue
+            watch = self.warm(key)
+            for replica, session_id, at in mine:
                 st = watch.leader.followers.get(replica)
                 if st is not None and st.session_id == session_id and watch.time_ms < at < watch.deadline_ms:
                     watch.deadline_ms = at

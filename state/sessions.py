@@ -94,7 +94,7 @@ class SessionTable:
         reads = self.reads
         noticed = self.noticed
         for r, st in p.followers.items():
-            if st.session_id != NO_SESSION and carries(watch, r, st):
+            if carries(watch, r, st):
                 key = (r, p.leader, st.session_id)
                 times = reads.get(key)
                 if times and times[-1] + gap_ms + 1 > now and noticed.get(key) != times[-1]:
