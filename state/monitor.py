@@ -221,9 +221,11 @@ class PartitionWatch:
         fetcher to its stall (alert_roots.Roots): alerts one explains carry its alert id in
         `caused_by`.
 
-        `sessions`: the cluster's fetch sessions (state/sessions.py). A partition a live session
-        carries is not checked for silence on its own: the session's silence wakes it
-        (Bucket.advance), and its next date is the repeat of its status."""
+        `sessions`: the cluster's fetch sessions (state/sessions.py). A healthy partition a live
+        session carries is not checked for silence on its own: the session's silence wakes it
+        (Bucket.advance), and its next date is the repeat of its status. One whose last status
+        was not healthy still wakes at its silence check, which takes its sessions' reads and
+        sends the status that says it recovered (the restart gate waits on it)."""
         p = self.leader
         here = alert_roots.roots_here(self, roots, cfg.num_replica_fetchers) if roots else {}
         self.leo_seen = p.leader_leo
@@ -245,7 +247,12 @@ class PartitionWatch:
         waiting = self.hw_waiting_since_ms
         if waiting is not None and now < waiting + cfg.hw_stall_ms + 1 < deadline:
             deadline = waiting + cfg.hw_stall_ms + 1
-        if sessions is not None and sessions.reads and sessions.covers(self, now, cfg.telemetry_gap_ms):
+        if (
+            self.status_sent is not None  # its last status healthy: nothing it says can be stale
+            and sessions is not None
+            and sessions.reads
+            and sessions.covers(self, now, cfg.telemetry_gap_ms)
+        ):
             refresh = self.refresh_due_ms(cfg)
             if now < refresh < deadline:
                 deadline = refresh
