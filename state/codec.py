@@ -23,26 +23,36 @@ a bucket pickles about 4x and unpickles about 3x faster and compresses to about 
 values of one field look alike), and the state save and load are a large share of a
 micro-batch at 100k partitions. Format 1 blobs are still read.
 
-Format 3 splits the partitions into chunks, each compressed on its own (a chunk is format 2's
+Format 3 split the partitions into chunks, each compressed on its own (a chunk is format 2's
 columns of some of the bucket's partitions), so that a process that wrote a bucket's last blob
 rewrites only the partitions that changed since (`encode_chunks`, `Chunks`): the others' chunks
 are joined in as they are (a memcpy), and the state save costs in proportion to the partitions
 a batch touched, not to all of them. The bucket names the changed ones (`Bucket.touched`). A
 partition written again lives in the newer chunk; the older copy stays in its chunk, dead, until
 that chunk is more than half dead, when its live partitions move to the new chunk and it goes;
-so a blob holds at most about twice its partitions. A small compressed document holds what is not
-per partition (clusters, broker logs) and, in the bucket's partition order, where each partition
-is and its `time_ms`: the one field that moves for every partition every batch (the bucket moves
-idle partitions up to the cluster's settled time), stored apart so that moving it is no change.
-Beside it, the index holds for every partition what decides whether a micro-batch needs it (its
-key, deadline, last event and status times and flags, leader and assignment: INDEX_FIELDS), so
-that a process that did not write the blob can decode it lazily (`decode_chunks(lazy=True)`):
-the document only, every partition a ColdWatch (state/cluster_view.py) until the batch needs it, then
-its row alone is built from its chunk; the chunks of the partitions never needed are written
-again as they are. A batch that touches most of a bucket decodes it whole, and saves it whole
-without the index (WHOLE_ABOVE).
+so a blob holds at most about twice its partitions.
 
-    format 3: MAGIC + version + tag + pickle((zlib(pickle(doc)), [zlib(pickle(columns)), ...]))
+Format 4 gives each chunk an index of its own, written with the chunk and joined in with it
+(format 3 wrote one index of every partition in every write: at 6,250 idle partitions, 10 of the
+11 ms of a save in which nothing changed). A chunk's index holds, for each of its rows, what
+decides whether a micro-batch needs that partition (its key, deadline, last event and status
+times and flags, leader and assignment: CHUNK_INDEX_FIELDS) and its place in the bucket's order
+(`seq`), so that a process that did not write the blob can decode it lazily
+(`decode_chunks(lazy=True)`): the indexes only, every partition a ColdWatch
+(state/cluster_view.py) until the batch needs it, then its row alone is built from its chunk;
+the chunks of the partitions never needed are written again as they are. A partition's current
+copy is in the newest chunk that has it, unless the partition was evicted since (the document
+lists such rows: `orphans`); the current copies sorted by `seq` are the bucket's order. A small
+compressed document holds what is not per partition (clusters, broker logs) and, in the
+bucket's order, every partition's `time_ms`: the one field that moves for every partition every
+batch (the bucket moves idle partitions up to the cluster's settled time), stored apart so that
+moving it is no change. A batch that touches most of a bucket saves it whole, marked `most`,
+and the next decode of that blob is whole (WHOLE_ABOVE).
+
+    format 4: MAGIC + version + tag
+              + pickle((zlib(pickle(doc)), [zlib(pickle(columns)), ...], [zlib(pickle(index)), ...]))
+
+Format 3 blobs are still read (whole; the next save writes format 4).
 
 Format 0 is the unversioned pickle of `Bucket` objects written before this module existed; it
 is migrated when its objects still load, else refused with a message (see `decode`).
@@ -58,7 +68,7 @@ import operator
 import pickle
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, cast
+from typing import Any
 
 from replmon.state.alerts import AlertBook
 from replmon.state.bucket import Bucket
@@ -73,8 +83,8 @@ from replmon.state.root_cause import (
 )
 from replmon.state.sessions import SessionTable
 
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)  # and format 0, which has no header
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)  # and format 0, which has no header
 MAGIC = b"replmon-state\x00"
 COMPRESSION_LEVEL = 1  # level 1: most of the size win for a fraction of the time of level 6
 
@@ -144,11 +154,10 @@ DERIVED = {"PartitionWatch": ("name", "leader", "book"), "PartitionLeader": ("co
 # leader's read-only properties of the same names; decoding rebuilds it from them
 # (partition.isr_state_from_stored: `maximal_isr` is derived, not read).
 ISR_STATE_FIELDS = ("isr", "maximal_isr", "pending", "pending_ids", "pending_retry")
-# Format 3's index: per partition, beside where its row is, the fields of a ColdWatch
-# (state/cluster_view.py): its key, its time_ms and what decides whether a micro-batch needs it, with
-# which a lazy decode (`decode_chunks(lazy=True)`) leaves the partition's row encoded until then.
-# Every write stores them for every partition, read from the object it has (a loaded watch or a
-# ColdWatch).
+# The fields of a ColdWatch (state/cluster_view.py): a partition's key, its time_ms and what
+# decides whether a micro-batch needs it, with which a lazy decode (`decode_chunks(lazy=True)`)
+# leaves the partition's row encoded until then. Format 3 stored them for every partition in
+# every write (its index).
 INDEX_FIELDS = (
     "cluster",
     "topic",
@@ -162,6 +171,12 @@ INDEX_FIELDS = (
     "leader_id",
     "replicas",
 )
+# Format 4's index, one per chunk beside the chunk's rows, written with the chunk: the ColdWatch
+# fields of each row but time_ms (stored apart, for every partition), and the row's place in the
+# bucket's order (`seq`: increasing along the order; a decode sorts the current rows by it).
+CHUNK_INDEX_FIELDS = (*(f for f in INDEX_FIELDS if f != "time_ms"), "seq")
+_COLD_FIELDS = CHUNK_INDEX_FIELDS[:-1]  # a ColdWatch's fields as the index stores them
+
 # Defaults for fields a blob of this format may lack (added after the format was written).
 DEFAULTS: dict[str, object] = {"status_sent": None, "session_id": 0}
 
@@ -201,7 +216,12 @@ Doc = dict[str, Any]  # a document of plain values, as pickled (or unpickled: wh
 
 def _fields() -> dict[str, tuple[str, ...]]:
     """The field lists a blob stores (looked up when called: tests change them)."""
-    return {"watch": WATCH_FIELDS, "leader": LEADER_FIELDS, "replica": REPLICA_FIELDS, "index": INDEX_FIELDS}
+    return {
+        "watch": WATCH_FIELDS,
+        "leader": LEADER_FIELDS,
+        "replica": REPLICA_FIELDS,
+        "index": CHUNK_INDEX_FIELDS,
+    }
 
 
 _HEADER = len(MAGIC) + 2 + TAG_BYTES
@@ -264,26 +284,34 @@ def _compressed(value) -> bytes:
 class Chunks:
     """The partitions of the blob a process last wrote (or read) for a bucket, as written: what
     `encode_chunks` needs to write the next blob of that bucket with only the changed partitions
-    encoded. `data`: chunk id -> compressed columns, in blob order; `keys`: the partition keys of
-    each chunk's rows; `live`: how many of those rows are current; `where`: partition key ->
-    (chunk id, row) of its current copy."""
+    encoded. `data`: chunk id -> compressed columns, in blob order; `index`: chunk id -> its
+    compressed index (CHUNK_INDEX_FIELDS); `keys`: the partition keys of each chunk's rows;
+    `live`: how many of those rows are current; `where`: partition key -> (chunk id, row) of its
+    current copy; `seq`: partition key -> its place in the bucket's order; `orphans`: the dead
+    rows with no newer copy (partitions evicted), which a decode must not take for current."""
 
     data: dict[int, bytes] = dataclasses.field(default_factory=dict)
-    keys: dict[int, list[Key | None]] = dataclasses.field(default_factory=dict)
+    index: dict[int, bytes] = dataclasses.field(default_factory=dict)
+    keys: dict[int, list[Key]] = dataclasses.field(default_factory=dict)
     live: dict[int, int] = dataclasses.field(default_factory=dict)
     where: dict[Key, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    seq: dict[Key, int] = dataclasses.field(default_factory=dict)
+    orphans: set[tuple[int, int]] = dataclasses.field(default_factory=set)
     next_id: int = 0
+    next_seq: int = 0
     recent: tuple[int, ...] = ()  # the chunks the last incremental write added
 
     def add(self, watches: list[PartitionWatch]) -> int:
-        """A new chunk of these partitions (their current copies from now on); its id."""
+        """A new chunk of these partitions (their current copies from now on; each has its
+        `seq`); its id."""
         if not watches:
             return -1
         cid = self.next_id
         self.next_id += 1
         keys: list[Key] = [(w.cluster, w.topic, w.partition) for w in watches]
         self.data[cid] = _compressed(_partition_columns(watches))
-        self.keys[cid] = cast(list[Key | None], keys)  # (a row's key becomes None only when read lazily)
+        self.index[cid] = _compressed(_chunk_index(watches, list(map(self.seq.__getitem__, keys))))
+        self.keys[cid] = keys
         self.live[cid] = len(keys)
         where = self.where
         for row, key in enumerate(keys):
@@ -291,14 +319,21 @@ class Chunks:
         return cid
 
     def forget(self, key: Key) -> None:
-        """The partition's copy in its chunk is no longer current."""
+        """The partition's copy in its chunk is no longer current (a newer one follows)."""
         cid, _ = self.where.pop(key)
         self.live[cid] -= 1
 
+    def evict(self, key: Key) -> None:
+        """The partition left the bucket: its copy is dead, with no newer one."""
+        at = self.where.pop(key)
+        self.live[at[0]] -= 1
+        self.orphans.add(at)
+        del self.seq[key]
+
     def current(self, cid: int) -> list[Key]:
-        """The keys of the chunk's rows that are current (a dead row's key may be None)."""
+        """The keys of the chunk's rows that are current."""
         where = self.where
-        return [k for row, k in enumerate(self.keys[cid]) if k is not None and where.get(k) == (cid, row)]
+        return [k for row, k in enumerate(self.keys[cid]) if where.get(k) == (cid, row)]
 
     def drop(self, cid: int) -> list[Key]:
         """Remove a chunk; the keys of the rows in it that were still current."""
@@ -306,7 +341,9 @@ class Chunks:
         where = self.where
         for k in current:
             del where[k]
-        del self.data[cid], self.keys[cid], self.live[cid]
+        del self.data[cid], self.index[cid], self.keys[cid], self.live[cid]
+        if self.orphans:
+            self.orphans = {o for o in self.orphans if o[0] != cid}
         return current
 
 
@@ -346,30 +383,34 @@ def _write(bucket: Bucket, tag: bytes, kept: Chunks | None) -> tuple[bytes, Chun
     partitions = bucket.partitions
     touched = getattr(bucket, "touched", None)
     # most of the bucket changed (every partition active): written whole, which costs less than
-    # moving most partitions between chunks one by one, and without the index, which only a lazy
-    # decode reads (the next batch likely touches most of the bucket again: a whole decode)
+    # moving most partitions between chunks one by one, and marked so that the next decode is
+    # whole too (the next batch likely touches most of the bucket again)
     most = touched is not None and len(touched) > WHOLE_ABOVE * len(partitions)
     chunks = None if kept is None or touched is None or most else _changed_chunks(bucket, kept, touched)
     if chunks is None:
         _warm_all(bucket)  # all of it is written: every partition loaded first
         chunks = Chunks()
+        chunks.seq = dict(zip(partitions, range(len(partitions)), strict=True))
+        chunks.next_seq = len(partitions)
         values = list(partitions.values())
         for i in range(0, len(values), CHUNK_ROWS):
             chunks.add(values[i : i + CHUNK_ROWS])
     position = {cid: i for i, cid in enumerate(chunks.data)}
-    where = chunks.where
-    at = [where[k] for k in partitions]
     doc = _bucket_doc(bucket)
     doc["partitions"] = {
-        "chunk": [position[cid] for cid, _ in at],
-        "row": [row for _, row in at],
         "rows": [len(keys) for keys in chunks.keys.values()],  # per chunk, its dead rows included
         "recent": [position[cid] for cid in chunks.recent if cid in position],
-        "index": None if most else _index_columns(partitions),
+        "orphans": sorted((position[cid], row) for cid, row in chunks.orphans),
+        # in the bucket's order (the chunks' `seq`), for every partition
+        "time_ms": [w.time_ms for w in partitions.values()],
+        "most": most,
     }
-    if most:
-        doc["partitions"]["time_ms"] = [w.time_ms for w in partitions.values()]
-    body = _pickled((zlib.compress(_pickled(doc), COMPRESSION_LEVEL), list(chunks.data.values())))
+    stored = (
+        zlib.compress(_pickled(doc), COMPRESSION_LEVEL),
+        list(chunks.data.values()),
+        list(chunks.index.values()),
+    )
+    body = _pickled(stored)
     cold = getattr(bucket, "load_cold", None)
     if isinstance(cold, _ColdRows):
         cold.written(chunks)
@@ -392,11 +433,15 @@ def _changed_chunks(bucket: Bucket, chunks: Chunks, touched: set[Key]) -> Chunks
             chunks.forget(k)
     # Every other partition has its current copy in a chunk, so the counts match unless
     # partitions were evicted (or one is new without a mark): then find them (a scan).
+    known = set(changed)
     if len(where) + len(changed) != len(partitions):
         for k in [k for k in where if k not in partitions]:  # evicted
-            chunks.forget(k)
-        known = set(changed)
-        changed += [k for k in partitions if k not in where and k not in known]
+            chunks.evict(k)
+        new = [k for k in partitions if k not in where and k not in known]
+        changed += new
+        known.update(new)
+    if not _placed(chunks, partitions, known):
+        return None
     moved: list[Key] = []
     for cid in [c for c, n in chunks.live.items() if 2 * n < len(chunks.keys[c])]:
         for k in chunks.current(cid):  # a partition left encoded is loaded while its chunk is there
@@ -413,21 +458,42 @@ def _changed_chunks(bucket: Bucket, chunks: Chunks, touched: set[Key]) -> Chunks
     return chunks
 
 
-_index_values = operator.attrgetter(*INDEX_FIELDS[2:-2])  # (the key's first two: from the key)
+def _placed(chunks: Chunks, partitions: dict[Key, Any], changed: set[Key]) -> bool:
+    """Give every partition the bucket added since the last write its place in the order
+    (`seq`); False when one is not where that can tell (the write is then whole). A bucket
+    adds at the end of its order (a dict's), and everything added since the last write is
+    marked changed; so the run of changed partitions at the end of the order holds every new one
+    (and a partition evicted and added again), and new places for that run, in its order, after
+    every place given so far, keep the order."""
+    seq = chunks.seq
+    run: list[Key] = []
+    for k in reversed(partitions):
+        if k not in changed:
+            break
+        run.append(k)
+    n = chunks.next_seq
+    for k in reversed(run):
+        seq[k] = n
+        n += 1
+    chunks.next_seq = n
+    return all(k in seq for k in changed)
 
 
-def _index_columns(partitions: dict[Key, Any]) -> list[tuple[Any, ...]]:
-    """Format 3's index (INDEX_FIELDS), by column in the bucket's order."""
-    keys = _transpose(partitions, 3)
-    values = _transpose(map(_index_values, partitions.values()), len(INDEX_FIELDS) - 4)
+_index_values = operator.attrgetter(*_COLD_FIELDS[2:-2])  # (the key's first two: from the key)
+
+
+def _chunk_index(watches: list[Any], seqs: list[int]) -> list[tuple[Any, ...]]:
+    """A chunk's index (CHUNK_INDEX_FIELDS), by column in the chunk's order."""
+    keys = _transpose([(w.cluster, w.topic) for w in watches], 2)
+    values = _transpose(map(_index_values, watches), len(_COLD_FIELDS) - 4)
     leaders = _transpose(
         [
             (w.leader_id, w.replicas) if w.__class__ is ColdWatch else (w.leader.leader, w.leader.replicas)
-            for w in partitions.values()
+            for w in watches
         ],
         2,
     )
-    return [*keys[:2], *values, *leaders]
+    return [*keys, *values, *leaders, tuple(seqs)]
 
 
 def _warm_all(bucket: Bucket) -> None:
@@ -466,20 +532,25 @@ def decode_chunks(
 ):
     """`decode`, and the blob's Chunks for writing the bucket's next blob with `encode_chunks`
     (None when the blob is of an older format or field list: the next write encodes it all).
-    `lazy`: a format 3 blob's partitions are left encoded, each a ColdWatch in the bucket until
+    `lazy`: a format 4 blob's partitions are left encoded, each a ColdWatch in the bucket until
     the bucket loads it (state/bucket.py, `Bucket.warm`): the chunks are not even decompressed
-    here, only the index (INDEX_FIELDS). `needed()`: how many partitions the caller's batch has
-    events for; when that is WHOLE_ABOVE of the bucket or more, the decode is whole. A blob
-    written whole because most of it changed has no index: decoded whole, and without Chunks
-    (the next batch likely changes most of it again: the next save is whole anyway)."""
+    here, only their indexes (CHUNK_INDEX_FIELDS). `needed()`: how many partitions the caller's
+    batch has events for; when that is WHOLE_ABOVE of the bucket or more, the decode is whole,
+    and so is that of a blob written whole because most of it changed (the next batch likely
+    changes most of it again)."""
     if blob[: len(MAGIC)] != MAGIC:
         return _migrate_format0(blob, bucket_id=bucket_id, buckets=buckets, cfg=cfg), None
     version = _readable_version(blob)
     stored: list[bytes] = []
     parts: list[Any] | None = None
+    found: _Found | None = None
     try:
-        if version >= 3:
-            doc, stored, parts = _read_format3(blob, lazy, needed)
+        if version >= 4:
+            doc, stored, found, parts = _read_format4(blob, lazy, needed)
+        elif version == 3:
+            doc, stored = _BuiltinsOnly(io.BytesIO(blob[_HEADER:])).load()
+            doc = _load(doc)
+            parts = [_load(c) for c in stored]
         else:
             doc = _load(blob[_HEADER:])
     except Exception as exc:  # noqa: BLE001 - damaged bytes make zlib/pickle raise almost any type; all mean damaged
@@ -490,8 +561,11 @@ def decode_chunks(
     bucket = _bucket_from_doc(doc, bucket_id, buckets)
     fields = doc["fields"]
     chunks = None
-    if version >= 3:
-        chunks = _add_format3_partitions(bucket, doc, stored, parts, cfg)
+    if found is not None:
+        chunks = _add_format4_partitions(bucket, doc, stored, found, parts, cfg)
+    elif version == 3:
+        assert parts is not None  # (read whole)
+        _add_format3_partitions(bucket, doc, parts, cfg)
     elif version == 2:
         _add_partitions(bucket, _rows_from_columns(doc["partitions"], fields), cfg)
     else:
@@ -511,77 +585,118 @@ def _readable_version(blob: bytes) -> int:
     return version
 
 
-def _read_format3(
+@dataclasses.dataclass(slots=True)
+class _Found:
+    """What a format 4 blob's chunk indexes say: each chunk's index by field name, the chunk and
+    row of every partition's current copy (the newest chunk that has it, unless it was evicted
+    since: an orphan), its place in the order, and the partitions in the bucket's order."""
+
+    columns: list[dict[str, Any]]
+    current: dict[Key, tuple[int, int]]
+    seq: dict[Key, int]
+    order: list[Key]
+    raw_index: list[bytes]
+
+
+def _read_format4(
     blob: bytes, lazy: bool, needed: Callable[[], int] | None
-) -> tuple[Doc, list[bytes], list[Any] | None]:
-    """A format 3 blob's document, its chunks as stored (compressed), and the chunks' decoded
-    columns, or None when the decode is lazy (`decode_chunks`: an indexed blob of these fields,
-    for a batch that needs less than WHOLE_ABOVE of its partitions)."""
-    meta, stored = _BuiltinsOnly(io.BytesIO(blob[_HEADER:])).load()
+) -> tuple[Doc, list[bytes], _Found, list[Any] | None]:
+    """A format 4 blob's document, its chunks as stored (compressed), what their indexes say,
+    and the chunks' decoded columns, or None when the decode is lazy (`decode_chunks`: a blob of
+    these fields not written whole for most of it changing, for a batch that needs less than
+    WHOLE_ABOVE of its partitions)."""
+    meta, stored, raw_index = _BuiltinsOnly(io.BytesIO(blob[_HEADER:])).load()
     doc = _load(meta)
     where = doc["partitions"]
+    columns = [dict(zip(doc["fields"]["index"], _load(ix), strict=True)) for ix in raw_index]
+    if len(columns) != len(stored):
+        raise ValueError(f"{len(stored)} chunks and {len(columns)} indexes")
+    current: dict[Key, tuple[int, int]] = {}
+    seq: dict[Key, int] = {}
+    for pos, c in enumerate(columns):
+        keys = list(zip(c["cluster"], c["topic"], c["partition"], strict=True))
+        current.update(zip(keys, ((pos, row) for row in range(len(keys))), strict=True))
+        seq.update(zip(keys, c["seq"], strict=True))
+    for pos, row in where["orphans"]:
+        c = columns[pos]
+        key = (c["cluster"][row], c["topic"][row], c["partition"][row])
+        if current.get(key) == (pos, row):
+            del current[key], seq[key]
+    order = sorted(seq, key=seq.__getitem__)
+    if len(order) != len(where["time_ms"]):
+        raise ValueError(f"{len(order)} partitions and {len(where['time_ms'])} times")
     lazy = (
         lazy
-        and where["index"] is not None
+        and not where["most"]
         and doc["fields"] == _fields()
-        and (needed is None or needed() < WHOLE_ABOVE * len(where["chunk"]))
+        and (needed is None or needed() < WHOLE_ABOVE * len(order))
     )
-    return doc, stored, None if lazy else [_load(c) for c in stored]
+    found = _Found(columns, current, seq, order, raw_index)
+    return doc, stored, found, None if lazy else [_load(c) for c in stored]
 
 
-def _add_format3_partitions(
-    bucket: Bucket, doc: Doc, stored: list[bytes], parts: list[Any] | None, cfg: MonitorConfig
+def _add_format4_partitions(
+    bucket: Bucket, doc: Doc, stored: list[bytes], found: _Found, parts: list[Any] | None, cfg: MonitorConfig
 ) -> Chunks | None:
-    """Put a format 3 blob's partitions in the bucket: decoded from `parts`, or left encoded
-    (`parts` None: lazy, each a ColdWatch the bucket loads when needed). Returns the blob's
-    Chunks, or None when its field list is another or it has no index (the next save is whole)."""
+    """Put a format 4 blob's partitions in the bucket, in its order: decoded from `parts`, or
+    left encoded (`parts` None: lazy, each a ColdWatch the bucket loads when needed). Returns
+    the blob's Chunks, or None when its field list is another (the next save is whole)."""
+    fields = doc["fields"]
+    times = doc["partitions"]["time_ms"]
+    at = list(map(found.current.__getitem__, found.order))
+    if parts is None:
+        new_cold = _builder(ColdWatch, _COLD_FIELDS)
+        cold_rows = [list(zip(*(c[f] for f in _COLD_FIELDS), strict=True)) for c in found.columns]
+        partitions = bucket.partitions
+        for key, (pos, row), t in zip(found.order, at, times, strict=True):
+            cold = partitions[key] = new_cold(cold_rows[pos][row])
+            cold.time_ms = t
+    else:
+        rows = [list(_rows_from_columns(part, fields)) for part in parts]
+        _add_partitions(bucket, (rows[pos][row] for pos, row in at), cfg, times)
+    if fields != _fields():
+        return None
+    chunks = Chunks(next_id=len(stored))
+    for cid, (data, ix, c) in enumerate(zip(stored, found.raw_index, found.columns, strict=True)):
+        chunks.data[cid] = data
+        chunks.index[cid] = ix
+        chunks.keys[cid] = list(zip(c["cluster"], c["topic"], c["partition"], strict=True))
+        chunks.live[cid] = 0
+    chunks.where = found.current
+    for cid, _ in found.current.values():
+        chunks.live[cid] += 1
+    chunks.seq = found.seq
+    chunks.next_seq = max(found.seq.values(), default=-1) + 1
+    where = doc["partitions"]
+    chunks.orphans = {(pos, row) for pos, row in where["orphans"]}
+    chunks.recent = tuple(where["recent"])
+    for cid in [c for c, n in chunks.live.items() if n == 0]:
+        chunks.drop(cid)
+    if parts is None:
+        bucket.load_cold = _ColdRows(chunks, cfg)
+    return chunks
+
+
+def _add_format3_partitions(bucket: Bucket, doc: Doc, parts: list[Any], cfg: MonitorConfig) -> None:
+    """Put a format 3 blob's partitions in the bucket (decoded whole: its Chunks are not kept,
+    the next save writes format 4 whole). Format 3 stored, per partition in the bucket's order,
+    its chunk and row, and its time_ms in the index (INDEX_FIELDS) or, without one, apart."""
     fields = doc["fields"]
     where = doc["partitions"]
     index = where.pop("index")
     if index is not None:
         where.update(zip(fields["index"], index, strict=True))
-    rows = None if parts is None else [list(_rows_from_columns(part, fields)) for part in parts]
-    chunks = _chunks_of(stored, where, rows) if fields == _fields() and index is not None else None
-    if rows is None:
-        assert chunks is not None
-        _add_cold(bucket, where)
-        bucket.load_cold = _ColdRows(chunks, cfg)
-    else:
-        _add_partitions(
-            bucket,
-            (rows[c][r] for c, r in zip(where["chunk"], where["row"], strict=True)),
-            cfg,
-            where["time_ms"],
-        )
-    return chunks
+    rows = [list(_rows_from_columns(part, fields)) for part in parts]
+    _add_partitions(
+        bucket,
+        (rows[c][r] for c, r in zip(where["chunk"], where["row"], strict=True)),
+        cfg,
+        where["time_ms"],
+    )
 
 
 def _load(compressed: bytes):
     return _BuiltinsOnly(io.BytesIO(zlib.decompress(compressed))).load()
-
-
-def _chunks_of(stored: list[bytes], where: Doc, rows: list[list[Any]] | None) -> Chunks:
-    """The Chunks of a format 3 blob as read: its chunks as they are (still compressed), for
-    the next write and for loading the partitions a lazy decode left encoded. `rows`: the chunks'
-    decoded rows, or None (a lazy decode: the keys come from the index, a dead row's is None)."""
-    chunks = Chunks(next_id=len(stored))
-    for cid, (data, n) in enumerate(zip(stored, where["rows"], strict=True)):
-        chunks.data[cid] = data
-        chunks.keys[cid] = [None] * n if rows is None else [tuple(w[:3]) for w, _, _, _ in rows[cid]]
-        chunks.live[cid] = 0
-    keys: Iterator[Key]
-    if rows is None:
-        keys = zip(where["cluster"], where["topic"], where["partition"], strict=True)
-    else:
-        keys = (chunks.keys[c][r] for c, r in zip(where["chunk"], where["row"], strict=True))
-    for key, c, r in zip(keys, where["chunk"], where["row"], strict=True):
-        chunks.keys[c][r] = key
-        chunks.where[key] = (c, r)
-        chunks.live[c] += 1
-    chunks.recent = tuple(where.get("recent", ()))
-    for cid in [c for c, n in chunks.live.items() if n == 0]:
-        chunks.drop(cid)
-    return chunks
 
 
 def _bucket_from_doc(doc: Doc, bucket_id: int, buckets: int) -> Bucket:
@@ -621,7 +736,7 @@ def _add_partitions(
     bucket: Bucket, rows: Iterable[Any], cfg: MonitorConfig, times: list[int] | None = None
 ) -> None:
     """The partitions of `rows` (see _rows_from_columns), in order, into the bucket; `times`:
-    their time_ms, when stored apart (format 3)."""
+    their time_ms, when stored apart (formats 3 and 4)."""
     build = _watch_builder(cfg)
     partitions = bucket.partitions
     for row in rows:
@@ -679,15 +794,6 @@ def _leader_builder(names: tuple[str, ...]) -> Callable[[Any], PartitionLeader]:
         return leader
 
     return new_leader
-
-
-def _add_cold(bucket: Bucket, where: Doc) -> None:
-    """Every partition of a format 3 index into the bucket as a ColdWatch, in order."""
-    new_cold = _builder(ColdWatch, INDEX_FIELDS)
-    columns = [where[f] for f in INDEX_FIELDS]
-    partitions = bucket.partitions
-    for values in zip(*columns, strict=True):
-        partitions[values[:3]] = new_cold(values)
 
 
 class _ColdRows:

@@ -197,7 +197,7 @@ class Phases:
 # stale (the other worker has written them since) and go as this task's buckets are written, so
 # a worker never holds more than one task's share (tests/streaming/test_state_cache.py).
 #
-# Beside each kept bucket, the Chunks of the blob it was written as (state/codec.py, format 3):
+# Beside each kept bucket, the Chunks of the blob it was written as (state/codec.py, formats 3-4):
 # the next save encodes only the partitions the batch touched and joins the other partitions'
 # encoded chunks as they are. A bucket decoded (a miss) comes with the Chunks of the blob it was
 # read from, so its next save is incremental too, and is decoded lazily (LAZY_LOAD). What they
