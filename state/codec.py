@@ -615,7 +615,7 @@ def _read_format4(
     seq: dict[Key, int] = {}
     for pos, c in enumerate(columns):
         keys = list(zip(c["cluster"], c["topic"], c["partition"], strict=True))
-        current.update(zip(keys, ((pos, row) for row in range(len(keys))), strict=True))
+        current.update(zip(keys, zip(itertools.repeat(pos), range(len(keys)), strict=False), strict=True))
         seq.update(zip(keys, c["seq"], strict=True))
     for pos, row in where["orphans"]:
         c = columns[pos]
