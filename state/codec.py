@@ -60,6 +60,7 @@ is migrated when its objects still load, else refused with a message (see `decod
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import io
@@ -592,6 +593,7 @@ class _Found:
     since: an orphan), its place in the order, and the partitions in the bucket's order."""
 
     columns: list[dict[str, Any]]
+    keys: list[list[Key]]  # per chunk, the key of each row
     current: dict[Key, tuple[int, int]]
     seq: dict[Key, int]
     order: list[Key]
@@ -613,8 +615,10 @@ def _read_format4(
         raise ValueError(f"{len(stored)} chunks and {len(columns)} indexes")
     current: dict[Key, tuple[int, int]] = {}
     seq: dict[Key, int] = {}
+    chunk_keys = []
     for pos, c in enumerate(columns):
         keys = list(zip(c["cluster"], c["topic"], c["partition"], strict=True))
+        chunk_keys.append(keys)
         current.update(zip(keys, zip(itertools.repeat(pos), range(len(keys)), strict=False), strict=True))
         seq.update(zip(keys, c["seq"], strict=True))
     for pos, row in where["orphans"]:
@@ -631,7 +635,7 @@ def _read_format4(
         and doc["fields"] == _fields()
         and (needed is None or needed() < WHOLE_ABOVE * len(order))
     )
-    found = _Found(columns, current, seq, order, raw_index)
+    found = _Found(columns, chunk_keys, current, seq, order, raw_index)
     return doc, stored, found, None if lazy else [_load(c) for c in stored]
 
 
@@ -657,14 +661,13 @@ def _add_format4_partitions(
     if fields != _fields():
         return None
     chunks = Chunks(next_id=len(stored))
-    for cid, (data, ix, c) in enumerate(zip(stored, found.raw_index, found.columns, strict=True)):
+    live = collections.Counter(map(operator.itemgetter(0), found.current.values()))
+    for cid, (data, ix, keys) in enumerate(zip(stored, found.raw_index, found.keys, strict=True)):
         chunks.data[cid] = data
         chunks.index[cid] = ix
-        chunks.keys[cid] = list(zip(c["cluster"], c["topic"], c["partition"], strict=True))
-        chunks.live[cid] = 0
+        chunks.keys[cid] = keys
+        chunks.live[cid] = live[cid]
     chunks.where = found.current
-    for cid, _ in found.current.values():
-        chunks.live[cid] += 1
     chunks.seq = found.seq
     chunks.next_seq = max(found.seq.values(), default=-1) + 1
     where = doc["partitions"]
