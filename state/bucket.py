@@ -51,7 +51,6 @@ from replmon.state.status_records import emit_statuses
 from replmon.state.texts import fmt_clock
 
 Records = list[dict[str, Any]]  # quarantine, status and activity records
-Counted = tuple[int, tuple[int, ...]]  # a partition's leader and assignment, as counted
 
 
 class Bucket:
@@ -81,7 +80,7 @@ class Bucket:
         # up to date from `touched` (a partition whose leader or assignment changed is marked
         # there) and the partitions evicted since (`_evicted`), so that a report costs what the
         # batch changed. Not stored: a decoded bucket counts once, from every partition.
-        self._counts: dict[str, tuple[dict[int, int], dict[int, int], dict[PartitionKey, Counted]]] = {}
+        self._counts: dict[str, tuple[dict[int, int], dict[int, int], dict[PartitionKey, tuple]]] = {}
         self._evicted: list[PartitionKey] = []
 
     def warm(self, key: PartitionKey) -> PartitionWatch:
@@ -518,7 +517,7 @@ class Bucket:
         if kept is None:
             led: dict[int, int] = {}
             held: dict[int, int] = {}
-            counted: dict[PartitionKey, Counted] = {}
+            counted: dict[PartitionKey, tuple] = {}
             partitions: dict[PartitionKey, Any] = self.partitions  # loaded watches and ColdWatches
             for key, w in partitions.items():
                 if key[0] != cluster:
@@ -576,7 +575,7 @@ class Bucket:
         emit_statuses(self, cfg, partitions, replicas, force, points)
 
 
-def _leader_and_replicas(w: Any) -> Counted:
+def _leader_and_replicas(w: Any) -> tuple[int, tuple[int, ...]]:
     """A partition's leader and assignment, from a loaded watch or a ColdWatch."""
     if w.__class__ is ColdWatch:
         return w.leader_id, w.replicas
@@ -584,7 +583,7 @@ def _leader_and_replicas(w: Any) -> Counted:
     return p.leader, p.replicas
 
 
-def _count(led: dict[int, int], held: dict[int, int], counted: Counted, sign: int) -> None:
+def _count(led: dict[int, int], held: dict[int, int], counted: tuple, sign: int) -> None:
     leader, replicas = counted
     if leader >= 0:
         led[leader] = led.get(leader, 0) + sign
