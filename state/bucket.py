@@ -75,13 +75,6 @@ class Bucket:
         self.touched: set[PartitionKey] = set()
         # Loads a ColdWatch's partition (set by state/codec.py when it decodes lazily).
         self.load_cold: Callable[[PartitionKey], PartitionWatch] | None = None
-        # For activity_reports, per cluster: how many of its partitions each broker leads and
-        # holds a replica of, and the (leader, assignment) each partition was counted with; kept
-        # up to date from `touched` (a partition whose leader or assignment changed is marked
-        # there) and the partitions evicted since (`_evicted`), so that a report costs what the
-        # batch changed. Not stored: a decoded bucket counts once, from every partition.
-        self._counts: dict[str, tuple[dict[int, int], dict[int, int], dict[PartitionKey, tuple]]] = {}
-        self._evicted: list[PartitionKey] = []
 
     def warm(self, key: PartitionKey) -> PartitionWatch:
         """The partition's watch, loaded first if the bucket was loaded without it."""
@@ -477,7 +470,6 @@ class Bucket:
         """Drop a partition from the state (bounded state: a deleted topic does not stay
         forever): its open alerts resolve at `at_ms` with `reason`."""
         watch = self.partitions.pop(key)
-        self._evicted.append(key)
         self.replay.forget(key)
         watch.book.resolve_all(alerts, at_ms, reason)
 
@@ -494,73 +486,34 @@ class Bucket:
         """What this micro-batch showed of each broker's activity, for the cluster step
         (state/cluster.py): the runs it closed or extended, and how many of this bucket's
         partitions each broker leads and holds a replica of. Cleared once reported."""
-        self._count_changes()
         out = []
         for cluster, view in self.clusters.items():
             if not view.activity_out:
                 continue
-            led, held = self._cluster_counts(cluster)
-            brokers: dict[str, dict[str, Any]] = {}
-            for b, closed in view.activity_out.items():
-                run = view.activity.get(b)
-                brokers[str(b)] = {"segments": [list(x) for x in closed] + ([list(run)] if run else [])}
-            for b in {*(b for b, n in led.items() if n), *(b for b, n in held.items() if n), *view.activity}:
-                brokers.setdefault(str(b), {}).update(led=led.get(b, 0), replicas=held.get(b, 0))
-            view.activity_out = {}
-            out.append({"cluster": cluster, "bucket": self.bucket_id, "brokers": brokers})
-        return out
-
-    def _cluster_counts(self, cluster: str) -> tuple[dict[int, int], dict[int, int]]:
-        """How many of the cluster's partitions in this bucket each broker leads and holds a
-        replica of: counted from every partition the first time, then kept (`_count_changes`)."""
-        kept = self._counts.get(cluster)
-        if kept is None:
             led: dict[int, int] = {}
             held: dict[int, int] = {}
-            counted: dict[PartitionKey, tuple] = {}
             partitions: dict[PartitionKey, Any] = self.partitions  # loaded watches and ColdWatches
-            for key, w in partitions.items():
-                if key[0] != cluster:
+            for (c, _, _), w in partitions.items():
+                if c != cluster:
                     continue
-                leader, replicas = counted[key] = _leader_and_replicas(w)
+                if w.__class__ is ColdWatch:
+                    leader, replicas = w.leader_id, w.replicas
+                else:
+                    p = w.leader
+                    leader, replicas = p.leader, p.replicas
                 if leader >= 0:
                     led[leader] = led.get(leader, 0) + 1
                 for r in replicas:
                     held[r] = held.get(r, 0) + 1
-            kept = self._counts[cluster] = (led, held, counted)
-        return kept[0], kept[1]
-
-    def _count_changes(self) -> None:
-        """Bring the kept counts up to date: the partitions evicted since, then those marked
-        changed (a partition evicted and seen again is both). Repeatable: each partition's
-        counted (leader, assignment) is replaced by its current one."""
-        counts = self._counts
-        if not counts:
-            self._evicted.clear()
-            return
-        for key in self._evicted:
-            kept = counts.get(key[0])
-            if kept is not None and key not in self.partitions:
-                old = kept[2].pop(key, None)
-                if old is not None:
-                    _count(kept[0], kept[1], old, -1)
-        self._evicted.clear()
-        partitions = self.partitions
-        for key in self.touched:
-            kept = counts.get(key[0])
-            w = partitions.get(key)
-            if kept is None or w is None:
-                continue
-            now = _leader_and_replicas(w)
-            old = kept[2].get(key)
-            if old != now:
-                if old is not None:
-                    _count(kept[0], kept[1], old, -1)
-                _count(kept[0], kept[1], now, 1)
-                kept[2][key] = now
-        # a partition added without a mark would be missed: then count again from every one
-        if len(counts) == len(self.clusters) and sum(len(k[2]) for k in counts.values()) != len(partitions):
-            counts.clear()
+            brokers: dict[str, dict[str, Any]] = {}
+            for b, closed in view.activity_out.items():
+                run = view.activity.get(b)
+                brokers[str(b)] = {"segments": [list(x) for x in closed] + ([list(run)] if run else [])}
+            for b in {*led, *held, *view.activity}:
+                brokers.setdefault(str(b), {}).update(led=led.get(b, 0), replicas=held.get(b, 0))
+            view.activity_out = {}
+            out.append({"cluster": cluster, "bucket": self.bucket_id, "brokers": brokers})
+        return out
 
     # -- status -------------------------------------------------------------------------------
     def statuses(
@@ -573,19 +526,3 @@ class Bucket:
     ) -> None:
         """Append the status of each partition that changed (state/status_records.py)."""
         emit_statuses(self, cfg, partitions, replicas, force, points)
-
-
-def _leader_and_replicas(w: Any) -> tuple[int, tuple[int, ...]]:
-    """A partition's leader and assignment, from a loaded watch or a ColdWatch."""
-    if w.__class__ is ColdWatch:
-        return w.leader_id, w.replicas
-    p = w.leader
-    return p.leader, p.replicas
-
-
-def _count(led: dict[int, int], held: dict[int, int], counted: tuple, sign: int) -> None:
-    leader, replicas = counted
-    if leader >= 0:
-        led[leader] = led.get(leader, 0) + sign
-    for r in replicas:
-        held[r] = held.get(r, 0) + sign
