@@ -452,9 +452,12 @@ def _changed_chunks(bucket: Bucket, chunks: Chunks, touched: set[Key]) -> Chunks
         return None
     hot_set = set(hot)
     warm = bucket.warm
+    # each chunk's rows in the bucket's order (a decode then merges sorted runs)
+    by_seq = chunks.seq.__getitem__
+    rest = sorted([k for k in changed if k not in hot_set] + moved, key=by_seq)
     chunks.recent = (
-        chunks.add([warm(k) for k in changed if k not in hot_set] + [warm(k) for k in moved]),
-        chunks.add([warm(k) for k in hot]),
+        chunks.add([warm(k) for k in rest]),
+        chunks.add([warm(k) for k in sorted(hot, key=by_seq)]),
     )
     return chunks
 
@@ -613,20 +616,30 @@ def _read_format4(
     columns = [dict(zip(doc["fields"]["index"], _load(ix), strict=True)) for ix in raw_index]
     if len(columns) != len(stored):
         raise ValueError(f"{len(stored)} chunks and {len(columns)} indexes")
-    current: dict[Key, tuple[int, int]] = {}
-    seq: dict[Key, int] = {}
+    # every row of every chunk in blob order, and each partition's newest copy (a later chunk's
+    # row replaces an earlier one), less the rows of partitions evicted since (orphans)
     chunk_keys = []
+    all_keys: list[Key] = []
+    all_seq: list[int] = []
+    all_at: list[tuple[int, int]] = []
     for pos, c in enumerate(columns):
         keys = list(zip(c["cluster"], c["topic"], c["partition"], strict=True))
         chunk_keys.append(keys)
-        current.update(zip(keys, zip(itertools.repeat(pos), range(len(keys)), strict=False), strict=True))
-        seq.update(zip(keys, c["seq"], strict=True))
-    for pos, row in where["orphans"]:
-        c = columns[pos]
-        key = (c["cluster"][row], c["topic"][row], c["partition"][row])
-        if current.get(key) == (pos, row):
-            del current[key], seq[key]
-    order = sorted(seq, key=seq.__getitem__)
+        all_keys += keys
+        all_seq += c["seq"]
+        all_at += zip(itertools.repeat(pos), range(len(keys)), strict=False)
+    newest = dict(zip(all_keys, range(len(all_keys)), strict=True))
+    if where["orphans"]:
+        start = list(itertools.accumulate((len(k) for k in chunk_keys), initial=0))
+        for pos, row in where["orphans"]:
+            at = start[pos] + row
+            if newest.get(all_keys[at]) == at:
+                del newest[all_keys[at]]
+    # in the bucket's order: each chunk's rows are in it (written so), so this merges the runs
+    live = sorted(newest.values(), key=all_seq.__getitem__)
+    order = list(map(all_keys.__getitem__, live))
+    current = dict(zip(order, map(all_at.__getitem__, live), strict=True))
+    seq = dict(zip(order, map(all_seq.__getitem__, live), strict=True))
     if len(order) != len(where["time_ms"]):
         raise ValueError(f"{len(order)} partitions and {len(where['time_ms'])} times")
     lazy = (
