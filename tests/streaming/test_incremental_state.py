@@ -1,4 +1,4 @@
-"""The incremental state save (state/codec.py format 3, streaming/stateful.py): a bucket saved
+"""The incremental state save (state/codec.py formats 3-4, streaming/stateful.py): a bucket saved
 with only its touched partitions re-encoded, and read back from such a blob, says and holds
 exactly what a bucket written whole and decoded every batch says and holds.
 
