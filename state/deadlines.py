@@ -74,12 +74,16 @@ def follower_deadline(
     return deadline
 
 
-# The repeats of a refresh period go out in this many waves (docs/outputs.md): a partition's
-# point is rounded up to the next wave. Waves, not a point per partition: a partition its fetch
-# sessions carry is woken for its repeat and nothing else, and a batch that must load its stored
-# state (a lazy decode) pays per stored chunk it reads, so the few woken a batch at points of
-# their own cost most of a whole decode on every such batch (bench/bucket_step.py --sessions).
+# The repeats of a refresh period go out in waves (docs/outputs.md): a partition's point is
+# rounded up to the next wave, a thirtieth of the period and at most REFRESH_WAVE_MS apart.
+# Waves, not a point per partition: a partition its fetch sessions carry is woken for its repeat
+# and nothing else, and a batch that must load its stored state (a lazy decode) pays per stored
+# chunk it reads, so the few woken a batch at points of their own cost most of a whole decode on
+# every such batch (bench/bucket_step.py --sessions). At most 10 s apart: a wave is a burst of
+# status records (a thirtieth of the partitions would be 10,000 records at 100,000 partitions),
+# and a longer period then means more, smaller waves, not larger ones further apart.
 REFRESH_WAVES = 30
+REFRESH_WAVE_MS = 10_000
 
 
 def refresh_phase(cluster: str, topic: str, partition: int, refresh_ms: int) -> int:
@@ -92,8 +96,8 @@ def refresh_phase(cluster: str, topic: str, partition: int, refresh_ms: int) -> 
 
 def refresh_due(cluster: str, topic: str, partition: int, sent_ms: int, refresh_ms: int) -> int:
     """When the status sent at `sent_ms` is repeated: the start of the next refresh period at
-    the partition's phase, rounded up to the next wave (REFRESH_WAVES)."""
+    the partition's phase, rounded up to the next wave (REFRESH_WAVES, REFRESH_WAVE_MS)."""
     phase = refresh_phase(cluster, topic, partition, refresh_ms)
     due = ((sent_ms + phase) // refresh_ms + 1) * refresh_ms - phase
-    grid = max(1, refresh_ms // REFRESH_WAVES)
+    grid = max(1, min(refresh_ms // REFRESH_WAVES, REFRESH_WAVE_MS))
     return -(-due // grid) * grid

@@ -256,9 +256,11 @@ class Stream(_Section):
     # no open alert) whose status says what its last one said, but for the times, is sent again
     # once per this much event time, at a phase of its own (0: every status_interval_ms, as any
     # other partition). The cluster's newest event time (Redis cluster series) says the monitor
-    # is alive meanwhile. 5 min: at 60 s the refreshes of 40,000 healthy partitions were 2,000
-    # status records a second, a quarter of every batch in the Redis sink (docs/performance.md).
-    status_refresh_ms: int = Field(default=300_000, ge=0)
+    # is alive meanwhile. 30 min: the refreshes are status records in proportion to partitions,
+    # not to change (3 per partition per period): at 5 min they were 1,000 a second at 100,000
+    # partitions and took a batch from 1.5 s to 2.8 s; at 60 s, at 40,000 partitions, a quarter
+    # of every batch in the Redis sink (docs/performance.md).
+    status_refresh_ms: int = Field(default=1_800_000, ge=0)
     # Meanwhile, when its offsets move, such a partition's HW, LEOs and lags go out as series
     # points at most once per this much event time (by its cluster's clock, at a phase of its
     # own), and the last offsets within one period after they stopped moving (0: with every

@@ -2,10 +2,12 @@
 that can remove a follower, and a follower's own deadlines. Times are offsets from T; with
 L = 10 s the leader's isr-expiration task runs at every multiple of 5 s."""
 
+from collections import Counter
+
 import pytest
 
 from replmon.state.alert_rules import PartitionFacts, ReplicaFacts
-from replmon.state.deadlines import NEVER, follower_deadline, isr_expiration_due, run_after
+from replmon.state.deadlines import NEVER, follower_deadline, isr_expiration_due, refresh_due, run_after
 
 from .helpers import T, make
 
@@ -119,3 +121,22 @@ def test_follower_deadline(follower, in_isr, exits, now, expected, why):
     p = make(lag=L, isr=isr, followers={2: follower, 3: at_leo()})
     f = ReplicaFacts(PartitionFacts(p, now), 2, in_isr, imminent_after_ms=5_000)
     assert follower_deadline(p, p.followers[2], f, exits, 60_000, FAR, now) == expected, why
+
+
+@pytest.mark.parametrize(
+    "refresh_ms, grid_ms, waves",
+    [
+        (300_000, 10_000, 30),  # 5 min: a thirtieth of the period
+        (1_800_000, 10_000, 180),  # 30 min (the default): more waves, no larger ones
+        (10_000, 333, 31),  # short periods keep thirtieths (the rounding adds one)
+    ],
+)
+def test_refresh_repeats_come_in_waves_at_most_10_s_apart(refresh_ms, grid_ms, waves):
+    # 3,000 partitions' repeats after a status sent at T: each lands on the wave grid, within one
+    # period and one wave of T, and the waves spread them: none holds more than a few times its
+    # even share (a wave is a burst of status records: docs/outputs.md).
+    due = [refresh_due("c1", "t", p, T, refresh_ms) for p in range(3_000)]
+    assert all(d % grid_ms == 0 and T < d <= T + refresh_ms + grid_ms for d in due)
+    per_wave = Counter(due)
+    assert len(per_wave) == waves
+    assert max(per_wave.values()) <= 3 * 3_000 / waves
