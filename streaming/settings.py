@@ -259,7 +259,8 @@ class Stream(_Section):
     # is alive meanwhile. 30 min: the refreshes are status records in proportion to partitions,
     # not to change (3 per partition per period): at 5 min they were 1,000 a second at 100,000
     # partitions and took a batch from 1.5 s to 2.8 s; at 60 s, at 40,000 partitions, a quarter
-    # of every batch in the Redis sink (docs/performance.md).
+    # of every batch in the Redis sink (docs/performance.md). Above evict_after_ms, an idle
+    # partition's session reads are taken by its eviction check in between (docs/outputs.md).
     status_refresh_ms: int = Field(default=1_800_000, ge=0)
     # Meanwhile, when its offsets move, such a partition's HW, LEOs and lags go out as series
     # points at most once per this much event time (by its cluster's clock, at a phase of its
