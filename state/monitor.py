@@ -43,19 +43,35 @@ PARKED_FETCH_MS = 500  # Kafka's replica.fetch.wait.max.ms default: a caught-up 
 COVERED_RESOLUTION_MS = 1000
 
 
-def quiet_after_ms(cfg: MonitorConfig, replica_lag_time_max_ms: int) -> int:
-    """How long a partition's sources may send nothing before the engine calls one silent
-    (its leader silent, a replica stuck, a fetcher thread stalled): alerts.stuck_after_ms, plus,
-    when its source compacts above 1 s, the partition's resolution (at most L/4, as
+def resolution_allowance_ms(cfg: MonitorConfig, replica_lag_time_max_ms: int) -> int:
+    """How much older than the source's own view the engine's view of a partition can be when
+    its source compacts above 1 s: the partition's resolution (at most L/4, as
     streaming/collect/compact.py resolution_ms caps it) and a parked fetch, the longest a
-    caught-up follower's sent fetches are apart. The resolution is the one the cluster's source
-    states on its heartbeats (state/cluster_view.py `config`), else alerts.compaction_resolution_ms.
-    The last event before a real silence is always sent, so compacted and uncompacted events
-    then decide the same (docs/real-cluster.md)."""
+    caught-up follower's sent fetches are apart; 0 at 1 s and below. The resolution is the one
+    the cluster's source states on its heartbeats (state/cluster_view.py `config`), else
+    alerts.compaction_resolution_ms."""
     resolution = min(cfg.compaction_resolution_ms, replica_lag_time_max_ms // 4)
     if resolution <= COVERED_RESOLUTION_MS:
-        return cfg.stuck_after_ms
-    return cfg.stuck_after_ms + resolution + PARKED_FETCH_MS
+        return 0
+    return resolution + PARKED_FETCH_MS
+
+
+def quiet_after_ms(cfg: MonitorConfig, replica_lag_time_max_ms: int) -> int:
+    """How long a partition's sources may send nothing before the engine calls one silent
+    (its leader silent, a replica stuck, a fetcher thread stalled): alerts.stuck_after_ms plus
+    the resolution's allowance. The last event before a real silence is always sent, so
+    compacted and uncompacted events then decide the same (docs/real-cluster.md)."""
+    return cfg.stuck_after_ms + resolution_allowance_ms(cfg, replica_lag_time_max_ms)
+
+
+def caught_up_grace_ms(cfg: MonitorConfig, replica_lag_time_max_ms: int) -> int:
+    """How long after its last caught-up moment a follower below the leader's LEO still counts as
+    caught up (state `caught_up`, a healthy partition): alerts.caught_up_grace_ms plus the
+    resolution's allowance. A busy follower that keeps up is credited at its sent fetches only
+    (Kafka's previous-fetch rule, docs/kafka-rules.md §1.2): compacted to 3 s, its time since
+    last caught up reaches 3 s between them, and its partition would flip between healthy and
+    not, every flip a status record."""
+    return cfg.caught_up_grace_ms + resolution_allowance_ms(cfg, replica_lag_time_max_ms)
 
 
 class PartitionWatch:
@@ -437,7 +453,7 @@ class PartitionWatch:
             now,
             ever_in_isr=r in self.ever_in_isr,
             stuck_after_ms=quiet_after_ms(cfg, p.config.replica_lag_time_max_ms),
-            caught_up_grace_ms=cfg.caught_up_grace_ms,
+            caught_up_grace_ms=caught_up_grace_ms(cfg, p.config.replica_lag_time_max_ms),
         )
 
     # -- status -------------------------------------------------------------------------------

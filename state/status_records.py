@@ -9,7 +9,7 @@ from typing import Any
 from replmon.state import sessions
 from replmon.state.deadlines import refresh_phase
 from replmon.state.explain import CAUGHT_UP, classify_replica, lag_messages
-from replmon.state.monitor import MonitorConfig, PartitionWatch, quiet_after_ms
+from replmon.state.monitor import MonitorConfig, PartitionWatch, caught_up_grace_ms, quiet_after_ms
 from replmon.state.partition_status import hw_stalled_ms, status_followers
 
 # What a series point carries (docs/outputs.md, `series_point`): the values of a status that move
@@ -108,7 +108,8 @@ def _steady_digest(watch: PartitionWatch, cfg: MonitorConfig) -> int | None:
     (equal numbers: the same health), read from its state without building the records; None
     when the partition is not healthy (its statuses all go out): an ISR short of its replicas
     or not the one reported, a follower not caught up (Kafka's isCaughtUp, and at the leader's
-    LEO within alerts.caught_up_grace_ms) or not fetching, an open alert (a stalled HW is one).
+    LEO within alerts.caught_up_grace_ms and the resolution's allowance: state/monitor.py
+    caught_up_grace_ms) or not fetching, an open alert (a stalled HW is one).
     A busy partition whose followers keep up is healthy: its moving HW, LEOs and lags are
     series points, not news. The fields are the records' (state/partition_status.py)."""
     p = watch.leader
@@ -139,7 +140,7 @@ def _steady_digest(watch: PartitionWatch, cfg: MonitorConfig) -> int | None:
             now,
             ever_in_isr=r in watch.ever_in_isr,
             stuck_after_ms=stuck_after_ms,
-            caught_up_grace_ms=cfg.caught_up_grace_ms,
+            caught_up_grace_ms=caught_up_grace_ms(cfg, p.config.replica_lag_time_max_ms),
         )
         if state != CAUGHT_UP:
             return None

@@ -528,6 +528,49 @@ def test_a_resolve_just_past_group_wait_decides_the_same_compacted():
     assert differences(events, IDLE_L_MS, Compactor(default_lag_ms=IDLE_L_MS)) == []
 
 
+def statuses_per_second(events: list[dict], lag_ms: int, stated: int) -> list[int]:
+    """How many partition statuses each second of event time sends, the engine fed a second at
+    a time with `events` as stated on their heartbeats, the refresh an hour away."""
+    events = [{**e, "compaction_resolution_ms": stated} if e["type"] == "heartbeat" else e for e in events]
+    events.sort(key=lambda e: (e["ts"], TYPE_RANK[e["type"]]))
+    cfg = monitor_config(replica_lag_time_max_ms=lag_ms, status_refresh_ms=3_600_000)
+    bucket, counts, i = Bucket(0, 1), [], 0
+    for end in range(events[0]["ts"] + 1000, events[-1]["ts"] + 1000, 1000):
+        chunk = []
+        while i < len(events) and events[i]["ts"] < end:
+            chunk.append(as_tuple(events[i]))
+            i += 1
+        alerts: list = []
+        bucket.process(chunk, cfg, alerts, [])
+        bucket.advance(cfg, alerts)
+        assert alerts == []
+        partitions: list = []
+        bucket.statuses(cfg, partitions, [], points=[])
+        counts.append(len(partitions))
+    return counts
+
+
+def test_busy_partitions_that_keep_up_stay_healthy_compacted_to_3_s():
+    """Busy partitions, every follower keeping up, compacted to 3 s (`--compact-resolution 3s`):
+    each sends its first status and then only series points. Their followers are credited at
+    sent fetches only, up to 3 s apart, and the caught-up grace allows for the stated resolution
+    as silences do (state/monitor.py caught_up_grace_ms); without it they flipped between
+    caught up and slow, a status record each time."""
+    spec = ClusterSpec(
+        name="sim",
+        topics=(
+            TopicSpec(name="m", partitions=2, produce_rate=200.0),
+            TopicSpec(name="x", partitions=2, produce_rate=1500.0),
+        ),
+        duration_ms=45_000,
+        replica_lag_time_max_ms=IDLE_L_MS,
+    )
+    events, _ = simulate(spec, seed=1)
+    sent = collect(events, Compactor(default_lag_ms=IDLE_L_MS, requested_ms=3000))
+    counts = statuses_per_second(sent, IDLE_L_MS, stated=3000)
+    assert sum(counts[:5]) == 4 and sum(counts[5:]) == 0, counts
+
+
 class EveryResolution(Compactor):
     """The rule without its guard: at most one caught-up fetch per resolution, whatever follows."""
 

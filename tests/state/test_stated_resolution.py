@@ -64,3 +64,43 @@ def test_a_stated_resolution_is_kept_in_the_stored_state():
     # and a later heartbeat that states nothing (an older collector) leaves it as it was
     back.process([as_tuple(event("heartbeat", T + 1000, "c"))], cfg, [], [])
     assert back.clusters["c"].config(cfg).compaction_resolution_ms == 7500
+
+
+def busy_follower_state(configured: int, stated: int | None) -> str:
+    """Follower 2's state 4 s after the last moment it was caught up (its fetch at the leader's
+    LEO 100), having fetched again 1 s before, still at 100 after an append to 110: Kafka's
+    previous-fetch credit keeps its lcu at the first fetch (docs/kafka-rules.md §1.2)."""
+    cfg = monitor_config(compaction_resolution_ms=configured)
+    fetch = {"topic": "t", "partition": 0, "replica": 2, "fetch_offset": 100}
+    events = [
+        event("metadata", T, "c", topic="t", partition=0, leader=1, leader_epoch=1, **ASSIGNED),
+        event("heartbeat", T, "c", compaction_resolution_ms=stated),
+        event("fetch", T + 10, "c", leader_leo=100, **fetch),
+        event("append", T + 20, "c", topic="t", partition=0, leader_leo=110),
+        event("fetch", T + 3010, "c", leader_leo=110, **fetch),
+        event("append", T + 4010, "c", topic="t", partition=0, leader_leo=110),
+    ]
+    bucket = Bucket(0, 1)
+    bucket.process([as_tuple(e) for e in events], cfg, [], [])
+    replicas: list = []
+    bucket.statuses(cfg, [], replicas, force=True)
+    (row,) = replicas
+    assert (row["lag_ms"], row["lag_messages"]) == (4000, 10)
+    return row["state"]
+
+
+@pytest.mark.parametrize(
+    "configured, stated, state",
+    [
+        # every event sent: 4 s behind is past alerts.caught_up_grace_ms (2 s)
+        (0, None, "slow"),
+        (0, 1000, "slow"),
+        # compacted to 3 s, a follower that keeps up is credited only at its sent fetches, up to
+        # 3 s and a parked fetch apart: the grace allows for them
+        (0, 3000, "caught_up"),
+        (3000, None, "caught_up"),
+        (3000, 0, "slow"),
+    ],
+)
+def test_the_stated_resolution_widens_the_caught_up_grace_as_it_widens_silences(configured, stated, state):
+    assert busy_follower_state(configured, stated) == state
