@@ -229,7 +229,9 @@ class Alerts(_Section):
     # collect` states its own, which is used for its cluster instead (a warning says so when
     # this disagrees). Above 1 s a partition's sources may send nothing for that long (at most
     # L/4) plus a parked fetch, so its silences (leader silent, replica stuck, fetcher stalled)
-    # count from stuck_after_ms plus that (state/monitor.py quiet_after_ms; docs/events.md).
+    # count from stuck_after_ms plus that, and a follower below the LEO counts as caught up
+    # within caught_up_grace_ms plus that (state/monitor.py quiet_after_ms, caught_up_grace_ms;
+    # docs/events.md).
     compaction_resolution_ms: int = Field(default=0, ge=0)
     # Every alert is held this long (event time) so that a root cause found meanwhile claims it
     # (state/cluster.py); a broker's silence is decided stuck_after_ms after its last activity.
