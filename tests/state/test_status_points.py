@@ -25,7 +25,7 @@ def per_second(events, cfg, seconds):
     return out
 
 
-CFG = monitor_config(replica_lag_time_max_ms=L, status_refresh_ms=10_000)
+CFG = monitor_config(replica_lag_time_max_ms=L, status_refresh_ms=10_000, series_interval_ms=5000)
 EVERY_STATUS = monitor_config(replica_lag_time_max_ms=L, status_refresh_ms=10_000, series_interval_ms=0)
 
 
@@ -49,7 +49,7 @@ def test_a_busy_healthy_partition_sends_points_between_its_statuses():
 
 
 def test_a_busy_healthy_partitions_points_go_out_once_per_series_interval():
-    # The same busy, healthy partition with the default stream.series_interval_ms (5 s): one
+    # The same busy, healthy partition with stream.series_interval_ms 5 s: one
     # point per 5 s period of its cluster's clock (at a phase of its own), never two in a period,
     # and none where its status went out.
     out = per_second([meta(T0), *steady(T0 + 100, T0 + 30_000)], CFG, 30)
@@ -66,7 +66,7 @@ def test_the_last_offsets_go_out_within_a_series_interval_after_they_stop_moving
     # Appends until +7.3 s (LEO 730), then the followers go on fetching at the LEO with no
     # appends: the offsets stop moving between two points. The last point, within one period
     # after, says the final offsets; nothing goes out after it (the refresh is a minute here).
-    cfg = monitor_config(replica_lag_time_max_ms=L, status_refresh_ms=60_000)
+    cfg = monitor_config(replica_lag_time_max_ms=L, status_refresh_ms=60_000, series_interval_ms=5000)
     events = [meta(T0), *steady(T0 + 100, T0 + 7_400), *steady(T0 + 7_400, T0 + 20_000, leo0=730, per_step=0)]
     out = per_second(sorted(events, key=lambda e: e[1]), cfg, 20)
     assert [s for s, (statuses, _) in enumerate(out) if statuses] == [0]
