@@ -131,6 +131,7 @@ def _steady_digest(watch: PartitionWatch, cfg: MonitorConfig) -> int | None:
     ]
     now = watch.time_ms
     stuck_after_ms = quiet_after_ms(cfg, p.config.replica_lag_time_max_ms)
+    grace_ms = caught_up_grace_ms(cfg, p.config.replica_lag_time_max_ms)
     for r in status_followers(watch.leader):
         if not (r in p.isr and p.is_caught_up(r, now)):
             return None  # (a follower silent at the LEO is caught up by Kafka's rule, but stuck)
@@ -140,7 +141,7 @@ def _steady_digest(watch: PartitionWatch, cfg: MonitorConfig) -> int | None:
             now,
             ever_in_isr=r in watch.ever_in_isr,
             stuck_after_ms=stuck_after_ms,
-            caught_up_grace_ms=caught_up_grace_ms(cfg, p.config.replica_lag_time_max_ms),
+            caught_up_grace_ms=grace_ms,
         )
         if state != CAUGHT_UP:
             return None
