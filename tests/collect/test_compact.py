@@ -26,6 +26,7 @@ from replmon.streaming.simulator.faults import BrokerCrash, BurstyProducer, Paus
 from replmon.streaming.simulator.model import simulate
 from tests.collect.reference_compact import ReferenceCompactor, judged, superseded
 from tests.state.test_monitor_vs_truth import TYPE_RANK, as_tuple
+from tests.state.test_status_points import per_second
 
 DATA = Path(__file__).parent / "data"
 # docs/real-cluster.md "Compaction": what may differ. The leader LEO the monitor knows between
@@ -528,28 +529,6 @@ def test_a_resolve_just_past_group_wait_decides_the_same_compacted():
     assert differences(events, IDLE_L_MS, Compactor(default_lag_ms=IDLE_L_MS)) == []
 
 
-def statuses_per_second(events: list[dict], lag_ms: int, stated: int) -> list[int]:
-    """How many partition statuses each second of event time sends, the engine fed a second at
-    a time with `events` as stated on their heartbeats, the refresh an hour away."""
-    events = [{**e, "compaction_resolution_ms": stated} if e["type"] == "heartbeat" else e for e in events]
-    events.sort(key=lambda e: (e["ts"], TYPE_RANK[e["type"]]))
-    cfg = monitor_config(replica_lag_time_max_ms=lag_ms, status_refresh_ms=3_600_000)
-    bucket, counts, i = Bucket(0, 1), [], 0
-    for end in range(events[0]["ts"] + 1000, events[-1]["ts"] + 1000, 1000):
-        chunk = []
-        while i < len(events) and events[i]["ts"] < end:
-            chunk.append(as_tuple(events[i]))
-            i += 1
-        alerts: list = []
-        bucket.process(chunk, cfg, alerts, [])
-        bucket.advance(cfg, alerts)
-        assert alerts == []
-        partitions: list = []
-        bucket.statuses(cfg, partitions, [], points=[])
-        counts.append(len(partitions))
-    return counts
-
-
 def test_busy_partitions_that_keep_up_stay_healthy_compacted_to_3_s():
     """Busy partitions, every follower keeping up, compacted to 3 s (`--compact-resolution 3s`):
     each sends its first status and then only series points. Their followers are credited at
@@ -566,8 +545,16 @@ def test_busy_partitions_that_keep_up_stay_healthy_compacted_to_3_s():
         replica_lag_time_max_ms=IDLE_L_MS,
     )
     events, _ = simulate(spec, seed=1)
-    sent = collect(events, Compactor(default_lag_ms=IDLE_L_MS, requested_ms=3000))
-    counts = statuses_per_second(sent, IDLE_L_MS, stated=3000)
+    sent = [
+        {**e, "compaction_resolution_ms": 3000} if e["type"] == "heartbeat" else e
+        for e in collect(events, Compactor(default_lag_ms=IDLE_L_MS, requested_ms=3000))
+    ]
+    sent.sort(key=lambda e: (e["ts"], TYPE_RANK[e["type"]]))
+    cfg = monitor_config(replica_lag_time_max_ms=IDLE_L_MS, status_refresh_ms=3_600_000)
+    seconds = (sent[-1]["ts"] - sent[0]["ts"]) // 1000 + 1
+    counts = [
+        len(statuses) for statuses, _ in per_second([as_tuple(e) for e in sent], cfg, seconds, sent[0]["ts"])
+    ]
     assert sum(counts[:5]) == 4 and sum(counts[5:]) == 0, counts
 
 

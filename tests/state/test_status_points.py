@@ -10,11 +10,12 @@ from replmon.streaming.settings import monitor_config
 from tests.state.test_monitor import T0, L, ev, meta, steady
 
 
-def per_second(events, cfg, seconds):
-    """Feed `events` a second at a time; each second's (partition statuses, series points)."""
+def per_second(events, cfg, seconds, start=T0):
+    """Feed `events` (tuples in event-time order) a second at a time from `start`; each
+    second's (partition statuses, series points)."""
     bucket, alerts, quarantine, out = Bucket(0, 1), [], [], []
     for s in range(seconds):
-        lo, hi = T0 + s * 1000, T0 + (s + 1) * 1000
+        lo, hi = start + s * 1000, start + (s + 1) * 1000
         bucket.process([e for e in events if lo <= e[1] < hi], cfg, alerts, quarantine)
         bucket.advance(cfg, alerts)
         partitions: list = []
