@@ -151,7 +151,8 @@ class Compactor:
                 self._sent.pop(pk, None)
                 out.append(ev)
                 continue
-            leo = self._told[pk] = max(self._told.get(pk, 0), ev["leader_leo"])
+            before = self._told.get(pk, 0)
+            leo = self._told[pk] = max(before, ev["leader_leo"])
             status = None
             if kind == "append":
                 key = None
@@ -170,7 +171,7 @@ class Compactor:
                 status != BEHIND
                 and self._recent(key, pk, ev, marks)
                 and not self._broker_due(key, pk, ev["ts"])
-                and self._superseded(ev, pk, leo, batch.later(i))
+                and self._superseded(ev, pk, leo, batch.later(i), before)
             ):
                 self.dropped[kind] += 1
                 continue
@@ -200,17 +201,21 @@ class Compactor:
             self._lag[pk] = ev["replica_lag_time_max_ms"]
             self._resolution_of.pop(pk, None)
 
-    def _superseded(self, ev: dict, pk: tuple, told: int, later: Iterator[dict]) -> bool:
+    def _superseded(self, ev: dict, pk: tuple, told: int, later: Iterator[dict], before: int) -> bool:
         """Whether the events after `ev` (`later`: its partition's, in event-time order; `told`:
-        the largest LEO told at it) restore its effect, and nothing in between reads its state
-        (a `metadata` event, an error, a fetch of a replica outside the ISR):
+        the largest LEO told at it, `before` before it) restore its effect, and nothing in
+        between reads its state (a `metadata` event, an error, a fetch of a replica outside the
+        ISR):
 
         - a CAUGHT or CREDITED fetch of an ISR replica, when its next fetch (same epochs and log
-          start) is CAUGHT, or is CREDITED and the one after is CAUGHT or CREDITED too, every
-          event of the partition from it up to there telling at least `told`. Then the
+          start) is CAUGHT, or is CREDITED and the one after is CAUGHT or CREDITED too, and the
+          LEO it told is told again by the first fetch after it or an event before that (or was
+          told before it). Then every fetch up to there is judged against the same LEO, and the
           follower's LEO, last fetch time, leader LEO at its last fetch and lastCaughtUpTimeMs
           are the same there whether it was seen or not (in between, lcu is older by less than
-          the time from the last one sent);
+          the time from the last one sent). An append in between may tell less: under acks=all
+          the request log writes a produce when its response goes out, after the followers
+          fetched what it appended, so its LEO is often older than the fetches' around it;
         - an append, when a later append tells at least its LEO and every fetch in between
           tells at least as much (the LEO only grows)."""
         isr = self._isr_then[pk] if pk in self._isr_then else self._isr.get(pk, frozenset())
@@ -219,24 +224,29 @@ class Compactor:
         if ev["replica"] not in isr:
             return False
         replica, marks, fresh_ms = ev["replica"], _marks(ev), self._fresh_ms(pk)
-        since, previous, low, first = told, (told, ev["ts"]), ev["leader_leo"], False
+        since, previous, first = told, (told, ev["ts"]), False
+        restored = before >= told  # without it, the LEO the engine knows is `told` again
         for e in later:
             kind = e["type"]
             if kind == "metadata" or (kind == "fetch" and _reads_state(e, isr)):
                 return False
             leo = since = max(since, e["leader_leo"])
-            if kind == "fetch" and e["replica"] == replica:
+            restored = restored or e["leader_leo"] >= told
+            if kind != "fetch":
+                continue
+            if not restored:  # this fetch would be judged against a lower LEO
+                return False
+            if e["replica"] == replica:
                 if _marks(e) != marks:
                     return False
                 status = judge(e, leo, previous, fresh_ms)
                 if first:  # the second after it
-                    return status != BEHIND and low >= told
+                    return status != BEHIND
                 if status == CAUGHT:
-                    return low >= told
+                    return True
                 if status == BEHIND:
                     return False
                 first, previous = True, (leo, e["ts"])
-            low = min(low, e["leader_leo"])
         return False
 
     def _recent(self, key: int | None, pk: tuple, ev: dict, marks: tuple) -> bool:

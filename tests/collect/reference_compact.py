@@ -10,8 +10,6 @@ from typing import Any
 
 from replmon.streaming.collect.compact import resolution_ms
 
-INF = float("inf")
-
 
 def is_caught_up_fetch(ev: dict[str, Any]) -> bool:
     """A fetch at the leader LEO at its read (docs/events.md: then leader_leo is the fetch offset)."""
@@ -80,22 +78,37 @@ def is_accepted_fetch(ev: dict) -> bool:
 
 
 def superseded(
-    seq: list[dict], upto: int, status: list[str | None], told_at: list[int], isr: dict[tuple, frozenset]
+    seq: list[dict],
+    upto: int,
+    status: list[str | None],
+    told_at: list[int],
+    isr: dict[tuple, frozenset],
+    told: dict[tuple, int] | None = None,
 ) -> set[int]:
     """Indices i < upto of the fetches and appends in `seq` (event-time order) whose effect the
     events after them restore (`status`, `told_at`: judged):
 
     - a CAUGHT or CREDITED fetch of an ISR replica, when its next fetch (same epochs and log
-      start) is CAUGHT, or is CREDITED and the one after is CAUGHT or CREDITED too, every event of
-      the partition up to there telling at least the LEO known at the dropped one, and nothing
-      in between reads the dropped state (a `metadata` or `broker` event, an error, a fetch of
+      start) is CAUGHT, or is CREDITED and the one after is CAUGHT or CREDITED too, the LEO known
+      at the dropped one known before it (`told`: partition -> LEO before `seq`) or told again
+      by the first fetch after it or an event before that, and nothing in between reads the
+      dropped state (a `metadata` or `broker` event, an error, a fetch of
       a replica outside the ISR). Then the follower's LEO, last fetch time, leader LEO at its
       last fetch and lastCaughtUpTimeMs are the same there whether the dropped one was seen or
       not (in between, lcu is older by less than the time from the last one sent);
     - an append, when a later append tells at least its LEO and every fetch in between tells
       at least as much (the LEO only grows)."""
     out: set[int] = set()
-    # partition -> replica -> its next fetches (nearest first): [marks, status, lowest LEO told since]
+    before: list[int] = []  # the LEO known before each event
+    known = dict(told or {})
+    for i, ev in enumerate(seq):
+        pk = _partition(ev) if "partition" in ev else None
+        before.append(known.get(pk, 0) if pk else 0)
+        if ev["type"] in ("fetch", "append"):
+            known[pk] = told_at[i]
+    # partition -> the largest LEO told from the next event up to the first fetch after it
+    ahead: dict[tuple, int] = {}
+    # partition -> replica -> its next fetches (nearest first): [marks, status]
     nxt: dict[tuple, dict[int, list]] = {}
     appends: dict[tuple, list] = {}  # partition -> [LEO of its next append, lowest LEO told since]
     for i in range(len(seq) - 1, -1, -1):
@@ -106,6 +119,7 @@ def superseded(
         if kind == "broker":  # fences and shutdowns change ISR eligibility everywhere
             nxt.clear()
             appends.clear()
+            ahead.clear()
             continue
         pk = _partition(ev)
         if (
@@ -115,8 +129,14 @@ def superseded(
         ):
             nxt.pop(pk, None)
             appends.pop(pk, None)
+            ahead.pop(pk, None)
             continue
         leo = ev["leader_leo"]
+        restored = before[i] >= told_at[i] or ahead.get(pk, -1) >= told_at[i]
+        if kind == "fetch":
+            ahead[pk] = leo
+        elif pk in ahead:
+            ahead[pk] = max(ahead[pk], leo)
         if kind == "append":
             later = appends.get(pk)
             if i < upto and later is not None and min(later) >= leo:
@@ -125,9 +145,6 @@ def superseded(
         elif pk in appends:
             appends[pk][1] = min(appends[pk][1], leo)
         chains = nxt.setdefault(pk, {})
-        for chain in chains.values():
-            for f in chain:
-                f[2] = min(f[2], leo)
         if kind != "fetch":
             continue
         marks, chain = _marks(ev), chains.get(ev["replica"], [])
@@ -136,19 +153,19 @@ def superseded(
             and status[i] in (CAUGHT, CREDITED)
             and chain
             and chain[0][0] == marks
+            and restored
             and (
-                (chain[0][1] == CAUGHT and chain[0][2] >= told_at[i])
+                chain[0][1] == CAUGHT
                 or (
                     chain[0][1] == CREDITED
                     and len(chain) == 2
                     and chain[1][0] == marks
                     and chain[1][1] in (CAUGHT, CREDITED)
-                    and chain[1][2] >= told_at[i]
                 )
             )
         ):
             out.add(i)
-        chains[ev["replica"]] = [[marks, status[i], INF], *chain[:1]]
+        chains[ev["replica"]] = [[marks, status[i]], *chain[:1]]
     return out
 
 
@@ -173,7 +190,7 @@ class ReferenceCompactor:
         follow (event-time order; or the ReorderBuffer holding them)."""
         seq = released + (held if isinstance(held, list) else held.held())
         status, told_at = judged(seq, self._told, self._lflo, self._resolution)
-        droppable = superseded(seq, len(released), status, told_at, self._isr)
+        droppable = superseded(seq, len(released), status, told_at, self._isr, self._told)
         out = []
         for i, ev in enumerate(released):
             kind = ev["type"]

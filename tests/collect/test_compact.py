@@ -273,6 +273,25 @@ METADATA = {
         # 15. A fetch whose own leader_leo says caught up, below an earlier append's LEO: the
         #     engine judges it behind (a deposed leader's appends, seen on a real cluster).
         ("behind what was told", [append(950, 20), fetch(1000, 2, 10)], [fetch(1300, 2, 10)], [0, 1]),
+        # 16. Under acks=all a produce is logged when its response goes out, after the followers
+        #     fetched it: an append telling an older LEO (11) between this fetch, which told 12,
+        #     and the next fetch, which tells 12 again. Every fetch is judged against 12 either
+        #     way (seen on a real cluster at 100 produce requests a second: compaction kept 18
+        #     fetches per follower-second instead of about one).
+        (
+            "acks=all append between",
+            [fetch(1000, 2, 12)],
+            [append(1005, 11), fetch(1010, 3, 12), fetch(1300, 2, 12)],
+            [],
+        ),
+        # 17. ... but a fetch read before 12 is told again would be judged against 11 without
+        #     this one: replica 3 at 11 caught up, where with it it is not.
+        (
+            "LEO not told again",
+            [fetch(1000, 2, 12)],
+            [append(1005, 11), fetch(1010, 3, 11), fetch(1300, 2, 12)],
+            [0],
+        ),
     ],
 )
 def test_what_is_dropped(case, released, held, sent):
