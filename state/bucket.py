@@ -23,6 +23,7 @@ from replmon.state.events import (
     BROKER_EPOCH,
     CLUSTER,
     COMPACTION_RESOLUTION,
+    COMPACTION_SCHEME,
     ISR,
     LEADER,
     LEADER_EPOCH,
@@ -106,7 +107,7 @@ class Bucket:
             view = self._clock(ev, out)
             kind = ev[TYPE]
             if kind == "heartbeat":
-                view.state_resolution(ev[COMPACTION_RESOLUTION])
+                view.state_resolution(ev[COMPACTION_RESOLUTION], ev[COMPACTION_SCHEME])
                 continue
             if kind == "session":
                 self._session(ev, view, view.config(cfg), out, quarantine)

@@ -48,26 +48,39 @@ class ClusterView:
         default_factory=list
     )  # derived: roots after each log entry
     sessions: SessionTable = field(default_factory=SessionTable)  # fetch sessions' reads (state/sessions.py)
-    # The compaction resolution the cluster's source states on its heartbeats (docs/events.md);
-    # None: it states none, and alerts.compaction_resolution_ms stands for it
+    # The compaction resolution and scheme the cluster's source states on its heartbeats
+    # (docs/events.md); None: it states none, and alerts.compaction_resolution_ms and
+    # alerts.compaction_scheme stand for it
     compaction_resolution_ms: int | None = None
-    # derived: (the engine's config, that config with the stated resolution)
+    compaction_scheme: str | None = None
+    # derived: (the engine's config, that config with the stated resolution and scheme)
     stated_config: tuple[MonitorConfig, MonitorConfig] | tuple[()] = ()
 
     def config(self, cfg: MonitorConfig) -> MonitorConfig:
-        """The engine's config for this cluster's partitions: `cfg`, with the resolution its
-        source states in place of the configured one."""
+        """The engine's config for this cluster's partitions: `cfg`, with the resolution and the
+        scheme its source states in place of the configured ones."""
         stated = self.compaction_resolution_ms
-        if stated is None or stated == cfg.compaction_resolution_ms:
+        if stated is None:
+            return cfg
+        scheme = self.compaction_scheme or "fixed"
+        if stated == cfg.compaction_resolution_ms and scheme == cfg.compaction_scheme:
             return cfg
         if not self.stated_config or self.stated_config[0] is not cfg:
-            self.stated_config = (cfg, replace(cfg, compaction_resolution_ms=stated))
+            self.stated_config = (
+                cfg,
+                replace(cfg, compaction_resolution_ms=stated, compaction_scheme=scheme),
+            )
         return self.stated_config[1]
 
-    def state_resolution(self, stated: int | None) -> None:
-        """A heartbeat: the resolution its source states, if it states one."""
-        if stated is not None and stated != self.compaction_resolution_ms:
+    def state_resolution(self, stated: int | None, scheme: str | None = None) -> None:
+        """A heartbeat: the resolution and scheme its source states, if it states them (a
+        resolution without a scheme: "fixed")."""
+        if stated is None:
+            return
+        scheme = scheme or "fixed"
+        if stated != self.compaction_resolution_ms or scheme != (self.compaction_scheme or "fixed"):
             self.compaction_resolution_ms = stated
+            self.compaction_scheme = scheme
             self.stated_config = ()
 
     def active(self, broker: int, ts: int, quiet_ms: int) -> None:

@@ -257,6 +257,12 @@ def _bucket_doc(bucket: Bucket) -> Doc:
             for name, v in bucket.clusters.items()
             if getattr(v, "compaction_resolution_ms", None) is not None
         },
+        # the compaction scheme each cluster's source states, when not "fixed"; absent before it
+        "schemes": {
+            name: v.compaction_scheme
+            for name, v in bucket.clusters.items()
+            if getattr(v, "compaction_scheme", None) not in (None, "fixed")
+        },
         # each broker's current run of activity (state/cluster.py); absent before it existed
         "activity": {
             name: list(v.activity.items())
@@ -745,6 +751,8 @@ def _bucket_from_doc(doc: Doc, bucket_id: int, buckets: int) -> Bucket:
         bucket.clusters[name].sessions = SessionTable.from_rows(rows)
     for name, stated in doc.get("resolutions", {}).items():
         bucket.clusters[name].compaction_resolution_ms = stated
+    for name, scheme in doc.get("schemes", {}).items():
+        bucket.clusters[name].compaction_scheme = scheme
     return bucket
 
 

@@ -61,6 +61,9 @@ FIELDS: dict[str, Field] = {
     # leaves between two sent events of a caught-up follower, beyond its own fetch interval
     # (0: every event is sent); the engine allows for it where it decides a silence
     "compaction_resolution_ms": Field("int", minimum=0),
+    # How it compacts: "fixed", at that resolution for every partition (absent: fixed); "lag", at
+    # the default for each partition's replica.lag.time.max.ms (state/monitor.py resolution_ms)
+    "compaction_scheme": Field("str", choices=("fixed", "lag")),
 }
 
 
@@ -101,7 +104,7 @@ TYPES: dict[str, EventType] = {
     # was read then. About many partitions: delivered to every bucket, like a heartbeat.
     "session": EventType(("replica", "leader", "session_id"), (), partitioned=False),
     "append": EventType(("topic", "partition", "leader_leo"), (), partitioned=True),
-    "heartbeat": EventType((), ("compaction_resolution_ms",), partitioned=False),
+    "heartbeat": EventType((), ("compaction_resolution_ms", "compaction_scheme"), partitioned=False),
 }
 
 # --- derived ------------------------------------------------------------------------------
@@ -148,6 +151,7 @@ BROKER = _at("broker")
 STATE = _at("state")
 SESSION_ID = _at("session_id")
 COMPACTION_RESOLUTION = _at("compaction_resolution_ms")
+COMPACTION_SCHEME = _at("compaction_scheme")
 RAW = _at("raw")
 
 

@@ -38,19 +38,35 @@ def _imminent_after_ms(p: PartitionLeader, cfg: MonitorConfig) -> int:
 PARKED_FETCH_MS = 500  # Kafka's replica.fetch.wait.max.ms default: a caught-up follower's longest gap
 # A compaction resolution up to this needs no allowance: its longest gap between sent events
 # (the resolution and a parked fetch) is well inside alerts.stuck_after_ms (3 s), and the
-# differential test decides the same on compacted and uncompacted events at it (the
-# collector's default: L/8, at most 1 s; docs/real-cluster.md).
+# differential test decides the same on compacted and uncompacted events at it. It is also the
+# default resolution's cap at L = 10 s and below (`resolution_ms`).
 COVERED_RESOLUTION_MS = 1000
+# The default resolution's cap above L = 10 s: L/10 there, so 3 s from L = 30 s (Kafka's default)
+LONG_LAG_RESOLUTION_MS = 3000
+
+
+def resolution_ms(replica_lag_time_max_ms: int, requested_ms: int | None = None) -> int:
+    """A partition's compaction resolution (streaming/collect/compact.py): the requested one, else
+    the default for its L: L/8 up to 1 s, and L/10 up to 3 s above L = 10 s (1 s at L = 10 s,
+    2 s at 20 s, 3 s at 30 s and above; `alerts.compaction_scheme` "lag"); never more than L/4
+    (isr-expiration runs every L/2)."""
+    lag = replica_lag_time_max_ms
+    default = max(min(lag // 8, COVERED_RESOLUTION_MS), min(lag // 10, LONG_LAG_RESOLUTION_MS))
+    return max(1, min(requested_ms or default, lag // 4))
 
 
 def resolution_allowance_ms(cfg: MonitorConfig, replica_lag_time_max_ms: int) -> int:
     """How much older than the source's own view the engine's view of a partition can be when
-    its source compacts above 1 s: the partition's resolution (at most L/4, as
-    streaming/collect/compact.py resolution_ms caps it) and a parked fetch, the longest a
+    its source compacts above 1 s: the partition's resolution and a parked fetch, the longest a
     caught-up follower's sent fetches are apart; 0 at 1 s and below. The resolution is the one
     the cluster's source states on its heartbeats (state/cluster_view.py `config`), else
-    alerts.compaction_resolution_ms."""
-    resolution = min(cfg.compaction_resolution_ms, replica_lag_time_max_ms // 4)
+    alerts.compaction_resolution_ms and alerts.compaction_scheme: "fixed", that resolution (at
+    most L/4, as the collector caps it); "lag", the collector's default for the partition's L
+    (`resolution_ms`)."""
+    if cfg.compaction_scheme == "lag":
+        resolution = resolution_ms(replica_lag_time_max_ms)
+    else:
+        resolution = min(cfg.compaction_resolution_ms, replica_lag_time_max_ms // 4)
     if resolution <= COVERED_RESOLUTION_MS:
         return 0
     return resolution + PARKED_FETCH_MS

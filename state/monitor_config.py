@@ -35,6 +35,8 @@ class MonitorConfig:
     caught_up_grace_ms: int
     # the compaction resolution of a source that does not state it on its heartbeats (quiet_after_ms)
     compaction_resolution_ms: int
+    # "fixed": compaction_resolution_ms for every partition; "lag": the collector's default, by L
+    compaction_scheme: str
     status_interval_ms: int  # at most one routine status per partition per this much event time
     status_refresh_ms: int  # a healthy partition's unchanged status is sent again after this long
     series_interval_ms: int  # a healthy partition's moving offsets: one series point per this much

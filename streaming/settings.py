@@ -233,6 +233,10 @@ class Alerts(_Section):
     # within caught_up_grace_ms plus that (state/monitor.py quiet_after_ms, caught_up_grace_ms;
     # docs/events.md).
     compaction_resolution_ms: int = Field(default=0, ge=0)
+    # How that source compacts: "fixed", at compaction_resolution_ms for every partition; "lag",
+    # at `replmon collect`'s default for each partition's L (L/8 up to 1 s, and L/10 up to 3 s
+    # above L = 10 s: state/monitor.py resolution_ms). A collector states its own scheme too.
+    compaction_scheme: Literal["fixed", "lag"] = "fixed"
     # Every alert is held this long (event time) so that a root cause found meanwhile claims it
     # (state/cluster.py); a broker's silence is decided stuck_after_ms after its last activity.
     group_wait_ms: int = Field(default=5000, ge=0)
@@ -296,7 +300,8 @@ class Collect(_Section):
     publish_timeout_ms: int = Field(default=60_000, ge=1)
     max_line_bytes: int = Field(default=MAX_LINE_BYTES, ge=1)
     compact: bool = True  # lossless compaction of caught-up fetches and appends
-    # None: replica.lag.time.max.ms / 8, at most 1 s (streaming/collect/compact.py).
+    # None: by each partition's replica.lag.time.max.ms L, L/8 up to 1 s and L/10 up to 3 s above
+    # L = 10 s (1 s at 10 s, 3 s at Kafka's default 30 s: state/monitor.py resolution_ms).
     compact_resolution_ms: int | None = Field(default=None, ge=1)
     # Publish fetch sessions' reads as `session` events, a partition's own fetches on change.
     session_form: bool = True

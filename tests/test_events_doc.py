@@ -89,9 +89,17 @@ def test_each_event_type_is_documented_as_declared(name):
         assert required == want_required, f"{name}.{field_name}: required"
 
 
-def test_the_fixed_values_of_a_string_are_documented():
-    [state] = [cells for cells in _table(_section("broker")) if cells[0] == "`state`"]
-    assert re.findall(r"`(\w+)`", state[3]) == list(FIELDS["state"].choices)
+@pytest.mark.parametrize("name", [n for n, f in FIELDS.items() if f.choices])
+def test_the_fixed_values_of_a_string_are_documented(name):
+    """Its meaning opens with them: "`a`, `b` or `c`", then ": ..." if it says more."""
+    [row] = [
+        cells
+        for t, spec in TYPES.items()
+        if name in spec.required + spec.optional
+        for cells in _table(_section(t))
+        if cells[0] == f"`{name}`"
+    ][:1]
+    assert re.findall(r"`(\w+)`", row[3].split(":")[0]) == list(FIELDS[name].choices)
 
 
 def test_every_declared_field_belongs_to_an_event_type():

@@ -169,9 +169,10 @@ def _volume_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         type=duration,
         help="at most one caught-up fetch per replica (and one append per partition) per DURATION "
-        "during a run (collect.compact_resolution_ms; default: replica.lag.time.max.ms / 8, at "
-        "most 1s; never above L / 4; above 1s, one fetch per broker per second still goes out, "
-        "docs/real-cluster.md)",
+        "during a run (collect.compact_resolution_ms; default, by each partition's "
+        "replica.lag.time.max.ms L: L / 8 up to 1s, and L / 10 up to 3s above L = 10s, so 1s at "
+        "L = 10s and 3s at Kafka's default 30s; never above L / 4; above 1s, one fetch per broker "
+        "per second still goes out, docs/real-cluster.md)",
     )
     old_spelling(p, "--compact-resolution-ms", "--compact-resolution", type=in_unit("ms"))
     p.add_argument(

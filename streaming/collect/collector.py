@@ -42,8 +42,9 @@ import time
 from datetime import UTC
 from pathlib import Path
 
+from replmon.state.monitor import LONG_LAG_RESOLUTION_MS
 from replmon.streaming.collect.broker_log import BrokerLog
-from replmon.streaming.collect.compact import RESOLUTION_CAP_MS, Compactor
+from replmon.streaming.collect.compact import Compactor
 from replmon.streaming.collect.reorder import ReorderBuffer
 from replmon.streaming.collect.requestlog import BadLine, follower_of, log_time_ms
 from replmon.streaming.collect.sessions import SessionForm
@@ -77,14 +78,22 @@ def source_name(cluster: str, role: str, brokers) -> str:
 def stated_resolution_ms(compactor: Compactor | None, session_form: SessionForm | None) -> int:
     """The compaction resolution the heartbeats state (docs/events.md, `heartbeat`): the longest
     compaction leaves between two sent events of a caught-up follower, beyond its fetch
-    interval: the requested resolution, else the default's largest (L/8, at most
-    RESOLUTION_CAP_MS); a session form's; 0 when every event is sent."""
+    interval: the requested resolution, else the default's largest (LONG_LAG_RESOLUTION_MS, at
+    L = 30 s and above; `stated_scheme` says it follows each partition's L); a session form's; 0
+    when every event is sent."""
     stated = 0
     if compactor is not None:
-        stated = compactor.requested_ms or RESOLUTION_CAP_MS
+        stated = compactor.requested_ms or LONG_LAG_RESOLUTION_MS
     if session_form is not None:
         stated = max(stated, session_form.resolution_ms)
     return stated
+
+
+def stated_scheme(compactor: Compactor | None) -> str:
+    """How the heartbeats say the resolution applies: "lag", the default by each partition's L
+    (state/monitor.py resolution_ms), when compaction is on at no requested resolution; else
+    "fixed"."""
+    return "lag" if compactor is not None and not compactor.requested_ms else "fixed"
 
 
 def rotated_files(path: Path) -> list[Path]:
@@ -141,6 +150,7 @@ class Collector:
         self.session_form = session_form
         # what every heartbeat states, so that the monitor allows for it (state/monitor.py quiet_after_ms)
         self.resolution_ms = stated_resolution_ms(compactor, session_form)
+        self.scheme = stated_scheme(compactor)
         for bl in self.logs.values():
             bl.session_ids = session_form is not None
         self._last_heartbeat = 0
@@ -276,6 +286,7 @@ class Collector:
                     "ts": self.buffer.watermark_ms,
                     "cluster": self.cluster,
                     "compaction_resolution_ms": self.resolution_ms,
+                    "compaction_scheme": self.scheme,
                 }
             )
         self.publisher.send(out)

@@ -33,18 +33,15 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from replmon.state.monitor import COVERED_RESOLUTION_MS, resolution_ms
+
 if TYPE_CHECKING:
     from replmon.streaming.collect.sessions import SessionForm
 
 INF = float("inf")
-RESOLUTION_CAP_MS = 1000  # well inside alerts.stuck_after_ms (3 s): a partition never looks silent
-
-
-def resolution_ms(replica_lag_time_max_ms: int, requested_ms: int | None = None) -> int:
-    """The compaction interval for a partition with this L: the requested one, else L/8 capped
-    at RESOLUTION_CAP_MS; never more than L/4 (isr-expiration runs every L/2)."""
-    wanted = requested_ms if requested_ms else min(replica_lag_time_max_ms // 8, RESOLUTION_CAP_MS)
-    return max(1, min(wanted, replica_lag_time_max_ms // 4))
+# The default resolution's cap at L = 10 s and below: well inside alerts.stuck_after_ms (3 s), a
+# partition never looks silent. Above L = 10 s it is L/10 up to 3 s (`resolution_ms`).
+RESOLUTION_CAP_MS = COVERED_RESOLUTION_MS
 
 
 def _marks(ev: dict) -> tuple:
@@ -95,7 +92,7 @@ class Compactor:
     """Decides, event by event at release, what is sent (`release`). `default_lag_ms` is L for
     a partition whose metadata has not said it; `requested_ms` overrides the resolution.
     `broker_every_ms`: never drop a fetch when its follower or its partition's leader has had
-    no fetch sent for that long; by default RESOLUTION_CAP_MS when the requested resolution is
+    no fetch sent for that long; by default RESOLUTION_CAP_MS for a partition whose resolution is
     above it, else none. The engine's broker silence (state/cluster.py) counts fetches across
     all partitions: at a resolution above alerts.stuck_after_ms less a fetch interval, a broker
     with few partitions would look silent between them (seen in a differential run at 3.5 s:
@@ -109,8 +106,7 @@ class Compactor:
         broker_every_ms: int | None = None,
     ) -> None:
         self.default_lag_ms, self.requested_ms = default_lag_ms, requested_ms
-        above_cap = requested_ms is not None and requested_ms > RESOLUTION_CAP_MS
-        self.broker_every_ms = broker_every_ms or (RESOLUTION_CAP_MS if above_cap else None)
+        self.broker_every_ms = broker_every_ms
         self._leader: dict[tuple, int] = {}  # partition -> its leader, as its metadata said
         self._broker_sent: dict[int, int] = {}  # broker -> the time of the last fetch sent of it
         self._lag: dict[tuple, int] = {}  # partition -> replica.lag.time.max.ms its metadata said
@@ -176,16 +172,21 @@ class Compactor:
                 self.dropped[kind] += 1
                 continue
             self._sent.setdefault(pk, {})[key] = (ev["ts"], marks)
-            if key is not None and self.broker_every_ms is not None:
+            if key is not None:
                 self._broker_sent[key] = self._broker_sent[self._leader.get(pk, -1)] = ev["ts"]
             out.append(ev)
         return out
 
     def _broker_due(self, replica: int | None, pk: tuple, ts: int) -> bool:
         """A fetch whose follower or leader has had no fetch sent for `broker_every_ms`."""
-        if replica is None or self.broker_every_ms is None:
+        if replica is None:
             return False
-        every, sent = self.broker_every_ms, self._broker_sent
+        every = self.broker_every_ms
+        if every is None:
+            if self._resolution(pk) <= RESOLUTION_CAP_MS:
+                return False
+            every = RESOLUTION_CAP_MS
+        sent = self._broker_sent
         return (
             ts - sent.get(replica, -every) >= every
             or ts - sent.get(self._leader.get(pk, -1), -every) >= every

@@ -120,23 +120,32 @@ def test_heartbeat_carries_the_release_watermark(tmp_path):
     c.start()
     c.step()
     # (no compaction: it sends every event, and says so)
-    assert rec.sent == [{"type": "heartbeat", "ts": T - 1500, "cluster": "c", "compaction_resolution_ms": 0}]
+    assert rec.sent == [
+        {
+            "type": "heartbeat",
+            "ts": T - 1500,
+            "cluster": "c",
+            "compaction_resolution_ms": 0,
+            "compaction_scheme": "fixed",
+        }
+    ]
 
 
 @pytest.mark.parametrize(
-    "compactor, session_form, stated",
+    "compactor, session_form, stated, scheme",
     [
-        # the requested resolution, as given
-        (Compactor(requested_ms=7500), None, 7500),
-        # the default is L/8 capped at 1 s: at most 1 s, whatever L
-        (Compactor(), None, 1000),
+        # the requested resolution, as given, for every partition
+        (Compactor(requested_ms=7500), None, 7500, "fixed"),
+        # the default follows each partition's L (L/8 up to 1 s, L/10 up to 3 s): its largest
+        (Compactor(), None, 3000, "lag"),
+        (Compactor(), SessionForm(1000, session_key=None), 3000, "lag"),
         # session form alone: one read per session per its resolution
-        (None, SessionForm(2000, session_key=None), 2000),
+        (None, SessionForm(2000, session_key=None), 2000, "fixed"),
         # both, as `replmon collect --session-form --compact-resolution 3s` builds them
-        (Compactor(requested_ms=3000), SessionForm(3000, session_key=None), 3000),
+        (Compactor(requested_ms=3000), SessionForm(3000, session_key=None), 3000, "fixed"),
     ],
 )
-def test_every_heartbeat_states_the_compaction_resolution(tmp_path, compactor, session_form, stated):
+def test_every_heartbeat_states_the_compaction_resolution(tmp_path, compactor, session_form, stated, scheme):
     """The monitor allows for the resolution the collector states (state/monitor.py
     quiet_after_ms), so no setting can disagree with it."""
     log = tmp_path / "kafka-request.log"
@@ -160,7 +169,7 @@ def test_every_heartbeat_states_the_compaction_resolution(tmp_path, compactor, s
     clock.ms += 1000
     c.step()
     beats = [e for e in rec.sent if e["type"] == "heartbeat"]
-    assert [e["compaction_resolution_ms"] for e in beats] == [stated, stated]
+    assert [(e["compaction_resolution_ms"], e["compaction_scheme"]) for e in beats] == [(stated, scheme)] * 2
 
 
 class SlowAdmin(NoAdmin):

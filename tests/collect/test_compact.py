@@ -17,6 +17,7 @@ import pytest
 
 from replmon.state.bucket import Bucket
 from replmon.state.cluster import ClusterStep, cluster_config
+from replmon.streaming.collect.collector import stated_resolution_ms, stated_scheme
 from replmon.streaming.collect.compact import Compactor, published, resolution_ms
 from replmon.streaming.collect.reorder import ReorderBuffer
 from replmon.streaming.settings import monitor_config
@@ -82,17 +83,27 @@ def fold(events: list[dict], lag_ms: int, slice_ms: int = 1000, **changes) -> tu
     return alerts, rows, quarantine
 
 
+def as_collected(compactor: Compactor) -> dict:
+    """What `replmon collect` with this compactor states on its heartbeats."""
+    return {"stated": stated_resolution_ms(compactor, None), "scheme": stated_scheme(compactor)}
+
+
 def differences(
-    events: list[dict], lag_ms: int, compactor: Compactor, stated: int | None = None, **changes
+    events: list[dict],
+    lag_ms: int,
+    compactor: Compactor,
+    stated: int | None = None,
+    scheme: str = "fixed",
+    **changes,
 ) -> list[str]:
     """What the engine decides differently on the compacted events, beyond the approximate fields.
-    `stated`: the resolution the compacted events' heartbeats state, as `replmon collect`'s do."""
+    `stated`, `scheme`: the resolution and scheme the compacted events' heartbeats state, as
+    `replmon collect`'s do (`as_collected`)."""
     full = fold(collect(events, None), lag_ms, **changes)
     compacted = collect(events, compactor)
     if stated is not None:
-        compacted = [
-            {**e, "compaction_resolution_ms": stated} if e["type"] == "heartbeat" else e for e in compacted
-        ]
+        said = {"compaction_resolution_ms": stated, "compaction_scheme": scheme}
+        compacted = [{**e, **said} if e["type"] == "heartbeat" else e for e in compacted]
     compacted = fold(compacted, lag_ms, **changes)
 
     def alert_rows(alerts):
@@ -305,6 +316,8 @@ def test_what_is_dropped(case, released, held, sent):
 def test_the_resolution_is_at_most_a_quarter_of_l():
     assert resolution_ms(10_000) == 1000  # L/8 = 1250, capped at 1 s
     assert resolution_ms(4_000) == 500  # L/8
+    # above L = 10 s, L/10 up to 3 s: 3 s at Kafka's default L of 30 s
+    assert [resolution_ms(lag) for lag in (12_000, 20_000, 30_000, 60_000)] == [1200, 2000, 3000, 3000]
     assert resolution_ms(10_000, requested_ms=5_000) == 2500  # L/4
     assert resolution_ms(10_000, requested_ms=200) == 200
 
@@ -434,7 +447,7 @@ def test_scenarios_decide_the_same_compacted(name):
     spec = scenarios.get(name)
     events, _ = simulate(spec, seed=0)
     compactor = Compactor(default_lag_ms=spec.replica_lag_time_max_ms)
-    assert differences(events, spec.replica_lag_time_max_ms, compactor) == []
+    assert differences(events, spec.replica_lag_time_max_ms, compactor, **as_collected(compactor)) == []
     fetches = sum(1 for e in events if e["type"] == "fetch")
     assert compactor.dropped["fetch"] > fetches / 2, "compaction must pay where followers keep up"
 
@@ -443,12 +456,8 @@ def test_scenarios_decide_the_same_compacted(name):
 def test_random_clusters_decide_the_same_compacted(seed):
     spec = random_cluster(seed)
     events, _ = simulate(spec, seed=seed)
-    assert (
-        differences(
-            events, spec.replica_lag_time_max_ms, Compactor(default_lag_ms=spec.replica_lag_time_max_ms)
-        )
-        == []
-    )
+    compactor = Compactor(default_lag_ms=spec.replica_lag_time_max_ms)
+    assert differences(events, spec.replica_lag_time_max_ms, compactor, **as_collected(compactor)) == []
 
 
 def test_a_real_capture_decides_the_same_compacted():
@@ -460,7 +469,7 @@ def test_a_real_capture_decides_the_same_compacted():
     alerts = fold(events, lag_ms)[0]
     assert any(a["name"] == "ReplicaOutOfSync" for a in alerts), "the capture must hold the fault"
     compactor = Compactor(default_lag_ms=lag_ms)
-    assert differences(events, lag_ms, compactor) == []
+    assert differences(events, lag_ms, compactor, **as_collected(compactor)) == []
     assert compactor.dropped["fetch"] > 0
 
 
@@ -490,7 +499,6 @@ def test_above_the_cap_the_broker_guard_keeps_broker_silence_exact():
     second (Compactor.broker_every_ms, on by default above the cap)."""
     events, _ = simulate(idle_cluster(), seed=1)
     compactor = Compactor(default_lag_ms=IDLE_L_MS, requested_ms=IDLE_L_MS // 4)
-    assert compactor.broker_every_ms == 1000
     assert differences(events, IDLE_L_MS, compactor) == []
     fetches = sum(1 for e in events if e["type"] == "fetch")
     assert compactor.dropped["fetch"] > fetches / 2
@@ -545,7 +553,8 @@ def test_a_resolve_just_past_group_wait_decides_the_same_compacted():
         topics=(*base.topics, TopicSpec(name="idle", partitions=60, produce_rate=0.0)),
     )
     events = simulate(spec, seed=0)[0]
-    assert differences(events, IDLE_L_MS, Compactor(default_lag_ms=IDLE_L_MS)) == []
+    compactor = Compactor(default_lag_ms=IDLE_L_MS)
+    assert differences(events, IDLE_L_MS, compactor, **as_collected(compactor)) == []
 
 
 def test_busy_partitions_that_keep_up_stay_healthy_compacted_to_3_s():
