@@ -10,22 +10,26 @@ after the decisive event does an alert reach Redis?
 
 **The cluster** (streaming/simulator/scale.py `Paced`): RF 3 over 3 brokers, L
 (replica.lag.time.max.ms, `--lag-ms`) by default 30 s as Kafka's, in every partition's metadata
-and the monitor's `rules.replica_lag_time_max_ms`, as `replmon collect` publishes it with
-compaction on at resolution 1 s (its default, L/8 at most 1 s; the rates measured at L = 10 s,
-docs/real-cluster.md section 5): an idle partition's followers send 1.00 fetch event per
-second each and it appends nothing; a moderately loaded one (200 records/s) 1.12 fetches per
-follower-second and 0.91 appends per second; one at the broker's maximum 1.55 and 1.08. The
-mix, by default 80% idle, 15% moderate, 5% max (`--mix`): at any moment most partitions of a
-production cluster carry no writes (topics kept for retention, low-volume and per-tenant
-topics, over-partitioned topics), and a few carry most of the load. About 2.3 events per
-partition-second. `--resolution-ms R` (the collector caps it at L/4) replays a coarser
-compaction: every rate times 1000/R (the bench then sets alerts.compaction_resolution_ms to R,
-as `replmon collect` states its resolution on its heartbeats: above 1 s the engine allows for it
-in its silences and its caught-up grace, state/monitor.py). The idle partitions are published in
-session form, as `replmon collect` publishes them by default (docs/events.md `session`): each
-idle follower's first fetch names its session, then one `session` event per follower, leader
-and producer per R says all of them. `--no-sessions` sends every idle follower's fetch
-instead, as compaction alone does (`replmon collect --no-session-form`).
+and the monitor's `rules.replica_lag_time_max_ms`, as `replmon collect` publishes it by
+default. Its rates at resolution 1 s (measured at L = 10 s, docs/real-cluster.md section 5): an
+idle partition's followers send 1.00 fetch event per second each and it appends nothing; a
+moderately loaded one (200 records/s) 1.12 fetches per follower-second and 0.91 appends per
+second; one at the broker's maximum 1.55 and 1.08. The mix, by default 80% idle, 15% moderate,
+5% max (`--mix`): at any moment most partitions of a production cluster carry no writes
+(topics kept for retention, low-volume and per-tenant topics, over-partitioned topics), and a
+few carry most of the load. About 2.3 events per partition-second at 1 s. The resolution R is
+the collector's default for L (L/8 up to 1 s, L/10 up to 3 s above L = 10 s: 1 s at
+`--lag-ms 10000`, 3 s at 30000) or `--resolution-ms R` (`replmon collect --compact-resolution`;
+the collector caps it at L/4); every rate is times 1000/R (measured at L = 30 s, 3 s: 0.366
+fetch events per follower-second and 0.333 appends per second at `moderate`, against the 0.373
+and 0.303 this gives, docs/real-cluster.md "The default above L = 10 s"). The monitor is told
+R and the scheme as `replmon collect` states them on its heartbeats (alerts.compaction_resolution_ms
+and alerts.compaction_scheme: above 1 s the engine allows for it in its silences and its
+caught-up grace, state/monitor.py). The idle partitions are published in session form, as
+`replmon collect` publishes them by default (docs/events.md `session`): each idle follower's
+first fetch names its session, then one `session` event per follower, leader and producer per
+second (per R when `--resolution-ms` is given) says all of them. `--no-sessions` sends every
+idle follower's fetch instead, as compaction alone does (`replmon collect --no-session-form`).
 
 **Faults**: from the warm-up's end, every `--fault-every-s` one follower of a busy partition
 stops fetching for L + 10 s (its partition's appends go on: it falls behind, holds the HW,
@@ -194,7 +198,7 @@ def produce(k: int, args, start_ms: int, end_ms: int, faults, results) -> None:
         faults=faults,
         heartbeats=k == 0,
         seed=args.seed + 2 + k,
-        session_ms=args.resolution_ms if args.sessions else None,
+        session_ms=args.session_ms if args.sessions else None,
         fetcher=k,
     )
     producer = console_producer(args.bootstrap, args.topic)
@@ -372,7 +376,8 @@ def one_run(spark, args, n: int) -> dict:
             **({} if args.series_interval_ms is None else {"series_interval_ms": args.series_interval_ms}),
         },
         rules={"replica_lag_time_max_ms": args.lag_ms},
-        alerts={"compaction_resolution_ms": args.resolution_ms},
+        # as `replmon collect` states them on its heartbeats (collector.py stated_resolution_ms)
+        alerts={"compaction_resolution_ms": args.resolution_ms, "compaction_scheme": args.scheme},
         write_files=False,
     )
     writers.create_topic(args.bootstrap, args.topic, args.kafka_partitions)
@@ -530,8 +535,10 @@ def main() -> int:
     ap.add_argument(
         "--resolution-ms",
         type=int,
-        default=1000,
-        help="replay this compaction resolution (the collector caps it at L/4)",
+        default=None,
+        help="replay this compaction resolution, as `replmon collect --compact-resolution` (the "
+        "collector caps it at L/4); default: the collector's default for --lag-ms (1 s at 10 s, "
+        "3 s at 30 s)",
     )
     ap.add_argument(
         "--sessions",
@@ -568,6 +575,13 @@ def main() -> int:
     ap.add_argument("--bootstrap", default=env.get("REPLMON_KAFKA_BOOTSTRAP", "127.0.0.1:19092"))
     ap.add_argument("--redis-url", default=env.get("REPLMON_REDIS_URL", "redis://127.0.0.1:16379/0"))
     args = ap.parse_args()
+    from replmon.streaming.collect.compact import RESOLUTION_CAP_MS, resolution_ms
+
+    # what `replmon collect` does: sessions at the requested resolution, else 1 s; the partitions'
+    # fetches and appends at the requested one, else the default for L
+    args.session_ms = args.resolution_ms or RESOLUTION_CAP_MS
+    args.scheme = "fixed" if args.resolution_ms else "lag"
+    args.resolution_ms = resolution_ms(args.lag_ms, args.resolution_ms)
     sizes = [int(s) for s in args.partitions.split(",")]
     args.partitions = sizes
 
@@ -590,7 +604,7 @@ def main() -> int:
     per_partition = 2 * fetch + append
     if args.sessions:  # idle partitions send nothing of their own; each producer's 6 sessions do
         per_partition = np.where(append > 0, per_partition, 0.0)
-        per_partition = per_partition + 6 * args.producers * 1000 / args.resolution_ms / best["partitions"]
+        per_partition = per_partition + 6 * args.producers * 1000 / args.session_ms / best["partitions"]
     print(
         json.dumps(
             best
@@ -598,6 +612,7 @@ def main() -> int:
                 "mix": parse_mix(args.mix),
                 "lag_ms": args.lag_ms,
                 "resolution_ms": args.resolution_ms,
+                "session_ms": args.session_ms if args.sessions else None,
                 "events_per_partition_s": round(float(per_partition.mean()), 3),
                 "sessions": args.sessions,
                 "floor": args.floor,
