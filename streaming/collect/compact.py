@@ -13,8 +13,11 @@ follower and per partition, during a run of such fetches (or of appends) at most
   silent, falls behind without Kafka's previous-fetch credit, errs or changes epoch always go
   out, and lcu is exact where it decides anything (the shrink at lcu + L + 1, IsrExitImminent,
   ReplicaOutOfSync and their causes);
-- an append is dropped only when a later append of the same partition, telling at least its
-  LEO, is held, and one went out less than `resolution` ago (the LEO only grows);
+- an append is dropped when the LEO it tells was already known (under acks=all a produce is
+  logged after the followers fetched it), or the first fetch of its partition after it, or an
+  event before that, tells it again: every fetch is then judged against the same LEO, and a
+  busy partition's LEO reaches the monitor with its followers' fetches, at least one per
+  resolution;
 - nothing is dropped across an event that reads the dropped state: a `metadata` or `broker`
   event, a fetch that errs or diverges, a fetch of a replica outside the ISR (it may join).
   Caught up is judged as the engine judges it: at or above the largest leader LEO any event
@@ -115,7 +118,7 @@ class Compactor:
         # released since (the events after it are judged as they were before it).
         self._isr_then: dict[tuple, frozenset] = {}
         self._lag_then: dict[tuple, int | None] = {}
-        # partition -> replica (None: its appends) -> (ts, marks) of the last one sent in the run
+        # partition -> replica -> (ts, marks) of the last fetch sent in the run
         self._sent: dict[tuple, dict[int | None, tuple[int, tuple]]] = {}
         self._told: dict[tuple, int] = {}  # partition -> the largest leader LEO events told
         # partition + replica -> (that LEO, time) at its last fetch
@@ -161,8 +164,14 @@ class Compactor:
                 self._sent.pop(pk, None)
                 out.append(ev)
                 continue
-            # for a fetch: its epochs, log start, and whether it is in sync
-            marks = (*_marks(ev), status == BEHIND) if key is not None else ()
+            if key is None:  # an append
+                if self._told_again(ev, pk, batch.later(i), before):
+                    self.dropped[kind] += 1
+                    continue
+                out.append(ev)
+                continue
+            # its epochs, log start, and whether it is in sync
+            marks = (*_marks(ev), status == BEHIND)
             if (
                 status != BEHIND
                 and self._recent(key, pk, ev, marks)
@@ -172,8 +181,7 @@ class Compactor:
                 self.dropped[kind] += 1
                 continue
             self._sent.setdefault(pk, {})[key] = (ev["ts"], marks)
-            if key is not None:
-                self._broker_sent[key] = self._broker_sent[self._leader.get(pk, -1)] = ev["ts"]
+            self._broker_sent[key] = self._broker_sent[self._leader.get(pk, -1)] = ev["ts"]
             out.append(ev)
         return out
 
@@ -216,12 +224,9 @@ class Compactor:
           are the same there whether it was seen or not (in between, lcu is older by less than
           the time from the last one sent). An append in between may tell less: under acks=all
           the request log writes a produce when its response goes out, after the followers
-          fetched what it appended, so its LEO is often older than the fetches' around it;
-        - an append, when a later append tells at least its LEO and every fetch in between
-          tells at least as much (the LEO only grows)."""
+          fetched what it appended, so its LEO is often older than the fetches' around it.
+        (Appends: `_told_again`.)"""
         isr = self._isr_then[pk] if pk in self._isr_then else self._isr.get(pk, frozenset())
-        if ev["type"] == "append":
-            return _append_restored(ev, isr, later)
         if ev["replica"] not in isr:
             return False
         replica, marks, fresh_ms = ev["replica"], _marks(ev), self._fresh_ms(pk)
@@ -248,6 +253,28 @@ class Compactor:
                 if status == BEHIND:
                     return False
                 first, previous = True, (leo, e["ts"])
+        return False
+
+    def _told_again(self, ev: dict, pk: tuple, later: Iterator[dict], before: int) -> bool:
+        """An append whose LEO the engine learns anyway before anything reads it: it was known
+        before it (`before`: the largest LEO told before it; under acks=all an append is logged
+        after the followers fetched it), or the first fetch after it, or an event before that,
+        tells it, with no `metadata` event or fetch that reads the partition's state in
+        between. Then every fetch is judged against the same LEO whether it was seen or not,
+        and a busy partition's LEO reaches the monitor with its followers' fetches, at most a
+        resolution apart (its HW and HighWatermarkStalled's times are approximate already)."""
+        leo = ev["leader_leo"]
+        if before >= leo:
+            return True
+        isr = self._isr_then[pk] if pk in self._isr_then else self._isr.get(pk, frozenset())
+        for e in later:
+            kind = e["type"]
+            if kind == "metadata" or (kind == "fetch" and _reads_state(e, isr)):
+                return False
+            if e["leader_leo"] >= leo:
+                return True
+            if kind == "fetch":
+                return False
         return False
 
     def _recent(self, key: int | None, pk: tuple, ev: dict, marks: tuple) -> bool:
@@ -277,19 +304,6 @@ class Compactor:
 def _reads_state(fetch: dict, isr: frozenset) -> bool:
     """A fetch that errs or diverges, or of a replica outside the ISR (it may join)."""
     return "error" in fetch or "diverging_epoch" in fetch or fetch["replica"] not in isr
-
-
-def _append_restored(ev: dict, isr: frozenset, later: Iterator[dict]) -> bool:
-    """The next append tells at least its LEO, and so does every fetch before that."""
-    low = INF
-    for e in later:
-        kind = e["type"]
-        if kind == "metadata" or (kind == "fetch" and _reads_state(e, isr)):
-            return False
-        if kind == "append":
-            return min(low, e["leader_leo"]) >= ev["leader_leo"]
-        low = min(low, e["leader_leo"])
-    return False
 
 
 class _Batch:

@@ -96,8 +96,9 @@ def superseded(
       a replica outside the ISR). Then the follower's LEO, last fetch time, leader LEO at its
       last fetch and lastCaughtUpTimeMs are the same there whether the dropped one was seen or
       not (in between, lcu is older by less than the time from the last one sent);
-    - an append, when a later append tells at least its LEO and every fetch in between tells
-      at least as much (the LEO only grows)."""
+    - an append whose LEO was known before it, or is told again by the first fetch after it or
+      an event before that, with nothing in between that reads the state (dropped whatever
+      went out before it)."""
     out: set[int] = set()
     before: list[int] = []  # the LEO known before each event
     known = dict(told or {})
@@ -107,10 +108,10 @@ def superseded(
         if ev["type"] in ("fetch", "append"):
             known[pk] = told_at[i]
     # partition -> the largest LEO told from the next event up to the first fetch after it
+    # (or to the end, when no fetch follows)
     ahead: dict[tuple, int] = {}
     # partition -> replica -> its next fetches (nearest first): [marks, status]
     nxt: dict[tuple, dict[int, list]] = {}
-    appends: dict[tuple, list] = {}  # partition -> [LEO of its next append, lowest LEO told since]
     for i in range(len(seq) - 1, -1, -1):
         ev = seq[i]
         kind = ev["type"]
@@ -118,7 +119,6 @@ def superseded(
             continue
         if kind == "broker":  # fences and shutdowns change ISR eligibility everywhere
             nxt.clear()
-            appends.clear()
             ahead.clear()
             continue
         pk = _partition(ev)
@@ -128,22 +128,13 @@ def superseded(
             or (kind == "fetch" and ev["replica"] not in isr.get(pk, ()))
         ):
             nxt.pop(pk, None)
-            appends.pop(pk, None)
             ahead.pop(pk, None)
             continue
         leo = ev["leader_leo"]
         restored = before[i] >= told_at[i] or ahead.get(pk, -1) >= told_at[i]
-        if kind == "fetch":
-            ahead[pk] = leo
-        elif pk in ahead:
-            ahead[pk] = max(ahead[pk], leo)
-        if kind == "append":
-            later = appends.get(pk)
-            if i < upto and later is not None and min(later) >= leo:
-                out.add(i)
-            appends[pk] = [leo, leo]
-        elif pk in appends:
-            appends[pk][1] = min(appends[pk][1], leo)
+        if kind == "append" and i < upto and (before[i] >= leo or ahead.get(pk, -1) >= leo):
+            out.add(i)
+        ahead[pk] = leo if kind == "fetch" else max(ahead.get(pk, -1), leo)
         chains = nxt.setdefault(pk, {})
         if kind != "fetch":
             continue
@@ -218,7 +209,7 @@ class ReferenceCompactor:
                 out.append(ev)
                 continue
             marks = (*_marks(ev), status[i] == BEHIND) if kind == "fetch" else ()  # in sync or not
-            if i in droppable and self._recent(key, pk, ev, marks):
+            if i in droppable and (kind == "append" or self._recent(key, pk, ev, marks)):
                 self.dropped[kind] += 1
                 continue
             self._sent.setdefault(pk, {})[key] = (ev["ts"], marks)

@@ -303,6 +303,12 @@ METADATA = {
             [append(1005, 11), fetch(1010, 3, 11), fetch(1300, 2, 12)],
             [0],
         ),
+        # 18. An append of a LEO already told (10, at 900): under acks=all the produce is logged
+        #     after the followers fetched it. It changes nothing the engine knows.
+        ("acks=all append", [append(1000, 9)], [], []),
+        # 19. An append whose LEO the next fetch tells again: every fetch is judged against 20
+        #     either way, and the LEO reaches the monitor with the fetch.
+        ("append then fetch at its LEO", [append(1000, 20)], [fetch(1050, 2, 20)], []),
     ],
 )
 def test_what_is_dropped(case, released, held, sent):
