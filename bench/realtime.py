@@ -11,18 +11,20 @@ after the decisive event does an alert reach Redis?
 **The cluster** (streaming/simulator/scale.py `Paced`): RF 3 over 3 brokers, L
 (replica.lag.time.max.ms, `--lag-ms`) by default 30 s as Kafka's, in every partition's metadata
 and the monitor's `rules.replica_lag_time_max_ms`, as `replmon collect` publishes it by
-default. Its rates at resolution 1 s (measured at L = 10 s, docs/real-cluster.md section 5): an
-idle partition's followers send 1.00 fetch event per second each and it appends nothing; a
-moderately loaded one (200 records/s) 1.12 fetches per follower-second and 0.91 appends per
-second; one at the broker's maximum 1.55 and 1.08. The mix, by default 80% idle, 15% moderate,
-5% max (`--mix`): at any moment most partitions of a production cluster carry no writes
-(topics kept for retention, low-volume and per-tenant topics, over-partitioned topics), and a
-few carry most of the load. About 2.3 events per partition-second at 1 s. The resolution R is
-the collector's default for L (L/8 up to 1 s, L/10 up to 3 s above L = 10 s: 1 s at
-`--lag-ms 10000`, 3 s at 30000) or `--resolution-ms R` (`replmon collect --compact-resolution`;
-the collector caps it at L/4); every rate is times 1000/R (measured at L = 30 s, 3 s: 0.366
-fetch events per follower-second and 0.333 appends per second at `moderate`, against the 0.373
-and 0.303 this gives, docs/real-cluster.md "The default above L = 10 s"). The monitor is told
+default. Its rates at resolution 1 s (docs/real-cluster.md section 5 and "The default above
+L = 10 s"): an idle partition's followers send 1.00 fetch event per second each and it appends
+nothing; a moderately loaded one (200 records/s) 1.10 fetches per follower-second, and of its
+0.91 compacted appends a second 0.05 are published (an append goes out only where the next
+fetch would not tell its LEO; the others grow the LEO the fetches tell); one at the broker's
+maximum 1.55 fetches and 1.08 appends, all published (measured with the compaction before
+2026-11-28, which kept more: an overestimate). The mix, by default 80% idle, 15% moderate, 5%
+max (`--mix`): at any moment most partitions of a production cluster carry no writes (topics
+kept for retention, low-volume and per-tenant topics, over-partitioned topics), and a few
+carry most of the load. The resolution R is the collector's default for L (L/8 up to 1 s,
+L/10 up to 3 s above L = 10 s: 1 s at `--lag-ms 10000`, 3 s at 30000) or `--resolution-ms R`
+(`replmon collect --compact-resolution`; the collector caps it at L/4); every rate is times
+1000/R (measured at L = 30 s, 3 s: 0.366 fetch events per follower-second at `moderate`,
+against the 0.367 this gives). The monitor is told
 R and the scheme as `replmon collect` states them on its heartbeats (alerts.compaction_resolution_ms
 and alerts.compaction_scheme: above 1 s the engine allows for it in its silences and its
 caught-up grace, state/monitor.py). The idle partitions are published in session form, as
@@ -110,8 +112,15 @@ KAFKA_LAG_MAX_MS = 30_000  # Kafka's replica.lag.time.max.ms default: --lag-ms's
 TICK_S = 0.1
 # compacted events per second at resolution 1 s (docs/real-cluster.md section 5):
 # (fetches per follower, appends per partition)
-RATES = {"idle": (1.00, 0.0), "moderate": (1.12, 0.91), "max": (1.55, 1.08)}
+# (fetches per follower, appends per partition, of which published): the appends a collector
+# sends only where the next fetch would not tell their LEO (streaming/collect/compact.py); the
+# others still grow the LEO the fetches tell. moderate: docs/real-cluster.md, measured at 1 s
+# and 3 s with today's compaction (its fetches as at 3 s, 1.10 a second where 1 s gave 1.01);
+# max: measured at 1 s with the compaction before 2026-11-28, which kept more (every append)
+RATES = {"idle": (1.00, 0.0, 0.0), "moderate": (1.10, 0.91, 0.05), "max": (1.55, 1.08, 1.08)}
 DEFAULT_MIX = "idle=0.8,moderate=0.15,max=0.05"
+WARMUP_MIN_S, WARMUP_S_PER_PARTITION = 30, 0.0024  # default_warmup_s
+CAUGHT_UP_LAG_S = 5.0  # caught_up_s: the first batch after the start whose lag is at most this
 PRODUCER_BEHIND_LIMIT_MS = 1000
 RUN_FIGURES = (
     "keeps_up",
@@ -120,6 +129,7 @@ RUN_FIGURES = (
     "lag_s_first",
     "lag_s_last",
     "lag_s_max",
+    "caught_up_s",
     "latency_ms_p50",
     "latency_ms_p99",
     "alerts",
@@ -152,7 +162,8 @@ def partition_rates(partitions: int, mix: dict[str, float], resolution_ms: int, 
     scale = 1000 / resolution_ms
     fetch = np.array([RATES[n][0] for n in names])[load] * scale
     append = np.array([RATES[n][1] for n in names])[load] * scale
-    return fetch, append, np.flatnonzero(append > 0)
+    published = np.array([RATES[n][2] for n in names])[load] * scale
+    return fetch, append, published, np.flatnonzero(append > 0)
 
 
 def fault_schedule(args, start_ms: int, busy: np.ndarray):
@@ -187,7 +198,9 @@ def produce(k: int, args, start_ms: int, end_ms: int, faults, results) -> None:
     the wall clock reaches its event time."""
     from replmon.streaming.simulator.scale import Layout, Paced
 
-    fetch, append, _ = partition_rates(args.partitions, parse_mix(args.mix), args.resolution_ms, args.seed)
+    fetch, append, published, _ = partition_rates(
+        args.partitions, parse_mix(args.mix), args.resolution_ms, args.seed
+    )
     cluster = Paced(
         Layout.of(args.partitions, "sim", "bench", 1),
         range(k, args.partitions, args.producers),
@@ -200,6 +213,7 @@ def produce(k: int, args, start_ms: int, end_ms: int, faults, results) -> None:
         seed=args.seed + 2 + k,
         session_ms=args.session_ms if args.sessions else None,
         fetcher=k,
+        published_per_s=published,
     )
     producer = console_producer(args.bootstrap, args.topic)
     assert producer.stdin is not None
@@ -260,19 +274,28 @@ def event_ms(progress: dict) -> int | None:
     return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000) if text else None
 
 
-def lag_figures(batches, start_s: float, end_s: float) -> dict:
-    """The lag samples of the window and the keeps-up rule (the docstring)."""
-    samples, newest = [], None
+def lag_figures(batches, start_s: float, end_s: float, load_s: float) -> dict:
+    """The lag samples of the window and the keeps-up rule (the docstring), and how long after
+    the load began (`load_s`) a batch first ended at most CAUGHT_UP_LAG_S behind the clock."""
+    samples, newest, caught_up = [], None, None
     for wall, p in batches:
         ms = event_ms(p) if p.get("numInputRows", 0) > 0 else None
         if ms is not None:
             newest = max(newest or ms, ms)
+            if caught_up is None and wall - ms / 1000 <= CAUGHT_UP_LAG_S and ms / 1000 > load_s + 1:
+                caught_up = round(wall - load_s, 1)
             if wall >= start_s:
                 samples.append((wall, wall - ms / 1000))
     if newest is not None:
         samples.append((end_s, end_s - newest / 1000))
     if len(samples) < 3:
-        return {"lag_s_first": None, "lag_s_last": None, "lag_s_max": None, "lag_ok": False}
+        return {
+            "lag_s_first": None,
+            "lag_s_last": None,
+            "lag_s_max": None,
+            "lag_ok": False,
+            "caught_up_s": caught_up,
+        }
     third = (end_s - start_s) / 3
     first = [lag for wall, lag in samples if wall < start_s + third] or [samples[0][1]]
     last = [lag for wall, lag in samples if wall >= end_s - third] or [samples[-1][1]]
@@ -285,6 +308,7 @@ def lag_figures(batches, start_s: float, end_s: float) -> dict:
         "lag_s_end": round(samples[-1][1], 2),
         "lag_slope": round(float(slope), 4),
         "lag_ok": la <= f + max(2.0, f / 4),
+        "caught_up_s": caught_up,
     }
 
 
@@ -398,7 +422,7 @@ def one_run(spark, args, n: int) -> dict:
             if not query.isActive:
                 raise RuntimeError(f"the query stopped: {query.exception()}")
             time.sleep(0.2)
-        _, _, busy = partition_rates(args.partitions, parse_mix(args.mix), args.resolution_ms, args.seed)
+        _, _, _, busy = partition_rates(args.partitions, parse_mix(args.mix), args.resolution_ms, args.seed)
         start_ms = (int(time.time()) + 5) * 1000  # the producers' JVMs start meanwhile
         end_ms = start_ms + (args.warmup_s + args.seconds) * 1000
         faults = fault_schedule(args, start_ms, busy)
@@ -445,7 +469,7 @@ def one_run(spark, args, n: int) -> dict:
         "producer_kept_pace": all(m["behind_ms_max"] <= PRODUCER_BEHIND_LIMIT_MS for m in made),
         "producer_behind_ms_max": round(max(m["behind_ms_max"] for m in made)),
         "faults": len(faults),
-        **lag_figures(batches, window_start, end_s),
+        **lag_figures(batches, window_start, end_s, start_ms / 1000),
         **alert_latencies(client, prefix, faults, cfg.group_wait_ms, cfg.reorder_tolerance_ms),
         **batch_phases(batches, window_start, profile, sink),
     }
@@ -460,7 +484,8 @@ def one_run(spark, args, n: int) -> dict:
         f"run {n}: {args.partitions:,} partitions, {r['events_per_s']:,} events/s offered "
         f"({args.producers} producers, {r['producer_behind_ms_max']} ms behind at most), "
         f"{r['processed_events_per_s']:,} events/s read; lag s first third {r['lag_s_first']} "
-        f"last third {r['lag_s_last']} max {r['lag_s_max']}: keeps up {r['keeps_up']}; "
+        f"last third {r['lag_s_last']} max {r['lag_s_max']}: keeps up {r['keeps_up']} (caught up "
+        f"{r['caught_up_s']} s after the load began, window from {args.warmup_s} s); "
         f"{r['alerts']} fault alerts, latency ms p50 {r['latency_ms_p50']} p99 {r['latency_ms_p99']}",
         flush=True,
     )
@@ -476,9 +501,19 @@ def one_run(spark, args, n: int) -> dict:
     return r
 
 
+def default_warmup_s(partitions: int) -> int:
+    """The warm-up when `--warmup-s` is not given: 30 s, or 2.4 s per 1,000 partitions from
+    12,500 on. A monitor started on a new topic first sees every partition at once (its state
+    made, its first status and its Redis keys written), and catches up on that for about a
+    minute and a half at 100,000 partitions (`caught_up_s`); the window measures the steady
+    state after it."""
+    return max(WARMUP_MIN_S, round(partitions * WARMUP_S_PER_PARTITION))
+
+
 def run_size(spark, args, partitions: int) -> dict:
     """`--runs` runs at one size: the median run's figures, with the spread of each."""
     args.partitions = partitions
+    args.warmup_s = args.warmup_given if args.warmup_given is not None else default_warmup_s(partitions)
     runs = [one_run(spark, args, n) for n in range(1, args.runs + 1)]
     by_lag = sorted(runs, key=lambda r: r["lag_s_last"] if r["lag_s_last"] is not None else float("inf"))
     median = dict(by_lag[(len(by_lag) - 1) // 2])
@@ -523,7 +558,14 @@ def main() -> int:
     ap.add_argument("--search", action="store_true", help="from --partitions, the largest size that keeps up")
     ap.add_argument("--runs", type=int, default=1, help="runs per size (median and spread)")
     ap.add_argument("--seconds", type=int, default=90, help="measured wall seconds, after the warm-up")
-    ap.add_argument("--warmup-s", type=int, default=30)
+    ap.add_argument(
+        "--warmup-s",
+        dest="warmup_given",
+        type=int,
+        default=None,
+        help="seconds of load before the measured window (default: 30, or 2.4 per 1,000 "
+        "partitions from 12,500 on: 240 at 100,000; the monitor's start is reported as caught_up_s)",
+    )
     ap.add_argument("--mix", default=DEFAULT_MIX, help="shares of idle, moderate and max partitions")
     ap.add_argument(
         "--lag-ms",
@@ -600,8 +642,8 @@ def main() -> int:
             best = tried[-1]
     finally:
         spark.stop()
-    fetch, append, _ = partition_rates(1000, parse_mix(args.mix), args.resolution_ms, args.seed)
-    per_partition = 2 * fetch + append
+    fetch, append, published, _ = partition_rates(1000, parse_mix(args.mix), args.resolution_ms, args.seed)
+    per_partition = 2 * fetch + published
     if args.sessions:  # idle partitions send nothing of their own; each producer's 6 sessions do
         per_partition = np.where(append > 0, per_partition, 0.0)
         per_partition = per_partition + 6 * args.producers * 1000 / args.session_ms / best["partitions"]

@@ -153,7 +153,10 @@ class Paced:
     Each follower fetches every 1 / fetch_per_s[p] s and each partition with append_per_s[p] > 0
     appends that often, each at a random phase: a caught-up fetch reports the leader LEO and
     the HW as it was before it (the lowest LEO of the followers), so a stopped follower (a
-    `Fault`) holds the HW back and falls behind. Lines come with their record keys, in ts order.
+    `Fault`) holds the HW back and falls behind. With `published_per_s`, only that many of a
+    partition's appends a second are sent (a compacting collector drops an append whose LEO
+    the next fetch tells): the others only grow the LEO the fetches tell. Lines come with
+    their record keys, in ts order.
     """
 
     def __init__(
@@ -170,6 +173,7 @@ class Paced:
         seed: int = 0,
         session_ms: int | None = None,
         fetcher: int = 0,
+        published_per_s: np.ndarray | None = None,
     ) -> None:
         rng = np.random.default_rng(seed)
         self.layout, self.start_ms, self.lag_max_ms = layout, start_ms, lag_max_ms
@@ -181,6 +185,12 @@ class Paced:
         self.follower_leo = [0] * (2 * n)
         self.hw = [0] * n
         self.batch = rng.integers(100, 300, n).tolist()  # records per (compacted) append
+        # the share of its appends a partition publishes, and how far each is to its next one
+        self.publish: list[float] | None = None
+        if published_per_s is not None:
+            share = np.minimum(published_per_s[self.owned] / np.where(rate > 0, rate, 1), 1.0)
+            self.publish = share.tolist()
+            self.credit = rng.random(n).tolist()
         local = {int(p): i for i, p in enumerate(self.owned.tolist())}
         self.faults = [
             (2 * local[f.partition] + layout.replicas[f.partition].index(f.replica) - 1, f.start_ms, f.end_ms)
@@ -331,6 +341,11 @@ class Paced:
                 b += 1
             if k >= 0:
                 leo[k] += self.batch[k]
+                if self.publish is not None:
+                    self.credit[k] += self.publish[k]
+                    if self.credit[k] < 1:
+                        continue
+                    self.credit[k] -= 1
                 out.append((self.keys[k], b"{" + self.appends[k] % (t, leo[k])))
                 continue
             f = -1 - k

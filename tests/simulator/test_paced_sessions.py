@@ -94,3 +94,27 @@ def test_the_engine_keeps_session_followers_caught_up_and_raises_nothing():
     assert len(idle) == 40
     # each idle follower's last fetch is its session's last read before the partition's time
     assert all(r["ts"] - r["last_fetch_ms"] <= 1500 and r["caught_up"] for r in idle), idle[:2]
+
+
+def test_unpublished_appends_still_grow_the_leo_the_fetches_tell():
+    """`published_per_s` below the append rate: a compacting collector sends an append only
+    where the next fetch would not tell its LEO, so fewer appends go out, and the busy
+    partitions' fetches still tell a LEO that grows at every append."""
+    rates = np.r_[np.zeros(20), np.full(10, 5.0)]
+
+    def events(published: np.ndarray | None) -> list[dict]:
+        cluster = Paced(
+            Layout.of(PARTITIONS, "sim", "bench", 1), range(PARTITIONS), np.full(PARTITIONS, 2.0), rates,
+            start_ms=START, lag_max_ms=10_000, seed=3, session_ms=1000, published_per_s=published,
+        )  # fmt: skip
+        lines = cluster.header() + cluster.window(START + SECONDS * 1000)
+        return [json.loads(value) for _, value in lines]
+
+    every, few = events(None), events(np.r_[np.zeros(20), np.full(10, 0.5)])
+    appends = [sum(e["type"] == "append" for e in evs) for evs in (every, few)]
+    assert appends[0] == 10 * 5 * SECONDS and 10 * 0.5 * SECONDS - 10 <= appends[1] <= 10 * 0.5 * SECONDS
+
+    def told(evs: list[dict]) -> list[int]:
+        return [e["leader_leo"] for e in evs if e["type"] == "fetch" and e["partition"] == 25]
+
+    assert told(few) == told(every) and len(set(told(few))) > SECONDS
