@@ -38,10 +38,12 @@ def test_the_bench_reports_keeping_up_and_the_fault_alerts_latency(kafka_bootstr
     assert figures["partitions"] == 60
     assert figures["lag_ms"] == 10_000
     assert figures["producer_kept_pace"] is True
-    # Session form (the default): the 9 moderate partitions (2 x 1.12 fetches + 0.91 appends a
-    # second) and the 3 at the maximum (2 x 1.55 + 1.08) send 40.9 events/s; the 48 idle ones
-    # only their 6 sessions' reads (one each a second), and a heartbeat a second: 47.9
-    assert 42 <= figures["events_per_s"] <= 54
+    # Session form (the default), resolution 1 s at L = 10 s: the 9 moderate partitions (2 x 1.10
+    # fetches + 0.05 published appends a second) and the 3 at the maximum (2 x 1.55 + 1.08) send
+    # 32.8 events/s; the 48 idle ones only their 6 sessions' reads (one each a second), and a
+    # heartbeat a second: 39.8, less the 4 stopped followers' fetches (about 2.4 a second over
+    # the window): about 37
+    assert 33 <= figures["events_per_s"] <= 45
     assert figures["sessions"] is True
     # The monitor read in the measured window (on a loaded machine, in as little as one batch),
     # and its lag was sampled.
