@@ -119,7 +119,7 @@ class Compactor:
         self._isr_then: dict[tuple, frozenset] = {}
         self._lag_then: dict[tuple, int | None] = {}
         # partition -> replica -> (ts, marks) of the last fetch sent in the run
-        self._sent: dict[tuple, dict[int | None, tuple[int, tuple]]] = {}
+        self._sent: dict[tuple, dict[int, tuple[int, tuple]]] = {}
         self._told: dict[tuple, int] = {}  # partition -> the largest leader LEO events told
         # partition + replica -> (that LEO, time) at its last fetch
         self._lflo: dict[tuple, tuple[int, int]] = {}
@@ -185,10 +185,8 @@ class Compactor:
             out.append(ev)
         return out
 
-    def _broker_due(self, replica: int | None, pk: tuple, ts: int) -> bool:
+    def _broker_due(self, replica: int, pk: tuple, ts: int) -> bool:
         """A fetch whose follower or leader has had no fetch sent for `broker_every_ms`."""
-        if replica is None:
-            return False
         every = self.broker_every_ms
         if every is None:
             if self._resolution(pk) <= RESOLUTION_CAP_MS:
@@ -277,10 +275,10 @@ class Compactor:
                 return False
         return False
 
-    def _recent(self, key: int | None, pk: tuple, ev: dict, marks: tuple) -> bool:
-        """One like it went out less than the partition's resolution ago (and, for a fetch, the
-        replica is in the reported ISR: a follower rejoining is judged on every fetch)."""
-        if ev["type"] == "fetch" and ev["replica"] not in self._isr.get(pk, ()):
+    def _recent(self, key: int, pk: tuple, ev: dict, marks: tuple) -> bool:
+        """A fetch of its replica went out less than the partition's resolution ago, and the
+        replica is in the reported ISR (a follower rejoining is judged on every fetch)."""
+        if key not in self._isr.get(pk, ()):
             return False
         sent = self._sent.get(pk, {}).get(key)
         return sent is not None and sent[1] == marks and ev["ts"] - sent[0] < self._resolution(pk)
